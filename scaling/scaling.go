@@ -1,0 +1,305 @@
+// Package scaling turns a load figure into a replica count: the Kubernetes HPA rule, the Elastic
+// Scaler APA rule and debi's Algorithm 2 with its dynamic target utilization, plus the metric
+// stabilisation that produces the observed load W1 and the effective-load rule
+// W = max(min(W2, W3), W1). Pure decisions: no I/O, no clocks (time comes in the Input), so the
+// backtest and the live webhook run exactly the same code.
+//
+// Algorithms register by name in a registry (case-insensitive), as in the Elastic Scaler's
+// AlgorithmManager: adding one is one file plus one Register call.
+package scaling
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Input is everything one decision may see. Loads are utilizations at the current size:
+// demand divided by Current·Request, so 1.0 means every current pod is fully used.
+type Input struct {
+	// Time of the decision; stateful algorithms (HPA stabilisation, rate limits) use it.
+	Time time.Time
+	// Current is the spec replica count N(t); Ready the ready replicas Nr(t).
+	Current int32
+	Ready   int32
+	// W is the load fed to the rule (W1 for hpa/apa, max(W2,W1) or the effective load for the
+	// predictive policies).
+	W float64
+	// WindowW is the mean observed load over the algorithm's window (debi's 5-minute window,
+	// METHOD §5.5), as utilization at the current size; NaN when not available.
+	WindowW float64
+}
+
+// Decision is an algorithm's answer. Replicas is always an absolute count.
+type Decision struct {
+	Replicas int32 `json:"replicas"`
+	// Target is the target utilization the rule aimed at (dynamic for debi).
+	Target float64 `json:"target"`
+	// Reason says which branch decided: see the Reason* constants.
+	Reason string `json:"reason"`
+}
+
+// Reasons for a decision.
+const (
+	ReasonTolerance    = "within-tolerance"
+	ReasonScaleUp      = "scale-up"
+	ReasonScaleDown    = "scale-down"
+	ReasonMinReplicas  = "at-min-replicas"
+	ReasonMaxReplicas  = "at-max-replicas"
+	ReasonStabilized   = "stabilized"
+	ReasonRateLimited  = "rate-limited"
+	ReasonNoLoad       = "no-load-data"
+	ReasonWindow       = "window"
+	ReasonScaledToZero = "scaled-to-zero"
+)
+
+// Algorithm recommends replicas. Implementations may keep state between calls (stabilisation
+// windows, scale events) and are not safe for concurrent use: one instance per policy.
+type Algorithm interface {
+	Name() string
+	Recommend(in Input) Decision
+}
+
+// Rounding selects how Algorithm 2 turns its continuous optimum into a replica count.
+type Rounding string
+
+// Rounding modes of Algorithm 2 (METHOD §5.4).
+const (
+	RoundNearest Rounding = "nearest" // the paper: minimise |U(n)·n − L|
+	RoundCeil    Rounding = "ceil"    // never plan a pod above its target
+)
+
+// Params holds every algorithm's parameters; each algorithm reads the ones it uses.
+// The YAML names are the ones of debi's configuration file.
+type Params struct {
+	MinReplicas int32 `yaml:"min_replicas" json:"min_replicas"`
+	MaxReplicas int32 `yaml:"max_replicas" json:"max_replicas"`
+	// Target is the fixed target utilization of hpa and apa.
+	Target float64 `yaml:"target" json:"target"`
+	// Tolerance is the dead band of hpa and debi: no change while |W/target − 1| ≤ Tolerance.
+	Tolerance float64 `yaml:"tolerance" json:"tolerance"`
+
+	// Lower and Upper bound debi's dynamic target U(n) = Upper − (Upper−Lower)·MinReplicas/n.
+	Lower float64 `yaml:"lower" json:"lower"`
+	Upper float64 `yaml:"upper" json:"upper"`
+	// Rounding of Algorithm 2: nearest or ceil.
+	Rounding Rounding `yaml:"rounding" json:"rounding"`
+	// Window is debi's observation window (METHOD §5.5): the recommendation is the larger of the
+	// one for W and the one for the mean observed load over this window. 0 disables it.
+	Window time.Duration `yaml:"window" json:"window"`
+
+	// ScaleDownStabilization is HPA's scale-down stabilisation window (default 5m).
+	ScaleDownStabilization time.Duration `yaml:"scale_down_stabilization" json:"scale_down_stabilization"`
+	// ScaleUpStabilization is HPA's scale-up stabilisation window (default 0).
+	ScaleUpStabilization time.Duration `yaml:"scale_up_stabilization" json:"scale_up_stabilization"`
+	// ScaleUpPods, ScaleUpPercent and ScaleUpPeriod are HPA's default scale-up policies
+	// (4 pods or 100 % per 15 s, whichever allows more).
+	ScaleUpPods    int32         `yaml:"scale_up_pods" json:"scale_up_pods"`
+	ScaleUpPercent float64       `yaml:"scale_up_percent" json:"scale_up_percent"`
+	ScaleUpPeriod  time.Duration `yaml:"scale_up_period" json:"scale_up_period"`
+	// ScaleDownPercent and ScaleDownPeriod are HPA's default scale-down policy (100 % per 15 s).
+	ScaleDownPercent float64       `yaml:"scale_down_percent" json:"scale_down_percent"`
+	ScaleDownPeriod  time.Duration `yaml:"scale_down_period" json:"scale_down_period"`
+
+	// UpTolerance, DownTolerance, MaxScaleUpRate and MaxScaleDownRate are the Elastic Scaler
+	// APA's parameters: no scale-up below Target·(1+UpTolerance), no scale-down above
+	// Target·(1−DownTolerance), at most ×MaxScaleUpRate up and ÷MaxScaleDownRate down per decision.
+	UpTolerance      float64 `yaml:"up_tolerance" json:"up_tolerance"`
+	DownTolerance    float64 `yaml:"down_tolerance" json:"down_tolerance"`
+	MaxScaleUpRate   float64 `yaml:"max_scale_up_rate" json:"max_scale_up_rate"`
+	MaxScaleDownRate float64 `yaml:"max_scale_down_rate" json:"max_scale_down_rate"`
+}
+
+// DefaultParams are the paper's settings (METHOD §7) and Kubernetes' HPA defaults.
+func DefaultParams() Params {
+	return Params{
+		MinReplicas:            1,
+		MaxReplicas:            50,
+		Target:                 0.5,
+		Tolerance:              0.1,
+		Lower:                  0.3,
+		Upper:                  0.7,
+		Rounding:               RoundNearest,
+		Window:                 5 * time.Minute,
+		ScaleDownStabilization: 5 * time.Minute,
+		ScaleUpStabilization:   0,
+		ScaleUpPods:            4,
+		ScaleUpPercent:         100,
+		ScaleUpPeriod:          15 * time.Second,
+		ScaleDownPercent:       100,
+		ScaleDownPeriod:        15 * time.Second,
+		UpTolerance:            0.1,
+		DownTolerance:          0.1,
+		MaxScaleUpRate:         2,
+		MaxScaleDownRate:       2,
+	}
+}
+
+// Validate checks the parameters and returns an error naming the first bad field by its YAML
+// name, so that a configuration error points at the line to fix.
+func (p Params) Validate() error {
+	fin := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case p.MinReplicas < 1:
+		return fmt.Errorf("min_replicas must be at least 1, got %d", p.MinReplicas)
+	case p.MaxReplicas < p.MinReplicas:
+		return fmt.Errorf("max_replicas (%d) must not be below min_replicas (%d)", p.MaxReplicas, p.MinReplicas)
+	case !fin(p.Target) || p.Target <= 0 || p.Target > 1:
+		return fmt.Errorf("target must be in (0, 1], got %v", p.Target)
+	case !fin(p.Tolerance) || p.Tolerance < 0 || p.Tolerance >= 1:
+		return fmt.Errorf("tolerance must be in [0, 1), got %v", p.Tolerance)
+	case !fin(p.Lower) || p.Lower <= 0:
+		return fmt.Errorf("lower must be above 0, got %v", p.Lower)
+	case !fin(p.Upper) || p.Upper <= p.Lower || p.Upper > 1:
+		return fmt.Errorf("upper must be above lower (%v) and at most 1, got %v", p.Lower, p.Upper)
+	case p.Rounding != RoundNearest && p.Rounding != RoundCeil:
+		return fmt.Errorf("rounding must be %q or %q, got %q", RoundNearest, RoundCeil, p.Rounding)
+	case p.Window < 0:
+		return fmt.Errorf("window must not be negative, got %v", p.Window)
+	case p.ScaleDownStabilization < 0:
+		return fmt.Errorf("scale_down_stabilization must not be negative, got %v", p.ScaleDownStabilization)
+	case p.ScaleUpStabilization < 0:
+		return fmt.Errorf("scale_up_stabilization must not be negative, got %v", p.ScaleUpStabilization)
+	case p.ScaleUpPods < 0:
+		return fmt.Errorf("scale_up_pods must not be negative, got %d", p.ScaleUpPods)
+	case !fin(p.ScaleUpPercent) || p.ScaleUpPercent < 0:
+		return fmt.Errorf("scale_up_percent must not be negative, got %v", p.ScaleUpPercent)
+	case p.ScaleUpPods == 0 && p.ScaleUpPercent == 0:
+		return errors.New("scale_up_pods and scale_up_percent are both 0: the workload could never scale up")
+	case p.ScaleUpPeriod <= 0:
+		return fmt.Errorf("scale_up_period must be positive, got %v", p.ScaleUpPeriod)
+	case !fin(p.ScaleDownPercent) || p.ScaleDownPercent < 0 || p.ScaleDownPercent > 100:
+		return fmt.Errorf("scale_down_percent must be in [0, 100], got %v", p.ScaleDownPercent)
+	case p.ScaleDownPeriod <= 0:
+		return fmt.Errorf("scale_down_period must be positive, got %v", p.ScaleDownPeriod)
+	case !fin(p.UpTolerance) || p.UpTolerance < 0:
+		return fmt.Errorf("up_tolerance must not be negative, got %v", p.UpTolerance)
+	case !fin(p.DownTolerance) || p.DownTolerance < 0 || p.DownTolerance >= 1:
+		return fmt.Errorf("down_tolerance must be in [0, 1), got %v", p.DownTolerance)
+	case !fin(p.MaxScaleUpRate) || p.MaxScaleUpRate < 1:
+		return fmt.Errorf("max_scale_up_rate must be at least 1, got %v", p.MaxScaleUpRate)
+	case !fin(p.MaxScaleDownRate) || p.MaxScaleDownRate < 1:
+		return fmt.Errorf("max_scale_down_rate must be at least 1, got %v", p.MaxScaleDownRate)
+	}
+	return nil
+}
+
+// Factory builds an algorithm from validated parameters.
+type Factory func(p Params) Algorithm
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]Factory{}
+)
+
+// Register makes an algorithm available by name (case-insensitive). It panics on an empty or
+// duplicate name: both are programming errors found at start-up.
+func Register(name string, f Factory) {
+	key := strings.ToLower(strings.TrimSpace(name))
+	if key == "" || f == nil {
+		panic("scaling: Register with empty name or nil factory")
+	}
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if _, dup := registry[key]; dup {
+		panic("scaling: algorithm registered twice: " + key)
+	}
+	registry[key] = f
+}
+
+// New validates p and builds the algorithm registered under name (case-insensitive).
+func New(name string, p Params) (Algorithm, error) {
+	key := strings.ToLower(strings.TrimSpace(name))
+	registryMu.RLock()
+	f, ok := registry[key]
+	registryMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("unknown scaling algorithm %q (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return f(p), nil
+}
+
+// Names lists the registered algorithms, sorted.
+func Names() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	out := make([]string, 0, len(registry))
+	for k := range registry {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Known reports whether an algorithm of that name is registered.
+func Known(name string) bool {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	_, ok := registry[strings.ToLower(strings.TrimSpace(name))]
+	return ok
+}
+
+// EffectiveLoad is the paper's eq. (16), W = max(min(W2, W3), W1): predictive while the forecast
+// stays below the high-water level, reactive once the observed load is already extreme.
+// A missing (NaN) W2 or W3 drops out of the min, so a missing forecast leaves
+// max(W3, W1) and a missing high-water level leaves max(W2, W1): a missing model never lowers
+// the load below what was observed. A NaN W1 gives NaN (no observation, no decision).
+func EffectiveLoad(w1, w2, w3 float64) float64 {
+	if math.IsNaN(w1) {
+		return math.NaN()
+	}
+	m := math.NaN()
+	switch {
+	case math.IsNaN(w2):
+		m = w3
+	case math.IsNaN(w3):
+		m = w2
+	default:
+		m = math.Min(w2, w3)
+	}
+	if math.IsNaN(m) {
+		return w1
+	}
+	return math.Max(m, w1)
+}
+
+// ForecastLoad is the load of the <model>-hpa policies: max(W2, W1) (METHOD §6). A NaN W2
+// leaves W1.
+func ForecastLoad(w1, w2 float64) float64 {
+	if math.IsNaN(w1) {
+		return math.NaN()
+	}
+	if math.IsNaN(w2) {
+		return w1
+	}
+	return math.Max(w1, w2)
+}
+
+func clamp(n, lo, hi int32) int32 {
+	if n < lo {
+		return lo
+	}
+	if n > hi {
+		return hi
+	}
+	return n
+}
+
+// ceilInt32 rounds up, saturating at the int32 range so absurd loads cannot wrap around.
+func ceilInt32(x float64) int32 {
+	c := math.Ceil(x)
+	if c >= math.MaxInt32 {
+		return math.MaxInt32
+	}
+	if c <= math.MinInt32 {
+		return math.MinInt32
+	}
+	return int32(c)
+}
