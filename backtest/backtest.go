@@ -126,7 +126,7 @@ func (o Options) Validate() error {
 		return err
 	}
 	if err := o.POT.Validate(); err != nil {
-		return fmt.Errorf("evt-%w", err)
+		return fmt.Errorf("evt.%w", err)
 	}
 	for _, p := range o.Policies {
 		if _, err := policy.Parse(p, o.DebiModel); err != nil {

@@ -234,6 +234,18 @@ func New(cfg Config) (*Runner, error) {
 // Config returns the runner's configuration (after normalisation).
 func (r *Runner) Config() Config { return r.cfg }
 
+// SetRequest changes the CPU request of one pod, R, from the next Step on. The live exporter
+// reads the request from kube-state-metrics at every step, and a rollout may change it; the
+// demand history is in cores, so it stays valid. Step and SetRequest must be called from the
+// same goroutine.
+func (r *Runner) SetRequest(cores float64) error {
+	if !(cores > 0) || math.IsInf(cores, 0) {
+		return fmt.Errorf("request must be a positive number of cores, got %v", cores)
+	}
+	r.cfg.Request = cores
+	return nil
+}
+
 // Wait blocks until a background training run, if any, has finished.
 func (r *Runner) Wait() { r.trainWG.Wait() }
 

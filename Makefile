@@ -1,0 +1,51 @@
+# debi — predictive autoscaler for Kubernetes. `make help` lists the targets.
+GO        ?= go
+BIN       ?= bin
+PKGS      ?= ./...
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BRANCH    ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -X github.com/prometheus/common/version.Version=$(VERSION) \
+             -X github.com/prometheus/common/version.Revision=$(REVISION) \
+             -X github.com/prometheus/common/version.Branch=$(BRANCH) \
+             -X github.com/prometheus/common/version.BuildUser=debi \
+             -X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
+BENCHTIME ?= 1x
+
+.PHONY: all build test unit-test integration-test bench lint format rules-check rules-test dashboards e2e demo servers results help
+
+all: format lint build test ## format, lint, build and test
+
+build: ## build bin/debi
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/debi ./cmd/debi
+
+demo: ## run the main job on the embedded traces: the backtest comparison (no cluster needed)
+	$(GO) run ./cmd/debi backtest
+
+test: ## every test: unit, rules (promtool) and integration against real Prometheus, Alertmanager and kube-apiserver (builds them once, cached outside the clone)
+	hack/test.sh
+
+unit-test: ## unit tests only (no servers)
+	$(GO) test -count=1 $(PKGS)
+
+bench: ## benchmarks (figures for the closing notes)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+lint: ## go vet and gofmt check
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+format: ## gofmt every Go file
+	gofmt -w $$(git ls-files '*.go')
+
+rules-check: ## promtool check rules
+	hack/rules-test.sh check
+
+rules-test: ## promtool test rules
+	hack/rules-test.sh test
+
+servers: ## build Prometheus, Alertmanager, kube-apiserver and etcd from the Go module proxy (cached)
+	hack/servers.sh all
+
+help: ## this list
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
