@@ -12,7 +12,7 @@ import (
 )
 
 // Formats of Write.
-var Formats = []string{"table", "markdown", "json", "csv"}
+var Formats = []string{"table", "markdown", "json", "csv", "summary"}
 
 var columns = []string{"trace", "class", "policy", "cost", "cost_ratio", "frontier_ratio", "utilization",
 	"overload_steps", "overload_fraction", "unserved", "hot_steps", "scale_actions", "mean_replicas",
@@ -71,6 +71,8 @@ func (rep *Report) Write(w io.Writer, format string) error {
 		}
 		fmt.Fprintf(w, "\n%s\n", footnote)
 		return nil
+	case "summary":
+		return rep.WriteSummary(w)
 	case "table", "":
 		fmt.Fprintln(w, rep.caption())
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
