@@ -287,6 +287,10 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 					po.Params.Target = j.target
 					po.KeepSeries = false
 				}
+				if po.Model.Season == 0 {
+					// One day at the trace's resolution (288 five-minute or 1,440 one-minute steps).
+					po.Model.Season = 1440 / max(traces[j.trace].StepMinutes, 1)
+				}
 				results[k], errs[k] = Simulate(ctx, demands[j.trace], j.policy, po)
 				mu.Lock()
 				done++

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 )
 
@@ -93,7 +94,7 @@ type POTResult struct {
 // HighWater computes the extreme-value high-water level of the demand history x (METHOD §3).
 //
 // Quantiles are Hyndman–Fan type 7 (linear interpolation between order statistics, the default
-// of R and NumPy): for sorted s of length n and level p, h = (n−1)·p and
+// of R and NumPy): for the sorted values s of length n and level p, h = (n−1)·p and
 // Q(p) = s[⌊h⌋] + (h−⌊h⌋)·(s[⌊h⌋+1] − s[⌊h⌋]). The threshold and the fallback use the same
 // definition, so a fallback is the plain empirical answer to the same question.
 //
@@ -102,8 +103,9 @@ type POTResult struct {
 // empirical (1−q) quantile and says so in the result: callers always get a usable level, and a
 // skipped fit is never silent.
 //
-// HighWater allocates exactly one copy of the finite values of x, which it sorts in place and
-// reuses for the excesses; it is cheap enough to run at every control step.
+// HighWater allocates exactly one copy of the finite values of x, which it orders partially in
+// place (selection, expected O(n): only three order statistics and the excesses are needed, not
+// a full sort) and reuses for the excesses; it is cheap enough to run at every control step.
 func HighWater(x []float64, cfg POTConfig) (POTResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return POTResult{}, fmt.Errorf("high-water config: %w", err)
@@ -121,21 +123,19 @@ func HighWater(x []float64, cfg POTConfig) (POTResult, error) {
 	if len(s) == 0 {
 		return POTResult{}, fmt.Errorf("high-water: no finite value among %d inputs", len(x))
 	}
-	// slices.Sort on []float64 is an in-place pdqsort: no interface conversion, no garbage.
-	slices.Sort(s)
-
 	n := len(s)
-	t := potQuantileSorted(s, 1-cfg.Tau)
+	// Only three order statistics and the values above the threshold are needed, so s is
+	// partially ordered by selection rather than sorted. After the first selection everything
+	// in s[:k+1] is ≤ t, so the excesses and the higher fallback quantile live in s[k+1:].
+	t, k := potQuantileSelect(s, 1-cfg.Tau, 0)
 	res := POTResult{N: n, Threshold: t, Method: cfg.Method}
 	if res.Method == "" {
 		res.Method = potMethodMoments
 	}
 	// The fallback is computed up front because the excesses below overwrite s.
-	empirical := potQuantileSorted(s, 1-cfg.Q)
-
-	// First index strictly above t (s is sorted, so binary search).
-	k := potFirstAbove(s, t)
-	nt := n - k
+	empirical, _ := potQuantileSelect(s, 1-cfg.Q, k+1)
+	ys := potPartitionAbove(s[k+1:], t)
+	nt := len(ys)
 	res.Excesses = nt
 
 	switch {
@@ -149,7 +149,6 @@ func HighWater(x []float64, cfg POTConfig) (POTResult, error) {
 		return potFallback(res, empirical, fmt.Sprintf("q·n (%g) is not below the %d excesses (ties at the threshold): fit skipped", cfg.Q*float64(n), nt)), nil
 	}
 
-	ys := s[k:]
 	for i := range ys {
 		ys[i] -= t
 	}
@@ -161,7 +160,7 @@ func HighWater(x []float64, cfg POTConfig) (POTResult, error) {
 	var xi, sigma float64
 	if res.Method == potMethodGrimshaw {
 		var err error
-		xi, sigma, err = FitGPDGrimshaw(ys)
+		xi, sigma, err = potGrimshawFit(ys)
 		if err != nil {
 			res.Method = potMethodMoments
 			res.Reason = fmt.Sprintf("grimshaw fit failed (%v): used moments", err)
@@ -182,6 +181,10 @@ func HighWater(x []float64, cfg POTConfig) (POTResult, error) {
 	res.Xi, res.Sigma, res.Z = xi, sigma, z
 	return res, nil
 }
+
+// potGrimshawFit is FitGPDGrimshaw behind a variable so that a test can make it fail: no data set
+// is known that defeats it while the moment fit still works.
+var potGrimshawFit = FitGPDGrimshaw
 
 // potFallback fills res with the empirical answer and the reason the fit was skipped.
 func potFallback(res POTResult, empirical float64, reason string) POTResult {
@@ -204,31 +207,86 @@ func potTailLevel(t, sigma, xi, r float64) float64 {
 	return t + sigma/xi*math.Expm1(-xi*math.Log(r))
 }
 
-// potQuantileSorted is the Hyndman–Fan type 7 quantile of sorted, non-empty s at level p.
-func potQuantileSorted(s []float64, p float64) float64 {
-	h := p * float64(len(s)-1)
-	lo := int(math.Floor(h))
-	if lo >= len(s)-1 {
-		return s[len(s)-1]
+// potQuantileSelect returns the Hyndman–Fan type 7 quantile of the non-empty s at level p and
+// the index k = ⌊(n−1)·p⌋ of the lower order statistic it interpolates from. It reorders s so
+// that s[k] holds the value of rank k, with s[:k] ≤ s[k] ≤ s[k+1:]. The caller promises that
+// s[:from] already holds the from smallest values and that k ≥ from−1, so only s[from:] is
+// searched: a second, higher quantile costs a selection in the upper part only.
+func potQuantileSelect(s []float64, p float64, from int) (q float64, k int) {
+	n := len(s)
+	h := p * float64(n-1)
+	k = min(max(int(math.Floor(h)), 0), n-1)
+	if k >= from {
+		potSelect(s[from:], k-from)
 	}
-	if lo < 0 {
-		return s[0]
+	if k == n-1 {
+		return s[k], k
 	}
-	return s[lo] + (h-float64(lo))*(s[lo+1]-s[lo])
+	next := s[k+1] // the value of rank k+1 is the smallest of s[k+1:]
+	for _, v := range s[k+2:] {
+		next = min(next, v)
+	}
+	return s[k] + (h-float64(k))*(next-s[k]), k
 }
 
-// potFirstAbove returns the first index of sorted s whose value is strictly above t.
-func potFirstAbove(s []float64, t float64) int {
+// potSelect reorders s (NaN-free) so that s[k] holds the value of rank k, with s[:k] ≤ s[k] ≤
+// s[k+1:]. It is Hoare's quickselect with a median-of-three pivot and a three-way partition, so
+// that ties (a flat load, a saturated metric) shrink the range instead of stalling it; expected
+// time O(n). Should pivots keep going wrong, the remaining range is sorted with pdqsort, which
+// bounds the worst case by O(n log n). Either way nothing is allocated.
+func potSelect(s []float64, k int) {
+	potSelectRounds(s, k, 3*bits.Len(uint(len(s))))
+}
+
+// potSelectRounds is potSelect with an explicit budget of partition rounds, so that tests can
+// exercise the pdqsort fallback.
+func potSelectRounds(s []float64, k, rounds int) {
 	lo, hi := 0, len(s)
-	for lo < hi {
-		mid := int(uint(lo+hi) >> 1)
-		if s[mid] <= t {
-			lo = mid + 1
-		} else {
-			hi = mid
+	for hi-lo > 12 {
+		if rounds == 0 {
+			slices.Sort(s[lo:hi])
+			return
+		}
+		rounds--
+		a, b, c := s[lo], s[lo+(hi-lo)/2], s[hi-1]
+		pivot := max(min(a, b), min(max(a, b), c)) // median of three
+		// Invariant: s[lo:lt] < pivot, s[lt:i] == pivot, s[gt:hi] > pivot.
+		lt, i, gt := lo, lo, hi
+		for i < gt {
+			switch v := s[i]; {
+			case v < pivot:
+				s[lt], s[i] = v, s[lt]
+				lt++
+				i++
+			case v > pivot:
+				gt--
+				s[i], s[gt] = s[gt], v
+			default:
+				i++
+			}
+		}
+		switch {
+		case k < lt:
+			hi = lt
+		case k >= gt:
+			lo = gt
+		default:
+			return // s[k] is in the block equal to the pivot
 		}
 	}
-	return lo
+	slices.Sort(s[lo:hi]) // insertion sort at this size
+}
+
+// potPartitionAbove moves the values of s strictly above t to the end of s and returns them.
+func potPartitionAbove(s []float64, t float64) []float64 {
+	j := len(s)
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] > t {
+			j--
+			s[i], s[j] = s[j], s[i]
+		}
+	}
+	return s[j:]
 }
 
 func potFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

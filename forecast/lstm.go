@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"gonum.org/v1/gonum/blas"
@@ -100,7 +101,7 @@ type nnDirScratch struct {
 	cs    []float64 // L×B×H cell states
 	tc    []float64 // L×B×H tanh of the cell states
 	hLast []float64 // B×H final hidden state
-	dz    []float64 // B×4H gate pre-activation gradients of one step
+	dz    []float64 // L×B×4H gate pre-activation gradients
 	dh    []float64 // B×H gradient flowing into h_t
 	dc    []float64 // B×H gradient flowing into c_t from the next step
 }
@@ -241,7 +242,7 @@ func (m *nnModel) nnScratch(B int) *nnTrainScratch {
 			cs:    make([]float64, L*B*H),
 			tc:    make([]float64, L*B*H),
 			hLast: make([]float64, B*H),
-			dz:    make([]float64, B*G),
+			dz:    make([]float64, L*B*G),
 			dh:    make([]float64, B*H),
 			dc:    make([]float64, B*H),
 		}
@@ -311,27 +312,29 @@ func (m *nnModel) nnForwardDir(d int, s *nnTrainScratch, B int) {
 }
 
 // nnBackwardDir backpropagates through time from ds.dh (the gradient on the final hidden
-// state) and accumulates into s.grads. Per step: dW += [x,h]ᵀ·dZ and dh_{t-1} = dZ·W_recᵀ,
-// two more gemms of the same size as the forward one.
+// state) and accumulates into s.grads. The recurrence only needs dh_{t-1} = dZ_t·W_recᵀ per
+// step (a [B×4H]·[4H×H] gemm); the weight gradient Σ_t [x,h]_tᵀ·dZ_t does not feed back, so
+// it is one [(1+H)×LB]·[LB×4H] gemm after the loop, on all time steps at once: a large inner
+// dimension is where gemm runs fastest.
 func (m *nnModel) nnBackwardDir(d int, s *nnTrainScratch, B int) {
 	L, H, A, G := m.L, m.H, 1+m.H, 4*m.H
 	ds := &s.dirs[d]
 	gW := blas64.General{Rows: A, Cols: G, Stride: G, Data: s.grads[m.nnWOff(d):m.nnBOff(d)]}
 	gb := s.grads[m.nnBOff(d) : m.nnBOff(d)+G]
 	wrec := blas64.General{Rows: H, Cols: G, Stride: G, Data: m.nnW(d)[G:]}
-	dzG := blas64.General{Rows: B, Cols: G, Stride: G, Data: ds.dz[:B*G]}
 	dhG := blas64.General{Rows: B, Cols: H, Stride: H, Data: ds.dh[:B*H]}
 	clear(ds.dc[:B*H])
 	for t := L - 1; t >= 0; t-- {
 		gates := ds.gates[t*B*G : (t+1)*B*G]
 		tc := ds.tc[t*B*H : (t+1)*B*H]
+		dzt := ds.dz[t*B*G : (t+1)*B*G]
 		var cprev []float64
 		if t > 0 {
 			cprev = ds.cs[(t-1)*B*H : t*B*H]
 		}
 		for b := 0; b < B; b++ {
 			gb4 := gates[b*G : (b+1)*G]
-			dz := ds.dz[b*G : (b+1)*G]
+			dz := dzt[b*G : (b+1)*G]
 			for j := 0; j < H; j++ {
 				ig, fg, gg, og := gb4[j], gb4[H+j], gb4[2*H+j], gb4[3*H+j]
 				th := tc[b*H+j]
@@ -347,28 +350,26 @@ func (m *nnModel) nnBackwardDir(d int, s *nnTrainScratch, B int) {
 				dz[3*H+j] = dh * th * og * (1 - og)
 				ds.dc[b*H+j] = dc * fg
 			}
-		}
-		ain := blas64.General{Rows: B, Cols: A, Stride: A, Data: ds.ain[t*B*A : (t+1)*B*A]}
-		blas64.Gemm(blas.Trans, blas.NoTrans, 1, ain, dzG, 1, gW)
-		for b := 0; b < B; b++ {
-			dz := ds.dz[b*G : (b+1)*G]
 			for k, v := range dz {
 				gb[k] += v
 			}
 		}
 		if t > 0 {
-			blas64.Gemm(blas.NoTrans, blas.Trans, 1, dzG, wrec, 0, dhG)
+			blas64.Gemm(blas.NoTrans, blas.Trans, 1,
+				blas64.General{Rows: B, Cols: G, Stride: G, Data: dzt}, wrec, 0, dhG)
 		}
 	}
+	blas64.Gemm(blas.Trans, blas.NoTrans, 1,
+		blas64.General{Rows: L * B, Cols: A, Stride: A, Data: ds.ain[:L*B*A]},
+		blas64.General{Rows: L * B, Cols: G, Stride: G, Data: ds.dz[:L*B*G]},
+		1, gW)
 }
 
 // nnLossGrad returns the mean squared error of the first B windows in s and, when grad is
 // set, writes its gradient with respect to every parameter into s.grads.
 func (m *nnModel) nnLossGrad(s *nnTrainScratch, B int, grad bool) float64 {
 	H := m.H
-	for d := 0; d < m.nDir; d++ {
-		m.nnForwardDir(d, s, B)
-	}
+	m.nnEachDir(func(d int) { m.nnForwardDir(d, s, B) })
 	wy := m.params[m.nnWyOff():m.nnByOff()]
 	by := m.params[m.nnByOff()]
 	loss := 0.0
@@ -403,10 +404,26 @@ func (m *nnModel) nnLossGrad(s *nnTrainScratch, B int, grad bool) float64 {
 			}
 		}
 	}
-	for d := 0; d < m.nDir; d++ {
-		m.nnBackwardDir(d, s, B)
-	}
+	m.nnEachDir(func(d int) { m.nnBackwardDir(d, s, B) })
 	return loss
+}
+
+// nnEachDir runs f for every direction. The two directions of a BiLSTM share no buffers and
+// write disjoint gradient blocks, so they run concurrently: the elementwise gate work, which
+// gemm parallelism does not cover, then uses both cores of a small node too.
+func (m *nnModel) nnEachDir(f func(d int)) {
+	if m.nDir == 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		f(1)
+	}()
+	f(0)
+	wg.Wait()
 }
 
 // nnAdamStep applies one Adam update with global-norm gradient clipping.

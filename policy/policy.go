@@ -182,7 +182,8 @@ type Runner struct {
 	log *slog.Logger
 
 	samples []scaling.Sample // raw samples, pruned to the longest window
-	history []float64        // one stabilised demand value per step, at most cfg.History
+	history []float64        // one stabilised demand value per step, at most keep
+	keep    int              // history length: cfg.History, or more when the model needs it
 	scratch []float64
 	hist2   []float64 // EVT and training copy
 	pred    []float64
@@ -220,13 +221,16 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, alg: alg, log: log, pred: make([]float64, cfg.LeadSteps), lastTrainS: -1}
+	r := &Runner{cfg: cfg, alg: alg, log: log, pred: make([]float64, cfg.LeadSteps), lastTrainS: -1, keep: cfg.History}
 	if cfg.Spec.Model != "" {
 		f, err := forecast.New(cfg.Spec.Model, cfg.Model)
 		if err != nil {
 			return nil, err
 		}
 		r.model.Store(&modelBox{f: f})
+		// A seasonal model needs whole seasons: keep what it needs, while the EVT fit still sees
+		// the last cfg.History steps only.
+		r.keep = max(r.keep, f.MinHistory()+cfg.LeadSteps)
 	}
 	return r, nil
 }
@@ -274,8 +278,8 @@ func (r *Runner) Step(ctx context.Context, obs Observation) (Result, error) {
 	}
 	res.Demand = demand
 	r.history = append(r.history, demand)
-	if len(r.history) > r.cfg.History {
-		r.history = append(r.history[:0], r.history[len(r.history)-r.cfg.History:]...)
+	if len(r.history) > r.keep {
+		r.history = append(r.history[:0], r.history[len(r.history)-r.keep:]...)
 	}
 
 	capacity := float64(max(obs.Current, 1)) * r.cfg.Request
@@ -305,7 +309,11 @@ func (r *Runner) Step(ctx context.Context, obs Observation) (Result, error) {
 		}
 	}
 	if r.cfg.Spec.Load == LoadEffective {
-		pot, err := forecast.HighWater(r.history, r.cfg.POT)
+		evtHist := r.history
+		if len(evtHist) > r.cfg.History {
+			evtHist = evtHist[len(evtHist)-r.cfg.History:]
+		}
+		pot, err := forecast.HighWater(evtHist, r.cfg.POT)
 		if err == nil {
 			res.POT = &pot
 			res.HighWater = pot.Z

@@ -1,0 +1,40 @@
+package eval
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/debi-scaler/debi/forecast"
+	"github.com/debi-scaler/debi/trace"
+)
+
+// BenchmarkEvalEmbedded runs the accuracy report on the embedded traces with every registered
+// model and logs the table: the figures quoted in the docs. It takes minutes with the neural
+// models' default budgets; run it alone with -benchtime=1x. DEBI_EVAL_MODELS (comma-separated)
+// narrows the models.
+func BenchmarkEvalEmbedded(b *testing.B) {
+	traces, err := trace.Embedded()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var models []string
+	for _, m := range forecast.Names() {
+		if !strings.HasPrefix(m, "eval-test") {
+			models = append(models, m)
+		}
+	}
+	if env := os.Getenv("DEBI_EVAL_MODELS"); env != "" {
+		models = strings.Split(env, ",")
+	}
+	for b.Loop() {
+		var buf bytes.Buffer
+		opts := Options{Traces: traces, Models: models, Horizon: 1, History: 760, Origins: 24, Retrain: 288, Format: "markdown"}
+		if err := Run(context.Background(), opts, &buf); err != nil {
+			b.Fatal(err)
+		}
+		b.Log("\n" + buf.String())
+	}
+}
