@@ -44,6 +44,9 @@ type Options struct {
 	Scale           float64 `json:"scale,omitempty"`
 	// StartupDelay is the number of steps a new pod takes to become ready.
 	StartupDelay int `json:"startup_delay"`
+	// DecisionDelay is the number of extra steps before a decision reaches the deployment (0:
+	// the next step). The closed-loop test sets it to the delay its live pipeline measured.
+	DecisionDelay int `json:"decision_delay,omitempty"`
 	// Warmup steps train models and are not scored.
 	Warmup int `json:"warmup"`
 	// SLAUtilization is u_sla: a step is overloaded when demand exceeds u_sla·Nr·R.
@@ -104,6 +107,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("peak-utilization: must be in (0, 10], got %v", o.PeakUtilization)
 	case o.StartupDelay < 0:
 		return fmt.Errorf("startup-delay: must not be negative, got %d", o.StartupDelay)
+	case o.DecisionDelay < 0:
+		return fmt.Errorf("decision-delay: must not be negative, got %d", o.DecisionDelay)
 	case o.Warmup < 0:
 		return fmt.Errorf("warmup: must not be negative, got %d", o.Warmup)
 	case !(o.SLAUtilization > 0) || o.SLAUtilization > 1:
@@ -405,8 +410,18 @@ func EnvelopeCost(env []FrontierPoint, x float64) (cost float64, clamped bool) {
 	return env[0].Cost, false
 }
 
-// Simulate runs one policy over one demand series (cores per step) and scores it.
+// Simulate runs one policy over one demand series (cores per step) and scores it. Every policy
+// starts at the size the HPA target gives the first demand, all pods ready.
 func Simulate(ctx context.Context, demand []float64, policyName string, o Options) (Run, error) {
+	if len(demand) == 0 {
+		return Run{}, errors.New("empty demand series")
+	}
+	return SimulateFrom(ctx, demand, policyName, o, initialReplicas(demand[0], o))
+}
+
+// SimulateFrom is Simulate from a given initial size (the closed-loop test starts where its
+// live deployment started).
+func SimulateFrom(ctx context.Context, demand []float64, policyName string, o Options, initial int32) (Run, error) {
 	spec, err := policy.Parse(policyName, o.DebiModel)
 	if err != nil {
 		return Run{}, err
@@ -422,12 +437,13 @@ func Simulate(ctx context.Context, demand []float64, policyName string, o Option
 	if o.KeepSeries {
 		run.Series = &Series{Demand: demand, Replicas: make([]int32, len(demand))}
 	}
-	c := newCluster(initialReplicas(demand[0], o), o.StartupDelay)
+	c := newCluster(initial, o.StartupDelay)
 	start := time.Unix(0, 0).UTC()
 	var train time.Duration
 	var total time.Duration
 	m := &run.Metrics
 	var served, capacity, replicaSum float64
+	pending := make([]int32, 0, o.DecisionDelay+1) // decisions on their way to the deployment
 	for t, d := range demand {
 		if err := ctx.Err(); err != nil {
 			return Run{}, err
@@ -468,7 +484,12 @@ func Simulate(ctx context.Context, demand []float64, policyName string, o Option
 		if res.TrainError != nil {
 			return Run{}, fmt.Errorf("step %d: training %s: %w", t, spec.Model, res.TrainError)
 		}
-		next := res.Decision.Replicas
+		pending = append(pending, res.Decision.Replicas)
+		if len(pending) <= o.DecisionDelay {
+			continue // nothing has arrived yet: the size stays
+		}
+		next := pending[0]
+		pending = append(pending[:0], pending[1:]...)
 		if next != n && t >= o.Warmup {
 			m.ScaleActions++
 		}

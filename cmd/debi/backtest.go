@@ -75,6 +75,7 @@ func backtestFlags(fs *flag.FlagSet, o *backtest.Options) (traces *stringList, p
 	fs.Float64Var(&o.PeakUtilization, "peak-utilization", o.PeakUtilization, "demand scale: the trace's p99 maps to this fraction of N_max·R")
 	fs.Float64Var(&o.Scale, "scale", o.Scale, "demand = trace value × scale (overrides --peak-utilization)")
 	fs.IntVar(&o.StartupDelay, "startup-delay", o.StartupDelay, "steps before a new pod adds capacity")
+	fs.IntVar(&o.DecisionDelay, "decision-delay", o.DecisionDelay, "extra steps before a decision reaches the deployment (a live pipeline's delay)")
 	fs.IntVar(&o.Warmup, "warmup", o.Warmup, "steps that train models and are not scored")
 	fs.Float64Var(&o.SLAUtilization, "sla-utilization", o.SLAUtilization, "u_sla: overloaded when D > u_sla·Nr·R")
 	fs.IntVar(&o.LeadSteps, "lead-steps", o.LeadSteps, "forecast horizon h in steps")

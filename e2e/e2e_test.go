@@ -1,0 +1,368 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/debi-scaler/debi/backtest"
+	"github.com/debi-scaler/debi/scaling"
+	"github.com/debi-scaler/debi/trace"
+)
+
+// Closed-loop parameters: one trace step per second.
+const (
+	e2eSteps   = 240
+	e2eRequest = 0.5 // cores per pod
+	e2eMax     = 20
+	e2eNS      = "shop"
+	e2eName    = "web"
+)
+
+// TestClosedLoop runs the whole loop on 127.0.0.1 — simulator → Prometheus (debi's rules) →
+// debi exporter → DebiScaleRecommended → Alertmanager → debi webhook → scale subresource →
+// simulator — for a few hundred trace steps, and checks that the replicas the live loop set
+// track what the backtest decides for the same demand and parameters, once the backtest is given
+// the decision delay the pipeline adds (measured here, and reported with the latency of
+// recommendation → patch next to its floor: scrape + rule evaluation + group_wait).
+func TestClosedLoop(t *testing.T) {
+	promDir := requireEnv(t, "DEBI_PROMETHEUS_DIR")
+	amDir := requireEnv(t, "DEBI_ALERTMANAGER_DIR")
+	assets := requireEnv(t, "DEBI_K8S_ASSETS")
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	kubeconfig := startKubeAPIServer(t, assets)
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(rc)
+	demand := e2eDemand(t)
+	initial := int32(math.Ceil(demand[0] / (0.5 * e2eRequest)))
+	createDeployment(ctx, t, client, initial)
+
+	sim := &Sim{Client: client, Namespace: e2eNS, Deployment: e2eName, Request: e2eRequest, Demand: demand, StartupDelay: 1}
+	simL, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	simSrv := &http.Server{Handler: sim}
+	go simSrv.Serve(simL)
+	t.Cleanup(func() { simSrv.Close() })
+
+	debi := buildDebi(t, dir)
+	promPort, amPort, expPort, whPort := freePort(t), freePort(t), freePort(t), freePort(t)
+	promURL := fmt.Sprintf("http://127.0.0.1:%d", promPort)
+	writeFile(t, filepath.Join(dir, "token"), "e2e-secret-token\n")
+	writeFile(t, filepath.Join(dir, "debi.yml"), fmt.Sprintf(`
+global:
+  prometheus_url: %s
+  interval: 1s
+policies:
+  - name: web
+    target: {namespace: %s, name: %s}
+    algorithm: debi
+    model: naive
+    request: %g
+    queries:
+      # irate over 1 s scrapes: the closed loop runs one trace step per second, far faster than
+      # the rate1m recording rule a cluster uses.
+      demand: sum(irate(container_cpu_usage_seconds_total{namespace="%[2]s",container="app"}[5s]))
+      replicas: max(kube_deployment_spec_replicas{namespace="%[2]s",deployment="%[3]s"})
+      ready_replicas: max(kube_deployment_status_replicas_ready{namespace="%[2]s",deployment="%[3]s"})
+    scaling: {min_replicas: 1, max_replicas: %[5]d}
+webhook:
+  mode: act
+  bearer_token_file: %[6]s
+  tidal: {enabled: false}
+  leader_election: {enabled: false}
+`, promURL, e2eNS, e2eName, e2eRequest, e2eMax, filepath.Join(dir, "token")))
+	writeFile(t, filepath.Join(dir, "alertmanager.yml"), fmt.Sprintf(`
+route:
+  receiver: 'null'
+  routes:
+    - receiver: debi
+      matchers: ['debi_route="webhook"']
+      group_by: [policy]
+      group_wait: 1s
+      group_interval: 1s
+      repeat_interval: 2s
+receivers:
+  - name: 'null'
+  - name: debi
+    webhook_configs:
+      - url: http://127.0.0.1:%d/v1/alertmanager
+        send_resolved: true
+        http_config:
+          authorization: {credentials_file: %s}
+`, whPort, filepath.Join(dir, "token")))
+	writeFile(t, filepath.Join(dir, "prometheus.yml"), fmt.Sprintf(`
+global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
+rule_files: [%q, %q]
+alerting:
+  alertmanagers: [{static_configs: [{targets: ['127.0.0.1:%d']}]}]
+scrape_configs:
+  - job_name: workload
+    static_configs: [{targets: [%q]}]
+  - job_name: debi-exporter
+    static_configs: [{targets: ['127.0.0.1:%d']}]
+`, filepath.Join(repoRoot(t), "rules", "debi.rules.yaml"), filepath.Join(repoRoot(t), "rules", "debi.alerts.yaml"),
+		amPort, simL.Addr().String(), expPort))
+
+	startProc(t, dir, "alertmanager", filepath.Join(amDir, "alertmanager"), "--config.file="+filepath.Join(dir, "alertmanager.yml"),
+		"--storage.path="+filepath.Join(dir, "am"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", amPort), "--cluster.listen-address=")
+	startProc(t, dir, "prometheus", filepath.Join(promDir, "prometheus"), "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort),
+		"--rules.alert.resend-delay=1s")
+	startProc(t, dir, "webhook", debi, "webhook", "--config.file="+filepath.Join(dir, "debi.yml"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", whPort), "--kubeconfig="+kubeconfig)
+	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/-/ready", amPort), 30*time.Second)
+	waitHTTP(t, promURL+"/-/ready", 30*time.Second)
+	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", whPort), 30*time.Second)
+
+	simDone := make(chan error, 1)
+	go func() { simDone <- sim.Run(ctx, time.Second) }()
+	// The exporter tries every query once at start-up: give Prometheus two scrapes first.
+	waitFor(t, 20*time.Second, func() bool {
+		out, err := promQuery(ctx, promURL, `sum(irate(container_cpu_usage_seconds_total{namespace="shop"}[5s]))`)
+		return err == nil && len(parseVector(out)) == 1
+	})
+	startProc(t, dir, "exporter", debi, "exporter", "--config.file="+filepath.Join(dir, "debi.yml"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", expPort))
+
+	if err := <-simDone; err != nil {
+		t.Fatalf("simulator: %v", err)
+	}
+	recs := sim.Records()
+
+	// Live behaviour: the webhook must have scaled, following the load both ways.
+	ups, downs := 0, 0
+	for i := 1; i < len(recs); i++ {
+		switch {
+		case recs[i].Replicas > recs[i-1].Replicas:
+			ups++
+		case recs[i].Replicas < recs[i-1].Replicas:
+			downs++
+		}
+	}
+	t.Logf("live loop: %d scale-ups, %d scale-downs over %d steps", ups, downs, len(recs))
+	if ups == 0 || downs == 0 {
+		t.Fatalf("the live loop did not scale both ways (ups %d, downs %d): %v", ups, downs, replicaSeries(recs))
+	}
+
+	// The backtest on the same demand, parameters and step, at every decision delay from 0 to
+	// 8 steps: the best-matching delay is the pipeline's, and at it the live replicas must track.
+	live := replicaSeries(recs)
+	served := make([]float64, len(recs))
+	for i, r := range recs {
+		served[i] = r.Demand
+	}
+	bestDelay, bestMatch, bestMAE := -1, -1.0, 0.0
+	var bestSeries []int32
+	for d := 0; d <= 8; d++ {
+		o := backtest.DefaultOptions()
+		o.Request, o.Step, o.Warmup, o.StartupDelay, o.DecisionDelay = e2eRequest, time.Second, 0, 1, d
+		o.Params = scaling.DefaultParams()
+		o.Params.MaxReplicas = e2eMax
+		o.DebiModel, o.KeepSeries, o.Scale = "naive", true, 1
+		run, err := backtest.SimulateFrom(ctx, served, "debi", o, initial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		match, mae := agreement(live, run.Series.Replicas, 30)
+		if match > bestMatch {
+			bestDelay, bestMatch, bestMAE, bestSeries = d, match, mae, run.Series.Replicas
+		}
+	}
+	lat := latencies(ctx, t, promURL, recs)
+	t.Logf("closed loop vs backtest: best decision delay %d steps (s); %.0f%% of steps within ±1 replica, mean |Δ| %.2f replicas",
+		bestDelay, 100*bestMatch, bestMAE)
+	if len(lat) > 0 {
+		t.Logf("recommendation → replicas patched: median %.1fs, p99 %.1fs over %d changes; floor = scrape 1s + rule evaluation 1s + group_wait 1s (+ exporter interval 1s)",
+			quantile(lat, 0.5), quantile(lat, 0.99), len(lat))
+	}
+	if bestMatch < 0.75 {
+		t.Fatalf("live replicas do not track the backtest: best %.0f%% within ±1 (delay %d)\nlive:     %v\nbacktest: %v",
+			100*bestMatch, bestDelay, live, bestSeries)
+	}
+	if len(lat) == 0 {
+		t.Fatal("no recommendation change was followed by a patch")
+	}
+	if m := quantile(lat, 0.5); m > 15 {
+		t.Fatalf("median recommendation → patch latency %.1fs, want well under 15s", m)
+	}
+}
+
+// e2eDemand is a 240-step slice of the embedded bursty trace, scaled so its peak needs about
+// three quarters of max replicas at the upper target.
+func e2eDemand(t *testing.T) []float64 {
+	ts, err := trace.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vals []float64
+	for _, tr := range ts {
+		if tr.Class == "bursty" {
+			vals = tr.Values[1000 : 1000+e2eSteps]
+		}
+	}
+	peak := slices.Max(vals)
+	out := make([]float64, len(vals))
+	for i, v := range vals {
+		out[i] = v / peak * 0.75 * e2eMax * e2eRequest * 0.7
+	}
+	return out
+}
+
+func createDeployment(ctx context.Context, t *testing.T, c kubernetes.Interface, replicas int32) {
+	t.Helper()
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e2eNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app": e2eName}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: e2eName, Namespace: e2eNS},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/sim:1"}}},
+			},
+		},
+	}
+	if _, err := c.AppsV1().Deployments(e2eNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitFor(t *testing.T, timeout time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if ok() {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("condition not met after %v", timeout)
+}
+
+func replicaSeries(recs []Record) []int32 {
+	out := make([]int32, len(recs))
+	for i, r := range recs {
+		out[i] = r.Replicas
+	}
+	return out
+}
+
+// agreement compares two replica series after skip steps: the share of steps within ±1 replica
+// and the mean absolute difference.
+func agreement(a, b []int32, skip int) (float64, float64) {
+	n := min(len(a), len(b))
+	ok, sum, cnt := 0, 0.0, 0
+	for i := skip; i < n; i++ {
+		d := math.Abs(float64(a[i] - b[i]))
+		if d <= 1 {
+			ok++
+		}
+		sum += d
+		cnt++
+	}
+	if cnt == 0 {
+		return 0, math.Inf(1)
+	}
+	return float64(ok) / float64(cnt), sum / float64(cnt)
+}
+
+// latencies measures, for every change of the exporter's recommendation (as Prometheus recorded
+// it, 1 s resolution), the time until the simulator first saw the deployment at that size.
+func latencies(ctx context.Context, t *testing.T, promURL string, recs []Record) []float64 {
+	start, end := recs[0].Time.Add(-5*time.Second), recs[len(recs)-1].Time
+	q := url.Values{"query": {`debi_recommended_replicas{policy="web"}`}, "start": {ts(start)}, "end": {ts(end)}, "step": {"1"}}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, promURL+"/api/v1/query_range?"+q.Encode(), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Logf("latency query: %v", err)
+		return nil
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data struct {
+			Result []struct {
+				Values [][2]any `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || len(body.Data.Result) == 0 {
+		t.Logf("latency query: no data (%v)", err)
+		return nil
+	}
+	var out []float64
+	prev := -1.0
+	for _, v := range body.Data.Result[0].Values {
+		sec, _ := v[0].(float64)
+		val, _ := strconv.ParseFloat(v[1].(string), 64)
+		if prev >= 0 && val != prev {
+			at := time.Unix(0, int64(sec*1e9))
+			for _, r := range recs {
+				if r.Time.After(at) && float64(r.Replicas) == val {
+					out = append(out, r.Time.Sub(at).Seconds())
+					break
+				}
+				if r.Time.Sub(at) > 30*time.Second {
+					break
+				}
+			}
+		}
+		prev = val
+	}
+	return out
+}
+
+func ts(t time.Time) string { return strconv.FormatFloat(float64(t.UnixNano())/1e9, 'f', 3, 64) }
+
+func quantile(xs []float64, q float64) float64 {
+	s := slices.Clone(xs)
+	sort.Float64s(s)
+	return s[int(math.Ceil(q*float64(len(s))))-1]
+}
+
+func parseVector(body string) []float64 {
+	var v struct {
+		Data struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if json.Unmarshal([]byte(body), &v) != nil {
+		return nil
+	}
+	var out []float64
+	for _, r := range v.Data.Result {
+		if s, ok := r.Value[1].(string); ok {
+			f, _ := strconv.ParseFloat(s, 64)
+			out = append(out, f)
+		}
+	}
+	return out
+}

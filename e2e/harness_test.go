@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// requireEnv returns the value of an environment variable naming a server directory; without
+// it the test is skipped, and fails when DEBI_REQUIRE_INTEGRATION=1 (make test sets both).
+func requireEnv(t *testing.T, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		if os.Getenv("DEBI_REQUIRE_INTEGRATION") == "1" {
+			t.Fatalf("%s is not set but DEBI_REQUIRE_INTEGRATION=1: run the tests through `make test`", name)
+		}
+		t.Skipf("skipped: %s is not set (run `make test`, which builds and starts the real servers)", name)
+	}
+	return v
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startProc starts a server process with its output in dir/name.log, stopped at cleanup.
+func startProc(t *testing.T, dir, name string, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("--- %s log (last 3000 bytes) ---\n%s", name, tail(b, 3000))
+		}
+	})
+	return cmd
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// waitHTTP polls url until it answers 200 or the timeout passes.
+func waitHTTP(t *testing.T, url string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s not ready after %v", url, timeout)
+}
+
+// startKubeAPIServer runs hack/k8s-env.sh up (etcd + kube-apiserver on 127.0.0.1, token auth,
+// RBAC) into a temporary state directory and returns the admin kubeconfig.
+func startKubeAPIServer(t *testing.T, assets string) string {
+	t.Helper()
+	state := t.TempDir()
+	script := filepath.Join(repoRoot(t), "hack", "k8s-env.sh")
+	env := append(os.Environ(), "K8S_STATE="+state, "KUBEBUILDER_ASSETS="+assets)
+	var out bytes.Buffer
+	up := exec.Command(script, "up")
+	up.Env, up.Stdout, up.Stderr = env, &out, &out
+	if err := up.Run(); err != nil {
+		t.Fatalf("k8s-env.sh up: %v\n%s", err, out.String())
+	}
+	t.Cleanup(func() {
+		down := exec.Command(script, "down")
+		down.Env = env
+		_ = down.Run()
+	})
+	return filepath.Join(state, "kubeconfig")
+}
+
+// buildDebi builds the debi binary once per test binary.
+func buildDebi(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "debi")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/debi")
+	cmd.Dir = repoRoot(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func promQuery(ctx context.Context, base, q string) (string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/query?query="+url.QueryEscape(q), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", resp.Status, b.String())
+	}
+	return b.String(), nil
+}

@@ -1,0 +1,170 @@
+// Package e2e holds debi's closed-loop test: a workload simulator that owns a Deployment on a
+// real kube-apiserver and serves cAdvisor- and kube-state-metrics-shaped series driven by a
+// trace, scraped by a real Prometheus that evaluates debi's rules, alerts through a real
+// Alertmanager to `debi webhook`, which patches the Deployment the simulator reads back.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Sim simulates a Deployment's pods: demand follows a trace (one value per Tick), pods added by
+// a scale-up become ready StartupDelay ticks later, removed pods go at once. It reads the
+// replica count from the API server's scale subresource at each tick, as a ReplicaSet
+// controller would, and serves the series Prometheus scrapes.
+type Sim struct {
+	Client       kubernetes.Interface
+	Namespace    string
+	Deployment   string
+	Request      float64 // cores per pod
+	Demand       []float64
+	StartupDelay int
+
+	mu      sync.Mutex
+	step    int
+	spec    int32
+	pods    []simPod
+	nextID  int
+	cpu     map[string]float64 // cumulative CPU seconds per pod
+	records []Record
+}
+
+type simPod struct {
+	name    string
+	readyAt int
+}
+
+// Record is what the simulator saw at one tick.
+type Record struct {
+	Step     int
+	Time     time.Time
+	Demand   float64
+	Replicas int32
+	Ready    int32
+}
+
+// Records returns a copy of the ticks so far.
+func (s *Sim) Records() []Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Record(nil), s.records...)
+}
+
+// Run ticks every interval until the trace ends or ctx is done.
+func (s *Sim) Run(ctx context.Context, interval time.Duration) error {
+	s.mu.Lock()
+	s.cpu = map[string]float64{}
+	s.mu.Unlock()
+	tk := time.NewTicker(interval)
+	defer tk.Stop()
+	for i := range s.Demand {
+		if err := s.tick(ctx, i, interval); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tk.C:
+		}
+	}
+	return nil
+}
+
+func (s *Sim) tick(ctx context.Context, i int, interval time.Duration) error {
+	sc, err := s.Client.AppsV1().Deployments(s.Namespace).GetScale(ctx, s.Deployment, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("read scale: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Account the CPU of the interval that just ended, spread over the ready pods.
+	if i > 0 {
+		ready := s.readyLocked(i - 1)
+		for _, p := range s.pods {
+			if p.readyAt <= i-1 && ready > 0 {
+				s.cpu[p.name] += s.Demand[i-1] / float64(ready) * interval.Seconds()
+			}
+		}
+	}
+	n := sc.Spec.Replicas
+	for int32(len(s.pods)) < n {
+		delay := s.StartupDelay
+		if i == 0 {
+			delay = -1 // the initial pods are ready from the start
+		}
+		s.pods = append(s.pods, simPod{name: fmt.Sprintf("%s-%05d", s.Deployment, s.nextID), readyAt: i + delay})
+		s.nextID++
+	}
+	if int32(len(s.pods)) > n {
+		for _, p := range s.pods[n:] {
+			delete(s.cpu, p.name)
+		}
+		s.pods = s.pods[:n]
+	}
+	s.step, s.spec = i, n
+	s.records = append(s.records, Record{Step: i, Time: time.Now(), Demand: s.Demand[i], Replicas: n, Ready: s.readyLocked(i)})
+	return nil
+}
+
+func (s *Sim) readyLocked(step int) int32 {
+	var n int32
+	for _, p := range s.pods {
+		if p.readyAt <= step {
+			n++
+		}
+	}
+	return n
+}
+
+// ServeHTTP serves the metrics in the Prometheus text format, shaped like cAdvisor's
+// container_cpu_usage_seconds_total and kube-state-metrics' deployment and request series.
+func (s *Sim) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	ns, dep := s.Namespace, s.Deployment
+	b.WriteString("# TYPE container_cpu_usage_seconds_total counter\n")
+	names := make([]string, 0, len(s.cpu))
+	for n := range s.cpu {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, p := range s.pods {
+		if _, ok := s.cpu[p.name]; !ok {
+			s.cpu[p.name] = 0
+			names = append(names, p.name)
+		}
+	}
+	for _, n := range names {
+		fmt.Fprintf(&b, "container_cpu_usage_seconds_total{namespace=%q,pod=%q,container=\"app\",image=\"sim\"} %g\n", ns, n, s.cpu[n])
+	}
+	b.WriteString("# TYPE kube_deployment_spec_replicas gauge\n")
+	fmt.Fprintf(&b, "kube_deployment_spec_replicas{namespace=%q,deployment=%q} %d\n", ns, dep, s.spec)
+	b.WriteString("# TYPE kube_deployment_status_replicas_ready gauge\n")
+	fmt.Fprintf(&b, "kube_deployment_status_replicas_ready{namespace=%q,deployment=%q} %d\n", ns, dep, s.readyLocked(s.step))
+	b.WriteString("# TYPE kube_pod_container_resource_requests gauge\n")
+	for _, p := range s.pods {
+		fmt.Fprintf(&b, "kube_pod_container_resource_requests{namespace=%q,pod=%q,container=\"app\",resource=\"cpu\",unit=\"core\"} %g\n", ns, p.name, s.Request)
+	}
+	b.WriteString("# TYPE kube_pod_owner gauge\n")
+	for _, p := range s.pods {
+		fmt.Fprintf(&b, "kube_pod_owner{namespace=%q,pod=%q,owner_kind=\"ReplicaSet\",owner_name=%q} 1\n", ns, p.name, dep+"-sim")
+	}
+	b.WriteString("# TYPE kube_replicaset_owner gauge\n")
+	fmt.Fprintf(&b, "kube_replicaset_owner{namespace=%q,replicaset=%q,owner_kind=\"Deployment\",owner_name=%q} 1\n", ns, dep+"-sim", dep)
+	b.WriteString("# TYPE debi_e2e_demand_cores gauge\n")
+	if len(s.Demand) > 0 {
+		fmt.Fprintf(&b, "debi_e2e_demand_cores{namespace=%q,deployment=%q} %g\n", ns, dep, s.Demand[s.step])
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	_, _ = w.Write([]byte(b.String()))
+}
