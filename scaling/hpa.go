@@ -43,13 +43,19 @@ func (h *HPA) Recommend(in Input) Decision {
 		d.Replicas, d.Reason = 0, ReasonScaledToZero
 		return d
 	}
+	// Out of bounds, Kubernetes rescales to the bound at once, without stabilisation or rate
+	// limits (horizontal.go: "Current number of replicas above Spec.MaxReplicas").
+	switch {
+	case in.Current > h.p.MaxReplicas:
+		d.Replicas, d.Reason = h.p.MaxReplicas, ReasonMaxReplicas
+		return d
+	case in.Current < h.p.MinReplicas:
+		d.Replicas, d.Reason = h.p.MinReplicas, ReasonMinReplicas
+		return d
+	}
 	var desired int32
 	reason := ReasonScaleUp
 	switch {
-	case in.Current > h.p.MaxReplicas:
-		desired, reason = h.p.MaxReplicas, ReasonMaxReplicas
-	case in.Current < h.p.MinReplicas:
-		desired, reason = h.p.MinReplicas, ReasonMinReplicas
 	case math.IsNaN(in.W) || in.W < 0:
 		// No metrics: the HPA keeps the current size.
 		desired, reason = in.Current, ReasonNoLoad

@@ -107,6 +107,13 @@ func TestHPAMinClamp(t *testing.T) {
 	if d := h.Recommend(Input{Time: t0, Current: 5, Ready: 5, W: 0.01}); d.Replicas != 3 || d.Reason != ReasonMinReplicas {
 		t.Fatalf("got %+v, want min 3", d)
 	}
+	// Below min, Kubernetes rescales to min at once: no stabilisation, no rate limit, whatever
+	// the load says.
+	h = NewHPA(p)
+	h.Recommend(Input{Time: t0, Current: 3, Ready: 3, W: 0.5})
+	if d := h.Recommend(Input{Time: t0.Add(time.Second), Current: 1, Ready: 1, W: 0.01}); d.Replicas != 3 || d.Reason != ReasonMinReplicas {
+		t.Fatalf("below min: got %+v, want 3 at once", d)
+	}
 }
 
 func TestAPA(t *testing.T) {
