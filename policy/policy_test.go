@@ -153,3 +153,23 @@ func TestConfigValidateNamesField(t *testing.T) {
 		}
 	}
 }
+
+// TestForecastOnDemandNotUtilization is METHOD §0's [fix]: models and the EVT fit see demand,
+// so a history in which the replicas doubled (halving utilization) is still a flat load.
+func TestForecastOnDemandNotUtilization(t *testing.T) {
+	r := newRunner(t, "evt-naive-hpa", func(c *Config) { c.History = 40 })
+	for i := 0; i < 40; i++ {
+		n := int32(4)
+		if i >= 20 {
+			n = 8 // the deployment doubled: utilization halves, demand does not move
+		}
+		if _, err := r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * time.Minute), Demand: 3, Current: n, Ready: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, v := range r.History() {
+		if v != 3 {
+			t.Fatalf("history[%d] = %v: the models would learn the scaling decisions, not the load", i, v)
+		}
+	}
+}
