@@ -12,7 +12,7 @@ LDFLAGS   := -X github.com/prometheus/common/version.Version=$(VERSION) \
              -X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 BENCHTIME ?= 1x
 
-.PHONY: all build test unit-test integration-test bench lint format rules-check rules-test dashboards e2e demo servers results help
+.PHONY: all build test unit-test integration-test bench lint format rules-check rules-test dashboards generate helm-lint e2e demo servers results help
 
 all: format lint build test ## format, lint, build and test
 
@@ -44,7 +44,17 @@ rules-check: ## promtool check rules
 rules-test: ## promtool test rules
 	hack/rules-test.sh test
 
-servers: ## build Prometheus, Alertmanager, kube-apiserver and etcd from the Go module proxy (cached)
+dashboards: ## regenerate grafana/*.json from the Go definitions in grafana/
+	$(GO) run ./hack/gen-dashboards
+
+generate: dashboards ## regenerate dashboards, deploy/'s PrometheusRule and dashboard ConfigMaps, docs/configuration.md
+	$(GO) run ./hack/gen-deploy
+	$(GO) run ./hack/gen-docs
+
+helm-lint: ## helm lint and template deploy/helm/debi (builds helm once, cached outside the clone)
+	DEBI_HELM_DIR=$$(hack/servers.sh helm) $(GO) test -count=1 -run 'TestHelm' ./deploy/
+
+servers: ## build Prometheus, Alertmanager, kube-apiserver, etcd and helm from the Go module proxy (cached)
 	hack/servers.sh all
 
 help: ## this list

@@ -10,7 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"net/url"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -94,10 +98,43 @@ type Policy struct {
 // ExporterConfig is the exporter's own section.
 type ExporterConfig struct {
 	// HistoryLookback is how far back the exporter loads history with query_range at start-up
-	// (default: history × interval).
+	// (default: history × interval of each policy, capped by this value when set).
 	HistoryLookback time.Duration `yaml:"history_lookback"`
 	// MAEWindow is the number of steps of the rolling forecast-error figure.
 	MAEWindow int `yaml:"mae_window"`
+	// QueryOffset delays each step's queries behind its evaluation time, as Prometheus's
+	// rule_query_offset does: the step for time t runs at t+offset and queries at t, so samples
+	// scraped or recorded just before t have been ingested. It makes every step replayable from
+	// Prometheus's data. Default 0; must be below global.interval.
+	QueryOffset time.Duration `yaml:"query_offset"`
+	// Concurrency is the number of policies stepped at once (their queries are I/O-bound).
+	// Default 8.
+	Concurrency int `yaml:"concurrency"`
+}
+
+// FieldError is a configuration error at a field path such as policies[2].queries.demand.
+type FieldError struct {
+	// Path is the YAML path of the offending field.
+	Path string
+	// Err says what is wrong with it.
+	Err error
+}
+
+func (e *FieldError) Error() string { return e.Path + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// errorf returns a FieldError at path.
+func errorf(path, format string, args ...any) error {
+	return &FieldError{Path: path, Err: fmt.Errorf(format, args...)}
+}
+
+// subfieldError turns a validation error whose message starts with the field's YAML name
+// ("min_replicas must be at least 1") into a FieldError at path.field.
+func subfieldError(path string, err error) error {
+	field, _, _ := strings.Cut(err.Error(), " ")
+	return &FieldError{Path: path + "." + field, Err: err}
 }
 
 // Warnings are the settings that were invalid and replaced by their defaults while loading.
@@ -125,7 +162,7 @@ func Load(b []byte) (*Config, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("empty configuration")
 		}
-		return nil, err
+		return nil, withYAMLPaths(b, err)
 	}
 	if err := c.setDefaultsAndValidate(); err != nil {
 		return nil, err
@@ -133,40 +170,106 @@ func Load(b []byte) (*Config, error) {
 	return c, nil
 }
 
+var yamlLineRe = regexp.MustCompile(`line (\d+): `)
+
+// withYAMLPaths rewrites the decoder's "line N: …" messages (unknown fields, wrong types) to
+// name the field path at that line as well, e.g. "policies[1].scaling.min_replica (line 12): …".
+func withYAMLPaths(b []byte, err error) error {
+	var root yaml.Node
+	if yaml.Unmarshal(b, &root) != nil {
+		return err
+	}
+	paths := map[int]string{}
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := k.Value
+				if path != "" {
+					p = path + "." + k.Value
+				}
+				if _, ok := paths[k.Line]; !ok {
+					paths[k.Line] = p
+				}
+				walk(v, p)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s[%d]", path, i))
+			}
+		}
+	}
+	walk(&root, "")
+	msg := yamlLineRe.ReplaceAllStringFunc(err.Error(), func(m string) string {
+		line, _ := strconv.Atoi(yamlLineRe.FindStringSubmatch(m)[1])
+		if p, ok := paths[line]; ok {
+			return fmt.Sprintf("%s (line %d): ", p, line)
+		}
+		return m
+	})
+	return errors.New(msg)
+}
+
 // setDefaultsAndValidate is the one place where defaults are filled and fields checked.
 func (c *Config) setDefaultsAndValidate() error {
 	if c.Global.Interval == 0 {
 		c.Global.Interval = 15 * time.Second
 	}
-	if c.Global.Interval < 0 {
-		return fmt.Errorf("global.interval must be positive, got %v", c.Global.Interval)
+	if c.Global.Interval < time.Second {
+		// Steps fall on a millisecond grid and feed rate()-based recording rules: below a
+		// second neither makes sense.
+		return errorf("global.interval", "must be at least 1s, got %v", c.Global.Interval)
 	}
 	if c.Global.QueryTimeout == 0 {
 		c.Global.QueryTimeout = 10 * time.Second
+	}
+	if c.Global.QueryTimeout < 0 {
+		return errorf("global.query_timeout", "must be positive, got %v", c.Global.QueryTimeout)
+	}
+	if c.Global.PrometheusURL != "" {
+		u, err := url.Parse(c.Global.PrometheusURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errorf("global.prometheus_url", "want an http(s) URL such as http://prometheus:9090, got %q", c.Global.PrometheusURL)
+		}
 	}
 	if c.Exporter.MAEWindow == 0 {
 		c.Exporter.MAEWindow = 60
 	}
 	if c.Exporter.MAEWindow < 0 {
-		return fmt.Errorf("exporter.mae_window must be positive, got %d", c.Exporter.MAEWindow)
+		return errorf("exporter.mae_window", "must be positive, got %d", c.Exporter.MAEWindow)
+	}
+	if c.Exporter.HistoryLookback < 0 {
+		return errorf("exporter.history_lookback", "must not be negative, got %v", c.Exporter.HistoryLookback)
+	}
+	if c.Exporter.QueryOffset < 0 || c.Exporter.QueryOffset >= c.Global.Interval {
+		return errorf("exporter.query_offset", "must be in [0, global.interval (%v)), got %v", c.Global.Interval, c.Exporter.QueryOffset)
+	}
+	if c.Exporter.Concurrency == 0 {
+		c.Exporter.Concurrency = 8
+	}
+	if c.Exporter.Concurrency < 0 {
+		return errorf("exporter.concurrency", "must be positive, got %d", c.Exporter.Concurrency)
 	}
 	seen := map[string]int{}
 	targets := map[string]int{}
 	for i := range c.Policies {
 		p := &c.Policies[i]
 		path := fmt.Sprintf("policies[%d]", i)
-		if p.Name != "" {
-			path = fmt.Sprintf("policies[%d] (%s)", i, p.Name)
-		}
 		if err := c.policyDefaults(p, path); err != nil {
 			return err
 		}
 		if j, dup := seen[p.Name]; dup {
-			return fmt.Errorf("policies[%d].name: %q is already used by policies[%d]", i, p.Name, j)
+			return errorf(path+".name", "%q is already used by policies[%d]", p.Name, j)
 		}
 		seen[p.Name] = i
 		if j, dup := targets[p.Target.String()]; dup {
-			return fmt.Errorf("policies[%d].target: %s is already scaled by policies[%d]; one policy per target", i, p.Target, j)
+			return errorf(path+".target", "%s is already scaled by policies[%d]; one policy per target", p.Target, j)
 		}
 		targets[p.Target.String()] = i
 	}
@@ -174,8 +277,8 @@ func (c *Config) setDefaultsAndValidate() error {
 }
 
 func (c *Config) policyDefaults(p *Policy, path string) error {
-	if p.Name == "" {
-		return fmt.Errorf("%s.name: required", path)
+	if strings.TrimSpace(p.Name) == "" {
+		return errorf(path+".name", "required")
 	}
 	if p.Target.APIVersion == "" {
 		p.Target.APIVersion = "apps/v1"
@@ -184,20 +287,23 @@ func (c *Config) policyDefaults(p *Policy, path string) error {
 		p.Target.Kind = "Deployment"
 	}
 	if p.Target.Namespace == "" {
-		return fmt.Errorf("%s.target.namespace: required", path)
+		return errorf(path+".target.namespace", "required")
 	}
 	if p.Target.Name == "" {
-		return fmt.Errorf("%s.target.name: required", path)
+		return errorf(path+".target.name", "required")
 	}
 	if p.Algorithm == "" {
 		p.Algorithm = "debi"
 	}
 	spec, err := policy.Parse(p.Algorithm, p.Model)
 	if err != nil {
-		return fmt.Errorf("%s.algorithm: %w", path, err)
+		return &FieldError{Path: path + ".algorithm", Err: err}
+	}
+	if p.Model != "" && spec.Model != "" && !strings.EqualFold(p.Model, spec.Model) {
+		return errorf(path+".model", "%q contradicts algorithm %q, which names model %q", p.Model, p.Algorithm, spec.Model)
 	}
 	p.Algorithm = spec.Name
-	if spec.Algorithm == "debi" && p.Model == "" {
+	if spec.Model != "" {
 		p.Model = spec.Model
 	}
 
@@ -205,7 +311,12 @@ func (c *Config) policyDefaults(p *Policy, path string) error {
 	// so a policy names only what it changes.
 	fillParams(&p.Scaling, scaling.DefaultParams())
 	if err := p.Scaling.Validate(); err != nil {
-		return fmt.Errorf("%s.scaling.%w", path, err)
+		return subfieldError(path+".scaling", err)
+	}
+	// An invalid metrics policy falls back to its defaults with a warning (the Elastic Scaler's
+	// rule: a bad setting never stops the scaler).
+	if p.Metrics.Window == 0 { // unset, not invalid
+		p.Metrics.Window = scaling.DefaultMetricsPolicy().Window
 	}
 	var warns []string
 	p.Metrics, warns = p.Metrics.Normalize()
@@ -226,55 +337,68 @@ func (c *Config) policyDefaults(p *Policy, path string) error {
 		p.EVT.Method = def.Method
 	}
 	if err := p.EVT.Validate(); err != nil {
-		return fmt.Errorf("%s.evt.%w", path, err)
+		return subfieldError(path+".evt", err)
 	}
 	if p.History == 0 {
 		p.History = 760
 	}
-	if p.History < 2 {
-		return fmt.Errorf("%s.history: must be at least 2, got %d", path, p.History)
+	if p.History < 2 || p.History > 11000 {
+		// Prometheus answers a range query with at most 11,000 points per series.
+		return errorf(path+".history", "must be in [2, 11000] steps, got %d", p.History)
 	}
 	if p.Retrain == 0 {
 		p.Retrain = 120
 	}
 	if p.Retrain < 0 {
-		return fmt.Errorf("%s.retrain: must not be negative, got %d", path, p.Retrain)
+		return errorf(path+".retrain", "must not be negative, got %d", p.Retrain)
 	}
 	if p.LeadTime < 0 {
-		return fmt.Errorf("%s.lead_time: must not be negative, got %v", path, p.LeadTime)
+		return errorf(path+".lead_time", "must not be negative, got %v", p.LeadTime)
 	}
-	if p.Request < 0 {
-		return fmt.Errorf("%s.request: must be positive, got %v", path, p.Request)
+	if p.Request < 0 || math.IsNaN(p.Request) || math.IsInf(p.Request, 0) {
+		return errorf(path+".request", "must be a positive number of cores, got %v", p.Request)
 	}
-	if p.Queries.Request == "" && p.Request == 0 {
-		return fmt.Errorf("%s.request: set a fixed CPU request per pod (cores) or queries.request", path)
+	if p.Request > 0 && p.Queries.Request != "" {
+		return errorf(path+".request", "set either a fixed request or queries.request, not both")
 	}
 	c.queryDefaults(p)
 	for _, q := range []struct{ field, expr string }{
 		{"demand", p.Queries.Demand}, {"replicas", p.Queries.Replicas},
 		{"ready_replicas", p.Queries.ReadyReplicas}, {"request", p.Queries.Request},
 	} {
+		qpath := path + ".queries." + q.field
 		if q.expr == "" {
 			if q.field == "request" {
 				continue
 			}
-			return fmt.Errorf("%s.queries.%s: required", path, q.field)
+			return errorf(qpath, "required: no default query for target kind %q", p.Target.Kind)
 		}
-		if _, err := parser.NewParser(parser.Options{}).ParseExpr(q.expr); err != nil {
-			return fmt.Errorf("%s.queries.%s: %w", path, q.field, err)
+		expr, err := parser.NewParser(parser.Options{}).ParseExpr(q.expr)
+		if err != nil {
+			return &FieldError{Path: qpath, Err: err}
+		}
+		if t := expr.Type(); t != parser.ValueTypeVector && t != parser.ValueTypeScalar {
+			return errorf(qpath, "must return an instant vector or a scalar, got a %s", t)
 		}
 	}
 	return nil
 }
 
+// WorkloadType is the target kind in lower case, as kube-state-metrics and the recording rules
+// of rules/ name it in the workload_type label (deployment, statefulset…).
+func (t Target) WorkloadType() string { return strings.ToLower(t.Kind) }
+
 // queryDefaults fills the queries a policy leaves out from the recording rules shipped in
-// rules/, keyed by the kube-state-metrics labels of the target.
+// rules/ and from kube-state-metrics, keyed by the labels of the target.
 func (c *Config) queryDefaults(p *Policy) {
-	kind := strings.ToLower(p.Target.Kind)
+	kind := p.Target.WorkloadType()
 	sel := fmt.Sprintf(`namespace=%q,%s=%q`, p.Target.Namespace, kind, p.Target.Name)
 	wsel := fmt.Sprintf(`namespace=%q,workload_type=%q,workload=%q`, p.Target.Namespace, kind, p.Target.Name)
 	if p.Queries.Demand == "" {
 		p.Queries.Demand = fmt.Sprintf(`sum(namespace_workload:debi_cpu_usage_cores:rate1m{%s})`, wsel)
+	}
+	if p.Queries.Request == "" && p.Request == 0 {
+		p.Queries.Request = fmt.Sprintf(`max(namespace_workload:debi_cpu_request_per_pod_cores:avg{%s})`, wsel)
 	}
 	switch kind {
 	case "deployment", "statefulset":

@@ -1,20 +1,294 @@
 package config
 
+import (
+	"fmt"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+// Webhook modes.
+const (
+	// ModeAct patches the target's scale subresource.
+	ModeAct = "act"
+	// ModeHPAFloor raises the minReplicas of the HPA that scales the target, as a predictive
+	// floor, instead of fighting it.
+	ModeHPAFloor = "hpa-floor"
+	// ModeShadow decides, logs and exports, and patches nothing.
+	ModeShadow = "shadow"
+)
+
 // WebhookConfig is the webhook's own section. The webhook acts only on the targets of the
 // policies listed in this file, whatever an alert's labels say.
 type WebhookConfig struct {
 	// Mode is act (patch the scale subresource), hpa-floor (raise an HPA's minReplicas) or
 	// shadow (decide, log and export; patch nothing). Default shadow: safe to point at production.
 	Mode string `yaml:"mode"`
+	// BearerTokenFile holds the token every request must carry as "Authorization: Bearer ...".
+	// `debi webhook` refuses to start without it unless AllowUnauthenticated is set (tests, or a
+	// mesh that authenticates); other components load the file without a webhook section.
+	BearerTokenFile string `yaml:"bearer_token_file"`
+	// AllowUnauthenticated disables the bearer token check. Off by default.
+	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
+	// MaxBodyBytes bounds a request body (default 1 MiB; Alertmanager groups are small).
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// DecisionTimeout bounds one notification: Prometheus queries, reads and patches
+	// (default 10s, below Alertmanager's webhook timeout).
+	DecisionTimeout time.Duration `yaml:"decision_timeout"`
+	// PolicyLabel is the alert label that names the policy (default "policy").
+	PolicyLabel string `yaml:"policy_label"`
+	// Queries read fresh inputs from Prometheus at decision time (METHOD §8).
+	Queries WebhookQueries `yaml:"queries"`
+	// Fallback names the alert annotations used when Prometheus cannot be read.
+	Fallback WebhookFallback `yaml:"fallback"`
+	// Tidal configures the watch on Tidal-like resources (status.desiredReplicas).
+	Tidal TidalConfig `yaml:"tidal"`
+	// LeaderElection makes only one replica act on watches.
+	LeaderElection LeaderElectionConfig `yaml:"leader_election"`
+	// Policies holds per-policy overrides, by policy name.
+	Policies []WebhookPolicy `yaml:"policies"`
 }
 
+// WebhookQueries are Go templates of PromQL expressions, executed with {{.Policy}}, {{.Namespace}},
+// {{.Kind}} (lower case) and {{.Name}} of the policy's target. Each must return one series.
+type WebhookQueries struct {
+	// Load returns W, the load as utilization at LoadReplicas (or at the current size when
+	// LoadReplicas is empty). Default: the exporter's effective-load series.
+	Load string `yaml:"load"`
+	// LoadReplicas returns the replica count the Load figure refers to, so that a W computed
+	// before the last scale-up is converted to the current size instead of being applied twice.
+	// Default: the exporter's debi_current_replicas. "none": W refers to the current size.
+	LoadReplicas string `yaml:"load_replicas"`
+	// WindowLoad returns the mean observed load over the debi window (METHOD §5.5), as
+	// utilization at LoadReplicas. Default: the exporter's load="window" series. "none": no
+	// window term.
+	WindowLoad string `yaml:"window_load"`
+}
+
+// WebhookFallback names the alert annotations read when Prometheus cannot answer. A decision
+// taken from them is labelled source="annotation" in logs, events and metrics.
+type WebhookFallback struct {
+	// LoadAnnotation holds W (default "load").
+	LoadAnnotation string `yaml:"load_annotation"`
+	// ReplicasAnnotation holds the replica count W refers to (default "current_replicas").
+	ReplicasAnnotation string `yaml:"replicas_annotation"`
+	// Disabled turns the fallback off: no fresh data, no decision (5xx, Alertmanager retries).
+	Disabled bool `yaml:"disabled"`
+}
+
+// TidalConfig configures the watch on resources that publish a desired replica count.
+type TidalConfig struct {
+	// Enabled turns the informer on (default true; it still needs leadership).
+	Enabled *bool `yaml:"enabled"`
+	// Resources to watch (default tidals.v1alpha1.tidal.io).
+	Resources []WatchResource `yaml:"resources"`
+	// ResyncPeriod of the informer (default 5m; 0 after defaults means never).
+	ResyncPeriod time.Duration `yaml:"resync_period"`
+}
+
+// IsEnabled reports whether the Tidal watch runs.
+func (t TidalConfig) IsEnabled() bool { return t.Enabled == nil || *t.Enabled }
+
+// WatchResource is a group/version/resource.
+type WatchResource struct {
+	Group    string `yaml:"group"`
+	Version  string `yaml:"version"`
+	Resource string `yaml:"resource"`
+}
+
+// String is resource.version.group, as kubectl spells it.
+func (w WatchResource) String() string { return w.Resource + "." + w.Version + "." + w.Group }
+
+// LeaderElectionConfig configures the Lease that makes one webhook replica the one that acts on
+// watches. HTTP notifications are served by every replica: they are idempotent.
+type LeaderElectionConfig struct {
+	// Enabled (default true). Disable only when one replica runs.
+	Enabled *bool `yaml:"enabled"`
+	// Namespace of the Lease (default "debi-system").
+	Namespace string `yaml:"namespace"`
+	// Name of the Lease (default "debi-webhook").
+	Name string `yaml:"name"`
+	// LeaseDuration, RenewDeadline and RetryPeriod as in client-go (15s, 10s, 2s).
+	LeaseDuration time.Duration `yaml:"lease_duration"`
+	RenewDeadline time.Duration `yaml:"renew_deadline"`
+	RetryPeriod   time.Duration `yaml:"retry_period"`
+}
+
+// IsEnabled reports whether leader election runs.
+func (l LeaderElectionConfig) IsEnabled() bool { return l.Enabled == nil || *l.Enabled }
+
+// WebhookPolicy overrides webhook settings for one policy.
+type WebhookPolicy struct {
+	// Name of a policy in policies[].
+	Name string `yaml:"name"`
+	// Mode overrides webhook.mode for this policy.
+	Mode string `yaml:"mode"`
+}
+
+// Defaults of the webhook section.
+const (
+	DefaultWebhookMaxBodyBytes      = 1 << 20
+	DefaultWebhookDecisionTimeout   = 10 * time.Second
+	DefaultWebhookLoadQuery         = `debi_load_ratio{policy="{{.Policy}}",load="w"}`
+	DefaultWebhookLoadReplicasQuery = `debi_current_replicas{policy="{{.Policy}}"}`
+	DefaultWebhookWindowLoadQuery   = `debi_load_ratio{policy="{{.Policy}}",load="window"}`
+	// QueryNone disables an optional query.
+	QueryNone = "none"
+)
+
+// ModeFor returns the mode of a policy: its override or the webhook's mode.
+func (w *WebhookConfig) ModeFor(policy string) string {
+	for _, p := range w.Policies {
+		if p.Name == policy && p.Mode != "" {
+			return p.Mode
+		}
+	}
+	return w.Mode
+}
+
+// QueryData is what the webhook query templates see.
+type QueryData struct {
+	Policy, Namespace, Kind, Name string
+}
+
+// RenderQuery executes a query template for a policy.
+func RenderQuery(tmpl string, p *Policy) (string, error) {
+	t, err := template.New("q").Option("missingkey=error").Parse(tmpl)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	err = t.Execute(&b, QueryData{Policy: p.Name, Namespace: p.Target.Namespace, Kind: strings.ToLower(p.Target.Kind), Name: p.Target.Name})
+	return b.String(), err
+}
+
+func validMode(m string) bool { return m == ModeAct || m == ModeHPAFloor || m == ModeShadow }
+
 func (w *WebhookConfig) setDefaultsAndValidate(c *Config) error {
-	switch w.Mode {
-	case "":
-		w.Mode = "shadow"
-	case "act", "hpa-floor", "shadow":
-	default:
+	switch {
+	case w.Mode == "":
+		w.Mode = ModeShadow
+	case !validMode(w.Mode):
 		return &fieldError{"webhook.mode", `must be one of act, hpa-floor, shadow, got "` + w.Mode + `"`}
+	}
+	if w.BearerTokenFile != "" && w.AllowUnauthenticated {
+		return &fieldError{"webhook.allow_unauthenticated", "conflicts with bearer_token_file; set one"}
+	}
+	if w.MaxBodyBytes == 0 {
+		w.MaxBodyBytes = DefaultWebhookMaxBodyBytes
+	}
+	if w.MaxBodyBytes < 1024 {
+		return &fieldError{"webhook.max_body_bytes", fmt.Sprintf("must be at least 1024, got %d", w.MaxBodyBytes)}
+	}
+	if w.DecisionTimeout == 0 {
+		w.DecisionTimeout = DefaultWebhookDecisionTimeout
+	}
+	if w.DecisionTimeout < 0 {
+		return &fieldError{"webhook.decision_timeout", fmt.Sprintf("must be positive, got %v", w.DecisionTimeout)}
+	}
+	if w.PolicyLabel == "" {
+		w.PolicyLabel = "policy"
+	}
+	if w.Queries.Load == "" {
+		w.Queries.Load = DefaultWebhookLoadQuery
+	}
+	if w.Queries.Load == QueryNone {
+		return &fieldError{"webhook.queries.load", "cannot be none: W is what the decision needs"}
+	}
+	if w.Queries.LoadReplicas == "" {
+		w.Queries.LoadReplicas = DefaultWebhookLoadReplicasQuery
+	}
+	if w.Queries.WindowLoad == "" {
+		w.Queries.WindowLoad = DefaultWebhookWindowLoadQuery
+	}
+	probe := &Policy{Name: "p", Target: Target{Kind: "Deployment", Namespace: "ns", Name: "n"}}
+	for _, q := range []struct{ field, tmpl string }{
+		{"load", w.Queries.Load}, {"load_replicas", w.Queries.LoadReplicas}, {"window_load", w.Queries.WindowLoad},
+	} {
+		if q.tmpl == QueryNone && q.field != "load" {
+			continue
+		}
+		expr, err := RenderQuery(q.tmpl, probe)
+		if err == nil {
+			_, err = parser.NewParser(parser.Options{}).ParseExpr(expr)
+		}
+		if err != nil {
+			return &fieldError{"webhook.queries." + q.field, err.Error()}
+		}
+	}
+	if w.Fallback.LoadAnnotation == "" {
+		w.Fallback.LoadAnnotation = "load"
+	}
+	if w.Fallback.ReplicasAnnotation == "" {
+		w.Fallback.ReplicasAnnotation = "current_replicas"
+	}
+	if len(w.Tidal.Resources) == 0 {
+		w.Tidal.Resources = []WatchResource{{Group: "tidal.io", Version: "v1alpha1", Resource: "tidals"}}
+	}
+	for i, r := range w.Tidal.Resources {
+		path := fmt.Sprintf("webhook.tidal.resources[%d]", i)
+		switch {
+		case r.Version == "":
+			return &fieldError{path + ".version", "required"}
+		case r.Resource == "":
+			return &fieldError{path + ".resource", "required"}
+		case strings.ContainsAny(r.Group+r.Version+r.Resource, "/ "):
+			return &fieldError{path, fmt.Sprintf("group, version and resource must not contain '/' or spaces, got %q", r.String())}
+		}
+		for j := range i {
+			if w.Tidal.Resources[j] == r {
+				return &fieldError{path, fmt.Sprintf("%s is already listed at webhook.tidal.resources[%d]", r, j)}
+			}
+		}
+	}
+	if w.Tidal.ResyncPeriod == 0 {
+		w.Tidal.ResyncPeriod = 5 * time.Minute
+	}
+	if w.Tidal.ResyncPeriod < 0 {
+		return &fieldError{"webhook.tidal.resync_period", fmt.Sprintf("must be positive, got %v", w.Tidal.ResyncPeriod)}
+	}
+	le := &w.LeaderElection
+	if le.Namespace == "" {
+		le.Namespace = "debi-system"
+	}
+	if le.Name == "" {
+		le.Name = "debi-webhook"
+	}
+	if le.LeaseDuration == 0 {
+		le.LeaseDuration = 15 * time.Second
+	}
+	if le.RenewDeadline == 0 {
+		le.RenewDeadline = 10 * time.Second
+	}
+	if le.RetryPeriod == 0 {
+		le.RetryPeriod = 2 * time.Second
+	}
+	switch {
+	case le.RetryPeriod < 0:
+		return &fieldError{"webhook.leader_election.retry_period", fmt.Sprintf("must be positive, got %v", le.RetryPeriod)}
+	case le.RenewDeadline <= le.RetryPeriod:
+		return &fieldError{"webhook.leader_election.renew_deadline", fmt.Sprintf("must be above retry_period (%v), got %v", le.RetryPeriod, le.RenewDeadline)}
+	case le.LeaseDuration <= le.RenewDeadline:
+		return &fieldError{"webhook.leader_election.lease_duration", fmt.Sprintf("must be above renew_deadline (%v), got %v", le.RenewDeadline, le.LeaseDuration)}
+	}
+	seen := map[string]int{}
+	for i, p := range w.Policies {
+		path := fmt.Sprintf("webhook.policies[%d]", i)
+		if p.Name == "" {
+			return &fieldError{path + ".name", "required"}
+		}
+		if _, ok := c.PolicyByName(p.Name); !ok {
+			return &fieldError{path + ".name", fmt.Sprintf("no policy named %q in policies[]", p.Name)}
+		}
+		if j, dup := seen[p.Name]; dup {
+			return &fieldError{path + ".name", fmt.Sprintf("%q is already overridden by webhook.policies[%d]", p.Name, j)}
+		}
+		seen[p.Name] = i
+		if p.Mode != "" && !validMode(p.Mode) {
+			return &fieldError{path + ".mode", `must be one of act, hpa-floor, shadow, got "` + p.Mode + `"`}
+		}
 	}
 	return nil
 }

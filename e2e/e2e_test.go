@@ -88,7 +88,9 @@ policies:
       demand: sum(irate(container_cpu_usage_seconds_total{namespace="%[2]s",container="app"}[5s]))
       replicas: max(kube_deployment_spec_replicas{namespace="%[2]s",deployment="%[3]s"})
       ready_replicas: max(kube_deployment_status_replicas_ready{namespace="%[2]s",deployment="%[3]s"})
-    scaling: {min_replicas: 1, max_replicas: %[5]d}
+    # Windows in seconds, not minutes: one trace step per second.
+    scaling: {min_replicas: 1, max_replicas: %[5]d, window: 10s}
+    metrics: {window: 2s}
 webhook:
   mode: act
   bearer_token_file: %[6]s
@@ -181,7 +183,8 @@ scrape_configs:
 		o := backtest.DefaultOptions()
 		o.Request, o.Step, o.Warmup, o.StartupDelay, o.DecisionDelay = e2eRequest, time.Second, 0, 1, d
 		o.Params = scaling.DefaultParams()
-		o.Params.MaxReplicas = e2eMax
+		o.Params.MaxReplicas, o.Params.Window = e2eMax, 10*time.Second
+		o.Metrics.Window = 2 * time.Second
 		o.DebiModel, o.KeepSeries, o.Scale = "naive", true, 1
 		run, err := backtest.SimulateFrom(ctx, served, "debi", o, initial)
 		if err != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas64"
 )
 
 // The neural models: "lstm" (one direction) and "bilstm" (the paper's model, two directions
@@ -66,10 +65,10 @@ type nnModel struct {
 	// 1..H the previous hidden state; gate columns i, f, g, o) then the bias (4H); after the
 	// directions come the output weights (nDir·H) and the output bias (1). One flat slice
 	// makes Adam, Clone and Save one loop each.
-	params []float64
+	params []nnReal
 	// Adam moments survive between fits so that a warm retrain continues smoothly instead
 	// of restarting with full-size first steps.
-	adamM, adamV []float64
+	adamM, adamV []nnReal
 	adamT        int
 
 	fitted   bool
@@ -85,34 +84,34 @@ type nnModel struct {
 // nnTrainScratch holds the activations of one minibatch kept for backpropagation.
 type nnTrainScratch struct {
 	B     int
-	grads []float64
-	x     []float64 // B×L inputs
-	y     []float64 // B targets
-	dy    []float64 // B: dLoss/dŷ
+	grads []nnReal
+	x     []nnReal // B×L inputs
+	y     []nnReal // B targets
+	dy    []nnReal // B: dLoss/dŷ
 	dirs  []nnDirScratch
-	best  []float64
+	best  []nnReal
 	perm  []int
 }
 
 // nnDirScratch holds one direction's activations for every time step.
 type nnDirScratch struct {
-	ain   []float64 // L×B×(1+H): [x_t, h_{t-1}] rows, the left operand of the gate gemm
-	gates []float64 // L×B×4H: activated gates i, f, g, o
-	cs    []float64 // L×B×H cell states
-	tc    []float64 // L×B×H tanh of the cell states
-	hLast []float64 // B×H final hidden state
-	dz    []float64 // L×B×4H gate pre-activation gradients
-	dh    []float64 // B×H gradient flowing into h_t
-	dc    []float64 // B×H gradient flowing into c_t from the next step
+	ain   []nnReal // L×B×(1+H): [x_t, h_{t-1}] rows, the left operand of the gate gemm
+	gates []nnReal // L×B×4H: activated gates i, f, g, o
+	cs    []nnReal // L×B×H cell states
+	tc    []nnReal // L×B×H tanh of the cell states
+	hLast []nnReal // B×H final hidden state
+	dz    []nnReal // B×4H gate pre-activation gradients of one step
+	dh    []nnReal // B×H gradient flowing into h_t
+	dc    []nnReal // B×H gradient flowing into c_t from the next step
 }
 
 // nnPredScratch holds single-window inference buffers.
 type nnPredScratch struct {
-	w    []float64 // L scaled differences
-	a    []float64 // 1+H: [x_t, h_{t-1}]
-	z    []float64 // 4H
-	c    []float64 // H
-	hcat []float64 // nDir·H
+	w    []nnReal // L scaled differences
+	a    []nnReal // 1+H: [x_t, h_{t-1}]
+	z    []nnReal // 4H
+	c    []nnReal // H
+	hcat []nnReal // nDir·H
 }
 
 func nnNew(cfg Config, bidir bool) (*nnModel, error) {
@@ -150,9 +149,9 @@ func nnNew(cfg Config, bidir bool) (*nnModel, error) {
 		m.nDir = 2
 	}
 	n := m.nnNumParams()
-	m.params = make([]float64, n)
-	m.adamM = make([]float64, n)
-	m.adamV = make([]float64, n)
+	m.params = make([]nnReal, n)
+	m.adamM = make([]nnReal, n)
+	m.adamV = make([]nnReal, n)
 	m.pcg = rand.NewPCG(uint64(cfg.Seed), 0x9e3779b97f4a7c15)
 	m.rng = rand.New(m.pcg)
 	m.nnInit()
@@ -160,13 +159,13 @@ func nnNew(cfg Config, bidir bool) (*nnModel, error) {
 }
 
 // Layout of params.
-func (m *nnModel) nnDirSize() int      { return (1+m.H)*4*m.H + 4*m.H }
-func (m *nnModel) nnWOff(d int) int    { return d * m.nnDirSize() }
-func (m *nnModel) nnBOff(d int) int    { return d*m.nnDirSize() + (1+m.H)*4*m.H }
-func (m *nnModel) nnWyOff() int        { return m.nDir * m.nnDirSize() }
-func (m *nnModel) nnByOff() int        { return m.nnWyOff() + m.nDir*m.H }
-func (m *nnModel) nnNumParams() int    { return m.nnByOff() + 1 }
-func (m *nnModel) nnW(d int) []float64 { return m.params[m.nnWOff(d):m.nnBOff(d)] }
+func (m *nnModel) nnDirSize() int     { return (1+m.H)*4*m.H + 4*m.H }
+func (m *nnModel) nnWOff(d int) int   { return d * m.nnDirSize() }
+func (m *nnModel) nnBOff(d int) int   { return d*m.nnDirSize() + (1+m.H)*4*m.H }
+func (m *nnModel) nnWyOff() int       { return m.nDir * m.nnDirSize() }
+func (m *nnModel) nnByOff() int       { return m.nnWyOff() + m.nDir*m.H }
+func (m *nnModel) nnNumParams() int   { return m.nnByOff() + 1 }
+func (m *nnModel) nnW(d int) []nnReal { return m.params[m.nnWOff(d):m.nnBOff(d)] }
 
 // nnInit draws the weights as PyTorch does (uniform in ±1/√H) and sets the forget-gate bias to
 // 1, so that the cell state is remembered from the start instead of having to learn it.
@@ -174,7 +173,7 @@ func (m *nnModel) nnInit() {
 	H := m.H
 	k := 1 / math.Sqrt(float64(H))
 	for i := range m.params {
-		m.params[i] = (2*m.rng.Float64() - 1) * k
+		m.params[i] = nnReal((2*m.rng.Float64() - 1) * k)
 	}
 	for d := 0; d < m.nDir; d++ {
 		b := m.params[m.nnBOff(d) : m.nnBOff(d)+4*H]
@@ -184,7 +183,7 @@ func (m *nnModel) nnInit() {
 	}
 	ky := 1 / math.Sqrt(float64(m.nDir*H))
 	for i := m.nnWyOff(); i < len(m.params); i++ {
-		m.params[i] = (2*m.rng.Float64() - 1) * ky
+		m.params[i] = nnReal((2*m.rng.Float64() - 1) * ky)
 	}
 }
 
@@ -208,9 +207,9 @@ func (m *nnModel) Config() Config { return m.cfg }
 // decision path and swaps it in.
 func (m *nnModel) Clone() Forecaster {
 	c := *m
-	c.params = append([]float64(nil), m.params...)
-	c.adamM = append([]float64(nil), m.adamM...)
-	c.adamV = append([]float64(nil), m.adamV...)
+	c.params = append([]nnReal(nil), m.params...)
+	c.adamM = append([]nnReal(nil), m.adamM...)
+	c.adamV = append([]nnReal(nil), m.adamV...)
 	pcg := *m.pcg
 	c.pcg = &pcg
 	c.rng = rand.New(c.pcg)
@@ -218,7 +217,16 @@ func (m *nnModel) Clone() Forecaster {
 	return &c
 }
 
-func nnSigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+func nnSigmoid(x nnReal) nnReal { return nnReal(1 / (1 + math.Exp(-float64(x)))) }
+
+func nnTanh(x nnReal) nnReal { return nnReal(math.Tanh(float64(x))) }
+
+// nnCopy converts float64 series values into the network's precision.
+func nnCopy(dst []nnReal, src []float64) {
+	for i, v := range src {
+		dst[i] = nnReal(v)
+	}
+}
 
 // nnScratch returns training buffers for batches of up to B windows.
 func (m *nnModel) nnScratch(B int) *nnTrainScratch {
@@ -228,23 +236,23 @@ func (m *nnModel) nnScratch(B int) *nnTrainScratch {
 	L, H, A, G := m.L, m.H, 1+m.H, 4*m.H
 	s := &nnTrainScratch{
 		B:     B,
-		grads: make([]float64, len(m.params)),
-		x:     make([]float64, B*L),
-		y:     make([]float64, B),
-		dy:    make([]float64, B),
-		best:  make([]float64, len(m.params)),
+		grads: make([]nnReal, len(m.params)),
+		x:     make([]nnReal, B*L),
+		y:     make([]nnReal, B),
+		dy:    make([]nnReal, B),
+		best:  make([]nnReal, len(m.params)),
 		dirs:  make([]nnDirScratch, m.nDir),
 	}
 	for d := range s.dirs {
 		s.dirs[d] = nnDirScratch{
-			ain:   make([]float64, L*B*A),
-			gates: make([]float64, L*B*G),
-			cs:    make([]float64, L*B*H),
-			tc:    make([]float64, L*B*H),
-			hLast: make([]float64, B*H),
-			dz:    make([]float64, L*B*G),
-			dh:    make([]float64, B*H),
-			dc:    make([]float64, B*H),
+			ain:   make([]nnReal, L*B*A),
+			gates: make([]nnReal, L*B*G),
+			cs:    make([]nnReal, L*B*H),
+			tc:    make([]nnReal, L*B*H),
+			hLast: make([]nnReal, B*H),
+			dz:    make([]nnReal, B*G),
+			dh:    make([]nnReal, B*H),
+			dc:    make([]nnReal, B*H),
 		}
 	}
 	m.ts = s
@@ -257,7 +265,7 @@ func (m *nnModel) nnScratch(B int) *nnTrainScratch {
 func (m *nnModel) nnForwardDir(d int, s *nnTrainScratch, B int) {
 	L, H, A, G := m.L, m.H, 1+m.H, 4*m.H
 	ds := &s.dirs[d]
-	W := blas64.General{Rows: A, Cols: G, Stride: G, Data: m.nnW(d)}
+	W := nnMat{Rows: A, Cols: G, Stride: G, Data: m.nnW(d)}
 	bias := m.params[m.nnBOff(d) : m.nnBOff(d)+G]
 	for t := 0; t < L; t++ {
 		ain := ds.ain[t*B*A : (t+1)*B*A]
@@ -275,18 +283,18 @@ func (m *nnModel) nnForwardDir(d int, s *nnTrainScratch, B int) {
 		for b := 0; b < B; b++ {
 			copy(z[b*G:(b+1)*G], bias)
 		}
-		blas64.Gemm(blas.NoTrans, blas.NoTrans, 1,
-			blas64.General{Rows: B, Cols: A, Stride: A, Data: ain}, W,
-			1, blas64.General{Rows: B, Cols: G, Stride: G, Data: z})
+		nnGemm(blas.NoTrans, blas.NoTrans, 1,
+			nnMat{Rows: B, Cols: A, Stride: A, Data: ain}, W,
+			1, nnMat{Rows: B, Cols: G, Stride: G, Data: z})
 		c := ds.cs[t*B*H : (t+1)*B*H]
 		tc := ds.tc[t*B*H : (t+1)*B*H]
-		var cprev []float64
+		var cprev []nnReal
 		if t > 0 {
 			cprev = ds.cs[(t-1)*B*H : t*B*H]
 		}
 		for b := 0; b < B; b++ {
 			zb := z[b*G : (b+1)*G]
-			var hout []float64
+			var hout []nnReal
 			if t+1 < L {
 				hout = ds.ain[(t+1)*B*A+b*A+1 : (t+1)*B*A+(b+1)*A]
 			} else {
@@ -295,7 +303,7 @@ func (m *nnModel) nnForwardDir(d int, s *nnTrainScratch, B int) {
 			for j := 0; j < H; j++ {
 				ig := nnSigmoid(zb[j])
 				fg := nnSigmoid(zb[H+j])
-				gg := math.Tanh(zb[2*H+j])
+				gg := nnTanh(zb[2*H+j])
 				og := nnSigmoid(zb[3*H+j])
 				zb[j], zb[H+j], zb[2*H+j], zb[3*H+j] = ig, fg, gg, og
 				cv := ig * gg
@@ -303,7 +311,7 @@ func (m *nnModel) nnForwardDir(d int, s *nnTrainScratch, B int) {
 					cv += fg * cprev[b*H+j]
 				}
 				c[b*H+j] = cv
-				th := math.Tanh(cv)
+				th := nnTanh(cv)
 				tc[b*H+j] = th
 				hout[j] = og * th
 			}
@@ -312,23 +320,23 @@ func (m *nnModel) nnForwardDir(d int, s *nnTrainScratch, B int) {
 }
 
 // nnBackwardDir backpropagates through time from ds.dh (the gradient on the final hidden
-// state) and accumulates into s.grads. The recurrence only needs dh_{t-1} = dZ_t·W_recᵀ per
-// step (a [B×4H]·[4H×H] gemm); the weight gradient Σ_t [x,h]_tᵀ·dZ_t does not feed back, so
-// it is one [(1+H)×LB]·[LB×4H] gemm after the loop, on all time steps at once: a large inner
-// dimension is where gemm runs fastest.
+// state) and accumulates into s.grads. Per step: dW += [x,h]_tᵀ·dZ_t and dh_{t-1} =
+// dZ_t·W_recᵀ, two gemms of the forward one's size. (One [(1+H)×LB]·[LB×4H] gemm for dW
+// after the loop was measured slower: its 6 MB operands fall out of cache, while per step
+// dZ_t is still hot.)
 func (m *nnModel) nnBackwardDir(d int, s *nnTrainScratch, B int) {
 	L, H, A, G := m.L, m.H, 1+m.H, 4*m.H
 	ds := &s.dirs[d]
-	gW := blas64.General{Rows: A, Cols: G, Stride: G, Data: s.grads[m.nnWOff(d):m.nnBOff(d)]}
+	gW := nnMat{Rows: A, Cols: G, Stride: G, Data: s.grads[m.nnWOff(d):m.nnBOff(d)]}
 	gb := s.grads[m.nnBOff(d) : m.nnBOff(d)+G]
-	wrec := blas64.General{Rows: H, Cols: G, Stride: G, Data: m.nnW(d)[G:]}
-	dhG := blas64.General{Rows: B, Cols: H, Stride: H, Data: ds.dh[:B*H]}
+	wrec := nnMat{Rows: H, Cols: G, Stride: G, Data: m.nnW(d)[G:]}
+	dhG := nnMat{Rows: B, Cols: H, Stride: H, Data: ds.dh[:B*H]}
 	clear(ds.dc[:B*H])
 	for t := L - 1; t >= 0; t-- {
 		gates := ds.gates[t*B*G : (t+1)*B*G]
 		tc := ds.tc[t*B*H : (t+1)*B*H]
-		dzt := ds.dz[t*B*G : (t+1)*B*G]
-		var cprev []float64
+		dzt := ds.dz[:B*G]
+		var cprev []nnReal
 		if t > 0 {
 			cprev = ds.cs[(t-1)*B*H : t*B*H]
 		}
@@ -340,7 +348,7 @@ func (m *nnModel) nnBackwardDir(d int, s *nnTrainScratch, B int) {
 				th := tc[b*H+j]
 				dh := ds.dh[b*H+j]
 				dc := ds.dc[b*H+j] + dh*og*(1-th*th)
-				cp := 0.0
+				var cp nnReal
 				if cprev != nil {
 					cp = cprev[b*H+j]
 				}
@@ -354,15 +362,13 @@ func (m *nnModel) nnBackwardDir(d int, s *nnTrainScratch, B int) {
 				gb[k] += v
 			}
 		}
+		dzG := nnMat{Rows: B, Cols: G, Stride: G, Data: dzt}
+		ain := nnMat{Rows: B, Cols: A, Stride: A, Data: ds.ain[t*B*A : (t+1)*B*A]}
+		nnGemm(blas.Trans, blas.NoTrans, 1, ain, dzG, 1, gW)
 		if t > 0 {
-			blas64.Gemm(blas.NoTrans, blas.Trans, 1,
-				blas64.General{Rows: B, Cols: G, Stride: G, Data: dzt}, wrec, 0, dhG)
+			nnGemm(blas.NoTrans, blas.Trans, 1, dzG, wrec, 0, dhG)
 		}
 	}
-	blas64.Gemm(blas.Trans, blas.NoTrans, 1,
-		blas64.General{Rows: L * B, Cols: A, Stride: A, Data: ds.ain[:L*B*A]},
-		blas64.General{Rows: L * B, Cols: G, Stride: G, Data: ds.dz[:L*B*G]},
-		1, gW)
 }
 
 // nnLossGrad returns the mean squared error of the first B windows in s and, when grad is
@@ -383,8 +389,8 @@ func (m *nnModel) nnLossGrad(s *nnTrainScratch, B int, grad bool) float64 {
 			}
 		}
 		r := yh - s.y[b]
-		loss += r * r
-		s.dy[b] = 2 * r / float64(B)
+		loss += float64(r * r)
+		s.dy[b] = 2 * r / nnReal(B)
 	}
 	loss /= float64(B)
 	if !grad {
@@ -427,11 +433,11 @@ func (m *nnModel) nnEachDir(f func(d int)) {
 }
 
 // nnAdamStep applies one Adam update with global-norm gradient clipping.
-func (m *nnModel) nnAdamStep(g []float64) {
+func (m *nnModel) nnAdamStep(g []nnReal) {
 	const b1, b2, eps = 0.9, 0.999, 1e-8
 	norm := 0.0
 	for _, v := range g {
-		norm += v * v
+		norm += float64(v * v)
 	}
 	norm = math.Sqrt(norm)
 	scale := 1.0
@@ -442,12 +448,12 @@ func (m *nnModel) nnAdamStep(g []float64) {
 	c1 := 1 - math.Pow(b1, float64(m.adamT))
 	c2 := 1 - math.Pow(b2, float64(m.adamT))
 	lr := m.cfg.LearningRate
-	for i, v := range g {
-		v *= scale
-		mi := b1*m.adamM[i] + (1-b1)*v
-		vi := b2*m.adamV[i] + (1-b2)*v*v
-		m.adamM[i], m.adamV[i] = mi, vi
-		m.params[i] -= lr * (mi / c1) / (math.Sqrt(vi/c2) + eps)
+	for i, gv := range g {
+		v := float64(gv) * scale
+		mi := b1*float64(m.adamM[i]) + (1-b1)*v
+		vi := b2*float64(m.adamV[i]) + (1-b2)*v*v
+		m.adamM[i], m.adamV[i] = nnReal(mi), nnReal(vi)
+		m.params[i] -= nnReal(lr * (mi / c1) / (math.Sqrt(vi/c2) + eps))
 	}
 }
 
@@ -480,8 +486,8 @@ func (m *nnModel) nnValLoss(s *nnTrainScratch, diffs []float64, from, to int) fl
 		B := min(s.B, to-k0)
 		for b := 0; b < B; b++ {
 			k := k0 + b
-			copy(s.x[b*L:(b+1)*L], diffs[k:k+L])
-			s.y[b] = diffs[k+L]
+			nnCopy(s.x[b*L:(b+1)*L], diffs[k:k+L])
+			s.y[b] = nnReal(diffs[k+L])
 		}
 		total += m.nnLossGrad(s, B, false) * float64(B)
 	}
@@ -556,8 +562,8 @@ func (m *nnModel) Fit(ctx context.Context, history []float64) (FitReport, error)
 			}
 			k := s.perm[pos]
 			pos++
-			copy(s.x[b*L:(b+1)*L], diffs[k:k+L])
-			s.y[b] = diffs[k+L]
+			nnCopy(s.x[b*L:(b+1)*L], diffs[k:k+L])
+			s.y[b] = nnReal(diffs[k+L])
 		}
 		sum += m.nnLossGrad(s, B, true)
 		cnt++
@@ -612,17 +618,17 @@ func (m *nnModel) Predict(history []float64, dst []float64) error {
 	p := m.ps
 	if p == nil {
 		p = &nnPredScratch{
-			w:    make([]float64, m.L),
-			a:    make([]float64, 1+m.H),
-			z:    make([]float64, 4*m.H),
-			c:    make([]float64, m.H),
-			hcat: make([]float64, m.nDir*m.H),
+			w:    make([]nnReal, m.L),
+			a:    make([]nnReal, 1+m.H),
+			z:    make([]nnReal, 4*m.H),
+			c:    make([]nnReal, m.H),
+			hcat: make([]nnReal, m.nDir*m.H),
 		}
 		m.ps = p
 	}
 	n := len(history)
 	for i := 0; i < m.L; i++ {
-		p.w[i] = (history[n-m.L+i] - history[n-m.L+i-1]) / m.span
+		p.w[i] = nnReal((history[n-m.L+i] - history[n-m.L+i-1]) / m.span)
 	}
 	level := (history[n-1] - m.lo) / m.span
 	for k := range dst {
@@ -630,7 +636,7 @@ func (m *nnModel) Predict(history []float64, dst []float64) error {
 		level += dhat
 		dst[k] = level*m.span + m.lo
 		copy(p.w, p.w[1:])
-		p.w[m.L-1] = dhat
+		p.w[m.L-1] = nnReal(dhat)
 	}
 	return nil
 }
@@ -638,10 +644,8 @@ func (m *nnModel) Predict(history []float64, dst []float64) error {
 // nnForward1 runs one window through the network with matrix-vector products.
 func (m *nnModel) nnForward1(p *nnPredScratch) float64 {
 	L, H, A, G := m.L, m.H, 1+m.H, 4*m.H
-	av := blas64.Vector{N: A, Inc: 1, Data: p.a}
-	zv := blas64.Vector{N: G, Inc: 1, Data: p.z}
 	for d := 0; d < m.nDir; d++ {
-		W := blas64.General{Rows: A, Cols: G, Stride: G, Data: m.nnW(d)}
+		W := nnMat{Rows: A, Cols: G, Stride: G, Data: m.nnW(d)}
 		bias := m.params[m.nnBOff(d) : m.nnBOff(d)+G]
 		clear(p.a)
 		clear(p.c)
@@ -652,19 +656,19 @@ func (m *nnModel) nnForward1(p *nnPredScratch) float64 {
 			}
 			p.a[0] = p.w[src]
 			copy(p.z, bias)
-			blas64.Gemv(blas.Trans, 1, W, av, 1, zv)
+			nnGemv(blas.Trans, 1, W, p.a, 1, p.z)
 			z := p.z
 			for j := 0; j < H; j++ {
-				c := nnSigmoid(z[H+j])*p.c[j] + nnSigmoid(z[j])*math.Tanh(z[2*H+j])
+				c := nnSigmoid(z[H+j])*p.c[j] + nnSigmoid(z[j])*nnTanh(z[2*H+j])
 				p.c[j] = c
-				p.a[1+j] = nnSigmoid(z[3*H+j]) * math.Tanh(c)
+				p.a[1+j] = nnSigmoid(z[3*H+j]) * nnTanh(c)
 			}
 		}
 		copy(p.hcat[d*H:(d+1)*H], p.a[1:])
 	}
-	y := m.params[m.nnByOff()]
+	y := float64(m.params[m.nnByOff()])
 	for j, w := range m.params[m.nnWyOff():m.nnByOff()] {
-		y += w * p.hcat[j]
+		y += float64(w * p.hcat[j])
 	}
 	return y
 }

@@ -32,14 +32,14 @@ func TestLSTMGradients(t *testing.T) {
 			m := nnTiny(t, bidir, Config{Window: L, Hidden: H, Seed: 7})
 			r := rand.New(rand.NewPCG(1, 2))
 			for i := range m.params {
-				m.params[i] = r.Float64() - 0.5
+				m.params[i] = nnReal(r.Float64() - 0.5)
 			}
 			s := m.nnScratch(B)
 			for i := range s.x {
-				s.x[i] = 2*r.Float64() - 1
+				s.x[i] = nnReal(2*r.Float64() - 1)
 			}
 			for i := range s.y {
-				s.y[i] = r.Float64() - 0.5
+				s.y[i] = nnReal(r.Float64() - 0.5)
 			}
 			m.nnLossGrad(s, B, true)
 			analytic := slices.Clone(s.grads)
@@ -63,17 +63,18 @@ func TestLSTMGradients(t *testing.T) {
 			covered := 0
 			for _, bl := range blocks {
 				t.Run(bl.name, func(t *testing.T) {
-					const eps = 1e-6
 					for i := bl.from; i < bl.to; i++ {
 						p := m.params[i]
-						m.params[i] = p + eps
+						up, dn := p+nnGradEps, p-nnGradEps
+						m.params[i] = up
 						lp := m.nnLossGrad(s, B, false)
-						m.params[i] = p - eps
+						m.params[i] = dn
 						lm := m.nnLossGrad(s, B, false)
 						m.params[i] = p
-						num := (lp - lm) / (2 * eps)
-						if diff := math.Abs(num - analytic[i]); diff > 1e-8+1e-5*math.Abs(num) {
-							t.Errorf("param %d: analytic %.10g, numeric %.10g", i, analytic[i], num)
+						num := (lp - lm) / float64(up-dn)
+						a := float64(analytic[i])
+						if diff := math.Abs(num - a); diff > nnGradAbsTol+nnGradRelTol*math.Abs(num) {
+							t.Errorf("param %d: analytic %.10g, numeric %.10g", i, a, num)
 						}
 					}
 				})
@@ -304,6 +305,44 @@ func TestLSTMRegistry(t *testing.T) {
 		}
 		if _, err := New(name, Config{Hidden: -1}); err == nil {
 			t.Errorf("%s with negative hidden: want error", name)
+		}
+	}
+}
+
+// TestLSTMCloneConcurrent follows the policy runner's pattern: a clone trains in a goroutine
+// while the original keeps serving forecasts. Every forecast must stay identical (and under
+// -race, no access may be shared).
+func TestLSTMCloneConcurrent(t *testing.T) {
+	h := nnSine(150, 6)
+	m := nnTiny(t, true, Config{Window: 6, Hidden: 5, MaxIterations: 30, TimeBudget: time.Minute})
+	if _, err := m.Fit(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float64, 3)
+	if err := m.Predict(h, want); err != nil {
+		t.Fatal(err)
+	}
+	c := m.Clone()
+	done := make(chan error)
+	go func() {
+		_, err := c.Fit(context.Background(), h[20:])
+		done <- err
+	}()
+	got := make([]float64, 3)
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Error(err)
+			}
+			running = false
+		default:
+		}
+		if err := m.Predict(h, got); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("forecast changed while a clone trained: %v → %v", want, got)
 		}
 	}
 }

@@ -241,7 +241,11 @@ func (m *nnModel) MarshalBinary() ([]byte, error) {
 	b = psPutBool(b, m.fitted)
 	b = psPutF64(b, m.lo)
 	b = psPutF64(b, m.span)
-	return psPutF64s(b, m.params), nil
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(m.params)))
+	for _, v := range m.params {
+		b = psPutF64(b, float64(v))
+	}
+	return b, nil
 }
 
 // UnmarshalBinary restores state saved by MarshalBinary into a model of the same kind and
@@ -267,12 +271,15 @@ func (m *nnModel) UnmarshalBinary(data []byte) error {
 		return fmt.Errorf("invalid scaling state (lo %v, span %v)", lo, span)
 	}
 	for i, v := range params {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		// Checked after conversion: a float64 weight may overflow the float32 build.
+		if w := float64(nnReal(v)); math.IsNaN(w) || math.IsInf(w, 0) {
 			return fmt.Errorf("weight %d is %v", i, v)
 		}
 	}
 	m.fitted, m.lo, m.span = fitted[0] == 1, lo, span
-	copy(m.params, params)
+	for i, v := range params {
+		m.params[i] = nnReal(v)
+	}
 	clear(m.adamM)
 	clear(m.adamV)
 	m.adamT = 0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# hack/servers.sh prometheus|alertmanager|k8s|all — build the real servers the integration tests
+# hack/servers.sh prometheus|alertmanager|k8s|helm|all — build the real servers the integration tests
 # run, from the Go module proxy, into a cache outside the clone keyed on version. Prints the
 # directory holding the binaries on stdout; progress goes to stderr.
 set -euo pipefail
@@ -7,6 +7,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${DEBI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/debi}
 PROM_MODULE=${PROM_MODULE:-v0.316.0}     # Prometheus 3.16.0
 AM_VERSION=${AM_VERSION:-v0.35.0}
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
 now() { date +%s; }
 
 # progress prints a line every 30 s while a long build runs, so CI logs never look hung.
@@ -52,11 +53,26 @@ alertmanager() {
   echo "built Alertmanager in $(( $(now) - t0 ))s" >&2; echo "$dest"
 }
 
+# helm is only a test tool (helm lint, helm template of deploy/helm/debi): built with go install
+# so it never enters debi's go.mod.
+helm() {
+  local dest=$CACHE/helm-$HELM_VERSION
+  if [ -x "$dest/helm" ]; then echo "$dest"; return; fi
+  echo "building helm $HELM_VERSION from the Go module proxy (≈4 min on 2 cores, once per machine)" >&2
+  local t0; t0=$(now); mkdir -p "$dest.tmp"
+  GOFLAGS=-buildvcs=false GOBIN=$dest.tmp go install -trimpath \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+    helm.sh/helm/v3/cmd/helm@$HELM_VERSION >&2 &
+  progress helm $!
+  rm -rf "$dest"; mv "$dest.tmp" "$dest"
+  echo "built helm in $(( $(now) - t0 ))s" >&2; echo "$dest"
+}
+
 k8s() {
   echo "kube-apiserver + etcd: see hack/k8s-env.sh (12–20 min the first time on 2 cores)" >&2
   "$HERE/k8s-env.sh" build
 }
 
-all() { alertmanager; prometheus; k8s; }
+all() { alertmanager; prometheus; k8s; helm; }
 
 "${1:-all}"

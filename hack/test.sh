@@ -10,6 +10,7 @@ DEBI_PROMETHEUS_DIR=$(hack/servers.sh prometheus)
 DEBI_ALERTMANAGER_DIR=$(hack/servers.sh alertmanager)
 DEBI_K8S_ASSETS=$(hack/k8s-env.sh build)
 export DEBI_PROMETHEUS_DIR DEBI_ALERTMANAGER_DIR DEBI_K8S_ASSETS
+DEBI_HELM_DIR=$(hack/servers.sh helm); export DEBI_HELM_DIR   # helm lint/template of deploy/helm/debi
 # With the servers present an integration test that skips is a failure, not a pass.
 export DEBI_REQUIRE_INTEGRATION=1
 echo "   prometheus:   $DEBI_PROMETHEUS_DIR"

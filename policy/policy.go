@@ -188,14 +188,15 @@ type Runner struct {
 	hist2   []float64 // EVT and training copy
 	pred    []float64
 
-	model      atomic.Pointer[modelBox]
-	training   atomic.Bool
-	trainMu    sync.Mutex
-	finished   *forecast.FitReport // set by a finished async run, read by Step
-	finishErr  error
-	steps      int
-	lastTrainS int
-	trainWG    sync.WaitGroup
+	model       atomic.Pointer[modelBox]
+	training    atomic.Bool
+	trainMu     sync.Mutex
+	finished    *forecast.FitReport // set by a finished async run, read by Step
+	finishErr   error
+	steps       int
+	lastTrainS  int
+	trainWG     sync.WaitGroup
+	cancelTrain context.CancelFunc
 }
 
 type modelBox struct {
@@ -348,7 +349,7 @@ func (r *Runner) maybeTrain(ctx context.Context) {
 	hist := append([]float64(nil), r.history...)
 	clone := box.f.Clone()
 	r.training.Store(true)
-	run := func() {
+	run := func(ctx context.Context) {
 		defer r.training.Store(false)
 		rep, err := clone.Fit(ctx, hist)
 		r.trainMu.Lock()
@@ -361,11 +362,27 @@ func (r *Runner) maybeTrain(ctx context.Context) {
 		r.finished = &rep
 	}
 	if !r.cfg.AsyncTraining {
-		run()
+		run(ctx)
 		return
 	}
+	// A background run outlives the step that started it: it must not stop when the step's
+	// context ends, only on Close or when its own time budget runs out.
+	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.trainMu.Lock()
+	r.cancelTrain = cancel
+	r.trainMu.Unlock()
 	r.trainWG.Add(1)
-	go func() { defer r.trainWG.Done(); run() }()
+	go func() { defer r.trainWG.Done(); defer cancel(); run(tctx) }()
+}
+
+// Close stops a background training run, if any, and waits for it.
+func (r *Runner) Close() {
+	r.trainMu.Lock()
+	if r.cancelTrain != nil {
+		r.cancelTrain()
+	}
+	r.trainMu.Unlock()
+	r.trainWG.Wait()
 }
 
 func (r *Runner) collectTraining(res *Result) {

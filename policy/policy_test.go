@@ -173,3 +173,23 @@ func TestForecastOnDemandNotUtilization(t *testing.T) {
 		}
 	}
 }
+
+// TestAsyncTrainingOutlivesStepContext: the exporter gives each step a context that ends with
+// the step; a background training run must not die with it.
+func TestAsyncTrainingOutlivesStepContext(t *testing.T) {
+	r := newRunner(t, "naive-hpa", func(c *Config) { c.AsyncTraining = true })
+	defer r.Close()
+	for i := 0; i < 3; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		res, _ := r.Step(ctx, Observation{Time: t0.Add(time.Duration(i) * time.Minute), Demand: 2, Current: 2, Ready: 2})
+		cancel() // the step is over
+		r.Wait()
+		if res.TrainError != nil {
+			t.Fatalf("step %d: training failed: %v", i, res.TrainError)
+		}
+	}
+	res, _ := r.Step(context.Background(), Observation{Time: t0.Add(3 * time.Minute), Demand: 2, Current: 2, Ready: 2})
+	if res.TrainError != nil || math.IsNaN(res.DemandForecast) {
+		t.Fatalf("model not trained: err %v, forecast %v", res.TrainError, res.DemandForecast)
+	}
+}

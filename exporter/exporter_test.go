@@ -1,0 +1,460 @@
+package exporter
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/policy"
+)
+
+// t0 is a step time on the 15 s grid (1,700,000,100 = 15 × 113,333,340).
+var t0 = time.Unix(1_700_000_100, 0)
+
+const step = 15 * time.Second
+
+// demandTrace is a smooth daily-like wave plus a burst, in cores, indexed by grid step.
+func demandTrace(t time.Time) float64 {
+	k := float64(t.Sub(t0) / step)
+	d := 2 + 1.5*math.Sin(2*math.Pi*k/20)
+	if k >= 10 && k < 14 {
+		d += 6 // burst: the EVT level and the window must react
+	}
+	return d
+}
+
+const oneCfg = `
+global: {interval: 15s}
+policies:
+  - name: web
+    target: {namespace: shop, name: web}
+    algorithm: exporter-test-drift-debi
+    request: 0.5
+    lead_time: 30s
+    history: 40
+    scaling: {min_replicas: 2, max_replicas: 40, window: 30s}
+    metrics: {window: 30s, aggregation: Max}
+    queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}
+`
+
+func newTestExporter(t *testing.T, yml string, q Querier) (*Exporter, *prometheus.Registry) {
+	t.Helper()
+	c := loadConfig(t, yml)
+	reg := prometheus.NewRegistry()
+	e, err := New(c, c.Policies, q, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, reg
+}
+
+// value returns the value of the series name of policy pol (and the extra label pairs).
+func value(t *testing.T, g prometheus.Gatherer, name, pol string, extra ...string) (float64, bool) {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range mf.Metric {
+			want := map[string]string{"policy": pol}
+			for i := 0; i+1 < len(extra); i += 2 {
+				want[extra[i]] = extra[i+1]
+			}
+			n := 0
+			for _, lp := range m.Label {
+				if v, ok := want[lp.GetName()]; ok {
+					if v != lp.GetValue() {
+						continue metric
+					}
+					n++
+				}
+			}
+			if n != len(want) {
+				continue
+			}
+			return metricValue(m), true
+		}
+	}
+	return math.NaN(), false
+}
+
+func metricValue(m *dto.Metric) float64 {
+	switch {
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	}
+	return math.NaN()
+}
+
+// replay is the reference: a policy.Runner with training in line (the backtest's path) fed
+// one observation per grid time from the same inputs, by the rule the exporter documents:
+// a step needs the replica count and a request, missing ready replicas mean "all ready", a
+// missing demand is a NaN sample. It returns the results of the steps with every input present.
+func replay(t testing.TB, p *config.Policy, iv time.Duration, from, to time.Time, get func(time.Time) [numQueries]float64) map[int64]policy.Result {
+	t.Helper()
+	rc, err := p.RunnerConfig(iv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.AsyncTraining = false
+	r, err := policy.New(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := p.Request
+	out := map[int64]policy.Result{}
+	for ts := from; !ts.After(to); ts = ts.Add(iv) {
+		v := get(ts)
+		if v[qRequest] > 0 {
+			req = v[qRequest]
+		}
+		if math.IsNaN(v[qReplicas]) || req <= 0 {
+			continue
+		}
+		ready := v[qReplicas]
+		if !math.IsNaN(v[qReady]) {
+			ready = v[qReady]
+		}
+		if err := r.SetRequest(req); err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.Step(context.Background(), policy.Observation{Time: ts, Demand: v[qDemand],
+			Current: int32(math.Round(v[qReplicas])), Ready: int32(math.Round(ready))})
+		if err == nil && !math.IsNaN(v[qDemand]) {
+			out[ts.UnixMilli()] = res
+		}
+	}
+	return out
+}
+
+func near(a, b float64) bool {
+	if math.IsNaN(a) || math.IsNaN(b) {
+		return math.IsNaN(a) && math.IsNaN(b)
+	}
+	return math.Abs(a-b) <= 1e-12*math.Max(1, math.Abs(b))
+}
+
+// TestStepMatchesRunner drives the exporter through its history load and 30 live steps and
+// checks every published figure against a reference runner fed the same inputs.
+func TestStepMatchesRunner(t *testing.T) {
+	replicas := func(ts time.Time) float64 { // the workload is resized now and then
+		return float64(6 + int(ts.Sub(t0)/step/7)) // 1 … 10
+	}
+	f := &fakeQuerier{byExpr: map[string]series{
+		"demand":   func(ts time.Time) (float64, bool, error) { return demandTrace(ts), true, nil },
+		"replicas": func(ts time.Time) (float64, bool, error) { return replicas(ts), true, nil },
+		"ready":    func(ts time.Time) (float64, bool, error) { return replicas(ts) - 1, true, nil },
+	}}
+	e, reg := newTestExporter(t, oneCfg, f)
+	p := &e.policies[0].cfg
+	ref := replay(t, *p, step, t0.Add(-39*step), t0.Add(30*step), func(ts time.Time) [numQueries]float64 {
+		return [numQueries]float64{replicas(ts), replicas(ts) - 1, math.NaN(), demandTrace(ts)}
+	})
+	var absErrs []float64
+	forecasts := map[int64]float64{}
+	compared := 0
+	for i := range 30 {
+		ts := t0.Add(time.Duration(i) * step)
+		e.Step(context.Background(), ts)
+		e.Wait() // the exporter trains in the background; the reference in line
+		if i == 0 {
+			if n, _ := value(t, reg, "debi_policy_history_points", "web"); n != 39 {
+				t.Fatalf("history points = %v, want 39 (40 steps of history, the last one live)", n)
+			}
+			continue // the first training run may still have been in flight during step 0
+		}
+		want := ref[ts.UnixMilli()]
+		for _, c := range []struct {
+			name  string
+			want  float64
+			extra []string
+		}{
+			{"debi_load_ratio", want.W1, []string{"load", "w1"}},
+			{"debi_load_ratio", want.W2, []string{"load", "w2"}},
+			{"debi_load_ratio", want.W3, []string{"load", "w3"}},
+			{"debi_load_ratio", want.W, []string{"load", "w"}},
+			{"debi_load_ratio", want.WindowW, []string{"load", "window"}},
+			{"debi_demand_cores", want.Demand, []string{"load", "w1"}},
+			{"debi_demand_cores", want.DemandForecast, []string{"load", "w2"}},
+			{"debi_demand_cores", want.HighWater, []string{"load", "w3"}},
+			{"debi_forecast_horizon_seconds", 30, nil},
+			{"debi_target_utilization_ratio", want.Decision.Target, nil},
+			{"debi_recommended_replicas", float64(want.Decision.Replicas), nil},
+			{"debi_current_replicas", replicas(ts), nil},
+			{"debi_ready_replicas", replicas(ts) - 1, nil},
+			{"debi_evt_threshold_cores", want.POT.Threshold, nil},
+			{"debi_evt_shape", want.POT.Xi, nil},
+			{"debi_policy_stale", 0, nil},
+			{"debi_policy_last_success_timestamp_seconds", float64(ts.Unix()), nil},
+		} {
+			got, ok := value(t, reg, c.name, "web", c.extra...)
+			if !ok || !near(got, c.want) {
+				t.Fatalf("step %d: %s = %v (present %v), want %v", i, c.name, got, ok, c.want)
+			}
+		}
+		compared++
+		// Rolling MAE over the live steps: |D(t) − forecast made 2 steps (30 s) earlier|.
+		forecasts[ts.UnixMilli()] = want.DemandForecast
+		if f, ok := forecasts[ts.Add(-2*step).UnixMilli()]; ok {
+			absErrs = append(absErrs, math.Abs(want.Demand-f))
+		}
+	}
+	if compared != 29 {
+		t.Fatalf("compared %d steps, want 29", compared)
+	}
+	// The exporter's MAE window also holds history steps; check the last live error instead
+	// of the mean: the window's sum moved by exactly it in the last step.
+	if len(absErrs) == 0 {
+		t.Fatal("no forecast errors computed")
+	}
+	mae, ok := value(t, reg, "debi_forecast_mean_absolute_error_cores", "web")
+	if !ok || !(mae > 0) {
+		t.Fatalf("forecast MAE = %v (present %v), want a positive number", mae, ok)
+	}
+	if rec, _ := value(t, reg, "debi_recommended_replicas", "web"); rec < 2 {
+		t.Fatalf("recommended %v below min_replicas", rec)
+	}
+	// Every series family of a forecasting, EVT-fitting policy is present and lint-clean.
+	for _, name := range []string{"debi_evt_scale_cores", "debi_evt_fallback", "debi_evt_excesses",
+		"debi_model_train_duration_seconds", "debi_model_last_train_timestamp_seconds", "debi_model_train_failures_total",
+		"debi_policy_info", "debi_request_cores"} {
+		if _, ok := value(t, reg, name, "web"); !ok {
+			t.Errorf("%s not published", name)
+		}
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", problems, err)
+	}
+}
+
+// TestMAE checks the rolling mean absolute error with hand-made numbers.
+func TestMAE(t *testing.T) {
+	m := newMAEWindow(3)
+	if !math.IsNaN(m.value()) {
+		t.Fatal("empty window must be NaN")
+	}
+	for _, x := range []float64{1, 2, 3, 10} {
+		m.add(x)
+	}
+	// The window holds the last three: (2 + 3 + 10) / 3 = 5.
+	if got := m.value(); got != 5 {
+		t.Fatalf("MAE = %v, want 5", got)
+	}
+}
+
+// TestDegradation: missing demand never scales down, an unreachable Prometheus keeps the last
+// values marked stale, and recovery clears the mark.
+func TestDegradation(t *testing.T) {
+	demandOK := true
+	f := &fakeQuerier{byExpr: map[string]series{
+		// 10 replicas of 1 core carrying 1 core: W1 = 0.1, far below any target.
+		"demand":   func(time.Time) (float64, bool, error) { return 1, demandOK, nil },
+		"replicas": constant(10),
+		"ready":    constant(10),
+	}}
+	e, reg := newTestExporter(t, `
+global: {interval: 15s}
+policies:
+  - name: web
+    target: {namespace: shop, name: web}
+    algorithm: hpa
+    request: 1
+    scaling: {scale_down_stabilization: 1s}
+    queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}
+`, f)
+	get := func(name string) float64 {
+		v, ok := value(t, reg, name, "web")
+		if !ok {
+			t.Fatalf("%s missing", name)
+		}
+		return v
+	}
+	ctx := context.Background()
+	e.Step(ctx, t0)
+	// HPA: ceil(10 × 0.1 / 0.5) = 2.
+	if got := get("debi_recommended_replicas"); got != 2 {
+		t.Fatalf("healthy step: recommended = %v, want 2", got)
+	}
+	w1, _ := value(t, reg, "debi_load_ratio", "web", "load", "w1")
+
+	demandOK = false // the demand query comes back empty; the 60 s window still holds t0's sample
+	e.Step(ctx, t0.Add(step))
+	if got := get("debi_recommended_replicas"); got != 10 {
+		t.Fatalf("empty demand: recommended = %v, want the current 10 (no scale-down on missing data)", got)
+	}
+	if get("debi_policy_stale") != 1 {
+		t.Fatal("empty demand: not marked stale")
+	}
+	if got := get("debi_policy_last_success_timestamp_seconds"); got != float64(t0.Unix()) {
+		t.Fatalf("last success = %v, want %v", got, t0.Unix())
+	}
+	if got, _ := value(t, reg, "debi_query_errors_total", "web", "query", "demand"); got != 1 {
+		t.Fatalf("demand query errors = %v, want 1", got)
+	}
+
+	f.setDown(true)
+	for i := 2; i < 8; i++ { // long enough for the window to empty
+		e.Step(ctx, t0.Add(time.Duration(i)*step))
+	}
+	if get("debi_recommended_replicas") != 10 || get("debi_policy_stale") != 1 {
+		t.Fatal("Prometheus down: want recommended = current 10, stale")
+	}
+	if got, _ := value(t, reg, "debi_load_ratio", "web", "load", "w1"); got != w1 {
+		t.Fatalf("Prometheus down: W1 = %v, want the last good %v", got, w1)
+	}
+	if got, _ := value(t, reg, "debi_query_errors_total", "web", "query", "replicas"); got != 6 {
+		t.Fatalf("replicas query errors = %v, want 6", got)
+	}
+
+	f.setDown(false)
+	demandOK = true
+	e.Step(ctx, t0.Add(8*step))
+	if get("debi_policy_stale") != 0 || get("debi_recommended_replicas") != 2 {
+		t.Fatalf("recovered: stale %v, recommended %v; want 0 and 2", get("debi_policy_stale"), get("debi_recommended_replicas"))
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", problems, err)
+	}
+}
+
+// TestIndependentPolicies: a policy whose queries hang or fail does not keep the others from
+// publishing fresh values in the same step.
+func TestIndependentPolicies(t *testing.T) {
+	hang := func(time.Time) (float64, bool, error) {
+		time.Sleep(300 * time.Millisecond)
+		return 0, false, context.DeadlineExceeded
+	}
+	f := &fakeQuerier{byExpr: map[string]series{
+		"demand": constant(1), "replicas": constant(2), "ready": constant(2),
+		"slow_replicas": hang,
+	}}
+	e, reg := newTestExporter(t, `
+global: {interval: 15s, query_timeout: 200ms}
+exporter: {concurrency: 2}
+policies:
+  - name: slow
+    target: {namespace: shop, name: slow}
+    algorithm: hpa
+    request: 1
+    queries: {demand: 'demand', replicas: 'slow_replicas', ready_replicas: 'ready'}
+  - name: fast
+    target: {namespace: shop, name: fast}
+    algorithm: hpa
+    request: 1
+    queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}
+`, f)
+	e.Step(context.Background(), t0)
+	if v, _ := value(t, reg, "debi_policy_stale", "fast"); v != 0 {
+		t.Fatalf("fast policy stale = %v, want 0", v)
+	}
+	if v, _ := value(t, reg, "debi_policy_stale", "slow"); v != 1 {
+		t.Fatalf("slow policy stale = %v, want 1", v)
+	}
+	if _, ok := value(t, reg, "debi_recommended_replicas", "slow"); ok {
+		t.Fatal("slow policy publishes a recommendation without ever seeing its replicas")
+	}
+}
+
+func TestCheckQueries(t *testing.T) {
+	f := &fakeQuerier{byExpr: map[string]series{
+		"demand": constant(1), "replicas": constant(2), "ready": constant(2),
+	}, multi: map[string]bool{"demand": true}}
+	e, _ := newTestExporter(t, oneCfg, f)
+	err := e.CheckQueries(context.Background(), t0)
+	if !errors.Is(err, ErrSeveralSeries) || !strings.Contains(err.Error(), `policies[0].queries.demand (policy "web")`) {
+		t.Fatalf("several series: err = %v, want ErrSeveralSeries naming policies[0].queries.demand", err)
+	}
+	f.multi = nil
+	f.setDown(true)
+	if err := e.CheckQueries(context.Background(), t0); err != nil {
+		t.Fatalf("unreachable Prometheus at start-up must only warn, got %v", err)
+	}
+}
+
+func TestGridTime(t *testing.T) {
+	e := &Exporter{interval: step}
+	for _, c := range []struct{ in, want time.Time }{
+		{t0, t0},
+		{t0.Add(14999 * time.Millisecond), t0},
+		{t0.Add(-1 * time.Millisecond), t0.Add(-step)},
+	} {
+		if got := e.gridTime(c.in); !got.Equal(c.want) {
+			t.Errorf("gridTime(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+// TestHistoryRetried: when Prometheus is unreachable at the first step, the history is loaded at
+// the first step that can reach it, before any live observation.
+func TestHistoryRetried(t *testing.T) {
+	f := &fakeQuerier{byExpr: map[string]series{"demand": constant(1), "replicas": constant(2), "ready": constant(2)}}
+	e, reg := newTestExporter(t, oneCfg, f)
+	f.setDown(true)
+	e.Step(context.Background(), t0)
+	if v, _ := value(t, reg, "debi_policy_history_points", "web"); v != 0 {
+		t.Fatalf("history points while down = %v, want 0", v)
+	}
+	f.setDown(false)
+	e.Step(context.Background(), t0.Add(step))
+	e.Wait()
+	// 40 steps of history end with the live one: 39 points before t0+15s.
+	if v, _ := value(t, reg, "debi_policy_history_points", "web"); v != 39 {
+		t.Fatalf("history points after recovery = %v, want 39", v)
+	}
+	if v, _ := value(t, reg, "debi_policy_steps_total", "web"); v != 40 {
+		t.Fatalf("steps = %v, want 40 (39 history + 1 live)", v)
+	}
+}
+
+// TestLoopSkipsWhenBehind: a loop that finds itself more than one interval behind skips to the
+// present grid time, counts the skipped steps, and steps there.
+func TestLoopSkipsWhenBehind(t *testing.T) {
+	f := &fakeQuerier{byExpr: map[string]series{"demand": constant(1), "replicas": constant(2), "ready": constant(2)}}
+	e, reg := newTestExporter(t, oneCfg, f)
+	var calls atomic.Int32
+	e.now = func() time.Time {
+		if calls.Add(1) == 1 {
+			return t0.Add(time.Second) // the first step is t0
+		}
+		return t0.Add(5*step + time.Second) // the step took 5 intervals: t0+15s…t0+60s are late
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Loop(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		last, _ := value(t, reg, "debi_policy_last_success_timestamp_seconds", "web")
+		if last == float64(t0.Add(5*step).Unix()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("loop did not step at t0+75s; last success %v", last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	e.Wait()
+	// Steps at t0 and t0+75s; t0+15s … t0+60s were skipped.
+	if got := testutil.ToFloat64(e.metrics.skipped); got != 4 {
+		t.Fatalf("skipped = %v, want 4", got)
+	}
+}

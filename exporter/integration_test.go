@@ -1,0 +1,515 @@
+package exporter
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
+
+	"github.com/debi-scaler/debi/config"
+)
+
+// The trace of the integration test, in seconds since the workload started: 0.4 core, a burst
+// of 3 cores, 0.4 core again. With 2 replicas of 1 core (min_replicas 2, bounds 0.3–0.7),
+// Algorithm 2 keeps 2 replicas while demand stays at or below about 0.66 core and recommends
+// more above (METHOD §5: U(2) = 0.3, tolerance 0.1), so the scale alert must fire during the
+// burst and resolve once rate1m has forgotten it.
+const (
+	burstStart = 10 * time.Second
+	burstEnd   = 25 * time.Second
+	lowDemand  = 0.4
+	highDemand = 3.0
+)
+
+// cumulativeCPU is ∫₀ᵗ demand: the CPU-seconds the workload has used t after it started.
+func cumulativeCPU(t time.Duration) float64 {
+	s := t.Seconds()
+	a, b := burstStart.Seconds(), burstEnd.Seconds()
+	switch {
+	case s < a:
+		return lowDemand * s
+	case s < b:
+		return lowDemand*a + highDemand*(s-a)
+	default:
+		return lowDemand*a + highDemand*(b-a) + lowDemand*(s-b)
+	}
+}
+
+// workload serves cAdvisor- and kube-state-metrics-shaped series of a 2-replica Deployment
+// shop/web whose CPU use follows the trace.
+type workload struct {
+	start time.Time
+}
+
+func (w *workload) ServeHTTP(rw http.ResponseWriter, _ *http.Request) {
+	cpu := cumulativeCPU(time.Since(w.start)) / 2 // two pods share the load
+	rw.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	var b bytes.Buffer
+	b.WriteString("# TYPE container_cpu_usage_seconds_total counter\n")
+	for _, pod := range []string{"web-5f7c-a", "web-5f7c-b"} {
+		fmt.Fprintf(&b, "container_cpu_usage_seconds_total{namespace=\"shop\",pod=%q,container=\"app\",image=\"app:1\",cpu=\"total\"} %g\n", pod, cpu)
+		// The pod cgroup repeats the container's use; the rules must not count it twice.
+		fmt.Fprintf(&b, "container_cpu_usage_seconds_total{namespace=\"shop\",pod=%q,container=\"\",image=\"\",cpu=\"total\"} %g\n", pod, cpu)
+	}
+	b.WriteString("# TYPE kube_pod_owner gauge\n")
+	for _, pod := range []string{"web-5f7c-a", "web-5f7c-b"} {
+		fmt.Fprintf(&b, "kube_pod_owner{namespace=\"shop\",pod=%q,owner_kind=\"ReplicaSet\",owner_name=\"web-5f7c\",owner_is_controller=\"true\"} 1\n", pod)
+	}
+	b.WriteString("# TYPE kube_replicaset_owner gauge\n")
+	b.WriteString("kube_replicaset_owner{namespace=\"shop\",replicaset=\"web-5f7c\",owner_kind=\"Deployment\",owner_name=\"web\",owner_is_controller=\"true\"} 1\n")
+	b.WriteString("# TYPE kube_pod_container_resource_requests gauge\n")
+	for _, pod := range []string{"web-5f7c-a", "web-5f7c-b"} {
+		fmt.Fprintf(&b, "kube_pod_container_resource_requests{namespace=\"shop\",pod=%q,container=\"app\",resource=\"cpu\",unit=\"core\"} 1\n", pod)
+	}
+	b.WriteString("# TYPE kube_deployment_spec_replicas gauge\nkube_deployment_spec_replicas{namespace=\"shop\",deployment=\"web\"} 2\n")
+	b.WriteString("# TYPE kube_deployment_status_replicas_ready gauge\nkube_deployment_status_replicas_ready{namespace=\"shop\",deployment=\"web\"} 2\n")
+	_, _ = rw.Write(b.Bytes())
+}
+
+func listen(t *testing.T) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// startPrometheus runs the real Prometheus from dir with 1 s scrape and evaluation intervals,
+// the rules of rules/, and the given scrape targets; it returns the API address.
+func startPrometheus(t *testing.T, dir, workloadAddr, exporterAddr string) string {
+	t.Helper()
+	tmp := t.TempDir()
+	rules, err := filepath.Abs("../rules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - %s/*.yaml
+scrape_configs:
+  - job_name: workload
+    static_configs: [{targets: [%q]}]
+  - job_name: debi-exporter
+    static_configs: [{targets: [%q]}]
+`, rules, workloadAddr, exporterAddr)
+	if err := os.WriteFile(filepath.Join(tmp, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := listen(t)
+	addr := l.Addr().String()
+	l.Close() // Prometheus binds it next; a race with another process is unlikely on loopback
+	logFile, err := os.Create(filepath.Join(tmp, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(dir, "prometheus"),
+		"--config.file="+filepath.Join(tmp, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(tmp, "data"),
+		"--web.listen-address="+addr,
+		"--log.level=warn")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(logFile.Name())
+			t.Logf("prometheus log:\n%s", b)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return addr
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus not ready at %s: %v", addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestIntegration runs the exporter against a real Prometheus that scrapes a trace-driven
+// workload and the exporter and evaluates the rules of rules/. It checks, through Prometheus's
+// HTTP API, that the published W1, W2, W3, W and recommended replicas equal what a
+// policy.Runner computes from the same inputs, and that DebiScaleRecommended fires during the
+// burst and resolves after it.
+func TestIntegration(t *testing.T) {
+	dir := os.Getenv("DEBI_PROMETHEUS_DIR")
+	if dir == "" {
+		t.Skip("DEBI_PROMETHEUS_DIR is not set: set it to the directory holding the prometheus binary (hack/servers.sh prometheus prints it) to run the integration test")
+	}
+	if testing.Short() {
+		t.Skip("integration test takes about 90 s; skipped in -short mode")
+	}
+	began := time.Now()
+
+	wlL, expL := listen(t), listen(t)
+	promAddr := startPrometheus(t, dir, wlL.Addr().String(), expL.Addr().String())
+	// The trace starts once Prometheus is ready (it may take seconds on a busy machine).
+	wl := &workload{start: time.Now()}
+	wlSrv := &http.Server{Handler: wl, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = wlSrv.Serve(wlL) }()
+	t.Cleanup(func() { _ = wlSrv.Close() })
+
+	client, err := api.NewClient(api.Config{Address: "http://" + promAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prom := v1.NewAPI(client)
+
+	// The policy uses the default queries (the recording rules of rules/ and kube-state-metrics)
+	// and the default request query.
+	cfgFile := filepath.Join(t.TempDir(), "debi.yml")
+	if err := os.WriteFile(cfgFile, []byte(fmt.Sprintf(`
+global:
+  prometheus_url: http://%s
+  interval: 1s
+  query_timeout: 800ms
+exporter:
+  query_offset: 800ms
+policies:
+  - name: web
+    target: {namespace: shop, name: web}
+    algorithm: %s-debi
+    lead_time: 2s
+    scaling: {min_replicas: 2, max_replicas: 20, window: 2s}
+    metrics: {window: 3s}
+`, promAddr, testModel)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.LoadFile(cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Let Prometheus collect some history before the exporter starts, so that the start-up
+	// range queries have something to load.
+	time.Sleep(6*time.Second - time.Since(wl.start))
+	var logBuf syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() {
+		runErr <- Run(ctx, Options{ConfigFile: cfgFile, Listener: expL}, logger, prometheus.NewRegistry())
+	}()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("exporter log:\n%s", logBuf.String())
+		}
+	})
+	exporterStart := time.Now()
+
+	// The scale alert: fires during the burst with the policy in its labels and the numbers in
+	// its annotations, then resolves.
+	var firedAt, resolvedAt time.Duration
+	var fired v1.Alert
+	for firedAt == 0 || resolvedAt == 0 {
+		elapsed := time.Since(wl.start)
+		if elapsed > burstEnd+90*time.Second {
+			dumpTimeline(t, prom, wl.start)
+			t.Fatalf("timeout: fired at %v, resolved at %v", firedAt, resolvedAt)
+		}
+		res, err := prom.Alerts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		firing := false
+		for _, a := range res.Alerts {
+			if a.Labels["alertname"] == "DebiScaleRecommended" && a.State == v1.AlertStateFiring {
+				firing = true
+				fired = a
+			}
+		}
+		switch {
+		case firing && firedAt == 0:
+			firedAt = elapsed
+			if firedAt < burstStart {
+				t.Fatalf("DebiScaleRecommended fired at %v, before the burst at %v: %v", firedAt, burstStart, fired)
+			}
+			checkAlert(t, fired)
+		case !firing && firedAt != 0:
+			resolvedAt = elapsed
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if resolvedAt < burstEnd {
+		t.Fatalf("DebiScaleRecommended resolved at %v, before the burst ended at %v", resolvedAt, burstEnd)
+	}
+	t.Logf("DebiScaleRecommended fired %v and resolved %v after the burst started", firedAt-burstStart, resolvedAt-burstStart)
+
+	// Let a few more scrapes land, then stop the exporter.
+	time.Sleep(2 * time.Second)
+	end := time.Now()
+	cancel()
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	dumpTimeline(t, prom, wl.start)
+	checkAlertFollowsRecommendation(t, prom, exporterStart, end)
+	compareWithRunner(t, prom, cfg, wl.start, exporterStart, end)
+	t.Logf("integration test took %v", time.Since(began).Round(time.Second))
+}
+
+// dumpTimeline logs, per second since the trace started, the demand recorded by the rules and
+// what the exporter published (shown with -v or on failure).
+func dumpTimeline(t *testing.T, prom v1.API, start time.Time) {
+	t.Helper()
+	r := v1.Range{Start: start.Truncate(time.Second), End: time.Now(), Step: time.Second}
+	cols := []string{
+		`namespace_workload:debi_cpu_usage_cores:rate1m`,
+		`debi_load_ratio{load="w1"}`, `debi_load_ratio{load="w2"}`, `debi_load_ratio{load="w3"}`, `debi_load_ratio{load="w"}`,
+		`debi_recommended_replicas`, `ALERTS{alertname="DebiScaleRecommended",alertstate="firing"}`,
+	}
+	vals := make([]map[int64]float64, len(cols))
+	for i, q := range cols {
+		m, err := rangeValues(context.Background(), prom, q, r)
+		if err != nil {
+			t.Logf("%s: %v", q, err)
+		}
+		vals[i] = m
+	}
+	var b bytes.Buffer
+	b.WriteString("  s   demand  W1     W2     W3     W      rec firing\n")
+	for ts := r.Start; !ts.After(r.End); ts = ts.Add(r.Step) {
+		fmt.Fprintf(&b, "%3.0f", ts.Sub(start).Seconds())
+		for i := range cols {
+			if v, ok := vals[i][ts.UnixMilli()]; ok {
+				fmt.Fprintf(&b, " %6.3f", v)
+			} else {
+				b.WriteString("      -")
+			}
+		}
+		b.WriteString("\n")
+	}
+	t.Logf("timeline:\n%s", b.String())
+}
+
+// checkAlertFollowsRecommendation checks, second by second, that DebiScaleRecommended fires
+// exactly while the exporter's recommendation differs from the current size, allowing for the
+// scrape and the rule evaluation in between (up to 2 s), and logs the lag of the alert behind
+// the recommendation.
+func checkAlertFollowsRecommendation(t *testing.T, prom v1.API, start, end time.Time) {
+	t.Helper()
+	start = start.Truncate(time.Second) // whole ms, so that the points' keys are exact
+	r := v1.Range{Start: start, End: end, Step: time.Second}
+	diff, err := rangeValues(context.Background(), prom, `debi_recommended_replicas - debi_current_replicas`, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firing, err := rangeValues(context.Background(), prom, `ALERTS{alertname="DebiScaleRecommended",alertstate="firing"}`, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var firstDiff, firstFiring time.Time
+	n := 0
+	for ts := start.Add(2 * time.Second); !ts.After(end); ts = ts.Add(time.Second) {
+		_, f := firing[ts.UnixMilli()]
+		seen := false // some sample in the last 2 s agrees with the alert's state
+		for lag := time.Duration(0); lag <= 2*time.Second; lag += time.Second {
+			d, ok := diff[ts.Add(-lag).UnixMilli()]
+			if (ok && (d != 0) == f) || (!ok && !f) { // no recommendation yet: no alert
+				seen = true
+			}
+		}
+		if !seen {
+			t.Errorf("%v: alert firing=%v but the recommendation of the last 2 s says otherwise", ts.Sub(start), f)
+		}
+		if f {
+			n++
+			if firstFiring.IsZero() {
+				firstFiring = ts
+			}
+		}
+		if d, ok := diff[ts.UnixMilli()]; ok && d != 0 && firstDiff.IsZero() {
+			firstDiff = ts
+		}
+	}
+	if n < 5 {
+		t.Fatalf("DebiScaleRecommended fired for %d s, want at least 5", n)
+	}
+	t.Logf("the alert fired %v after the first scraped recommendation ≠ current (1 s steps; 1 s scrape and evaluation)", firstFiring.Sub(firstDiff))
+}
+
+// checkAlert checks the scale alert's routing label and annotations.
+func checkAlert(t *testing.T, a v1.Alert) {
+	t.Helper()
+	if a.Labels["policy"] != "web" || a.Labels["debi_route"] != "webhook" || a.Labels["namespace"] != "shop" ||
+		a.Labels["workload"] != "web" || a.Labels["workload_type"] != "deployment" {
+		t.Fatalf("DebiScaleRecommended labels = %v", a.Labels)
+	}
+	num := func(name string) float64 {
+		v, err := strconv.ParseFloat(string(a.Annotations[model.LabelName(name)]), 64)
+		if err != nil {
+			t.Fatalf("annotation %s = %q: %v", name, a.Annotations[model.LabelName(name)], err)
+		}
+		return v
+	}
+	// More than 2 replicas, on a load above the low phase's 0.4 core / 2 pods = 0.2 (the
+	// window term of Algorithm 2 may decide before W itself leaves the tolerance band), with a
+	// dynamic target in [lower, upper].
+	if rec, cur := num("recommended_replicas"), num("current_replicas"); rec <= 2 || cur != 2 {
+		t.Fatalf("annotations recommended %v current %v, want > 2 and 2", rec, cur)
+	}
+	if w := num("load"); !(w > lowDemand/2) {
+		t.Fatalf("annotation load = %v, want above %v", w, lowDemand/2)
+	}
+	if u := num("target_utilization"); !(u >= 0.3 && u <= 0.7) {
+		t.Fatalf("annotation target_utilization = %v, want in [0.3, 0.7]", u)
+	}
+}
+
+// compareWithRunner replays the policy with a policy.Runner on inputs read from Prometheus by
+// the test itself (instant queries at every grid time since the workload started) and checks
+// every published step of the exporter, as Prometheus stored it, against the replay.
+func compareWithRunner(t *testing.T, prom v1.API, cfg *config.Config, wlStart, expStart, end time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	p := &cfg.Policies[0]
+	iv := cfg.Global.Interval
+
+	// What the exporter published, as Prometheus scraped it: at each point of a range query all
+	// series come from the same scrape.
+	type published struct{ lastSuccess, stale, w1, w2, w3, w, rec float64 }
+	r := v1.Range{Start: expStart, End: end, Step: 250 * time.Millisecond}
+	series := map[string]string{
+		"lastSuccess": `debi_policy_last_success_timestamp_seconds{policy="web"}`,
+		"stale":       `debi_policy_stale{policy="web"}`,
+		"w1":          `debi_load_ratio{policy="web",load="w1"}`,
+		"w2":          `debi_load_ratio{policy="web",load="w2"}`,
+		"w3":          `debi_load_ratio{policy="web",load="w3"}`,
+		"w":           `debi_load_ratio{policy="web",load="w"}`,
+		"rec":         `debi_recommended_replicas{policy="web"}`,
+	}
+	vals := map[string]map[int64]float64{}
+	for k, q := range series {
+		m, err := rangeValues(ctx, prom, q, r)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		vals[k] = m
+	}
+	pubs := map[float64]published{}
+	for ts, ls := range vals["lastSuccess"] {
+		get := func(k string) float64 {
+			if v, ok := vals[k][ts]; ok {
+				return v
+			}
+			return math.NaN()
+		}
+		if get("stale") != 0 {
+			continue
+		}
+		pubs[ls] = published{ls, 0, get("w1"), get("w2"), get("w3"), get("w"), get("rec")}
+	}
+
+	// The reference, from the test's own queries at the grid times.
+	from := time.UnixMilli(wlStart.UnixMilli() / iv.Milliseconds() * iv.Milliseconds())
+	last := from
+	for ls := range pubs {
+		if ts := time.UnixMilli(int64(math.Round(ls * 1e3))); ts.After(last) {
+			last = ts
+		}
+	}
+	q := p.Queries
+	ref := replay(t, p, iv, from, last, func(ts time.Time) [numQueries]float64 {
+		var v [numQueries]float64
+		for k, expr := range [numQueries]string{q.Replicas, q.ReadyReplicas, q.Request, q.Demand} {
+			x, err := instantValue(ctx, prom, expr, ts)
+			if err != nil {
+				x = math.NaN()
+			}
+			v[k] = x
+		}
+		return v
+	})
+
+	keys := make([]float64, 0, len(pubs))
+	for k := range pubs {
+		keys = append(keys, k)
+	}
+	sort.Float64s(keys)
+	compared, scaled := 0, 0
+	for _, ls := range keys {
+		pub := pubs[ls]
+		want, ok := ref[int64(math.Round(ls*1e3))]
+		if !ok {
+			t.Fatalf("exporter published a fresh step at %v that the replay has no result for", ls)
+		}
+		if math.IsNaN(pub.w2) && !math.IsNaN(want.W2) {
+			// The exporter trains in the background: a step may run before the first
+			// training run has been swapped in. Algorithm 2 is stateless, so later steps agree.
+			continue
+		}
+		for _, c := range []struct {
+			name      string
+			got, want float64
+		}{
+			{"W1", pub.w1, want.W1}, {"W2", pub.w2, want.W2}, {"W3", pub.w3, want.W3}, {"W", pub.w, want.W},
+			{"recommended replicas", pub.rec, float64(want.Decision.Replicas)},
+		} {
+			if !near(c.got, c.want) {
+				t.Errorf("step %v: %s published %v, runner %v", time.UnixMilli(int64(ls*1e3)).Sub(wlStart), c.name, c.got, c.want)
+			}
+		}
+		compared++
+		if pub.rec > 2 {
+			scaled++
+		}
+	}
+	t.Logf("compared %d exporter steps with the runner (%d recommending a scale-up) over %v", compared, scaled, end.Sub(expStart).Round(time.Second))
+	if compared < 30 || scaled < 3 {
+		t.Fatalf("compared %d steps (%d recommending a scale-up); want at least 30 (3)", compared, scaled)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

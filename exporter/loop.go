@@ -1,0 +1,554 @@
+package exporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/policy"
+)
+
+// The inputs of one step, in the order they are queried. The names are the values of the
+// "query" label of the query metrics and the fields of a policy's queries section.
+const (
+	qReplicas = iota
+	qReady
+	qRequest
+	qDemand
+	numQueries
+)
+
+var queryNames = [numQueries]string{"replicas", "ready_replicas", "request", "demand"}
+
+// Exporter runs the policies of one shard: every interval it queries each policy's inputs,
+// steps its policy.Runner and publishes the results through a Collector over an atomically
+// swapped snapshot.
+//
+// Steps are evaluated on a fixed grid, t = k·interval since the Unix epoch, and every query of
+// the step for t is evaluated at t (instant queries with an explicit time, range queries whose
+// points fall on the grid). The runner of a policy therefore sees exactly the sequence of
+// observations that instant queries at the grid times return, whether they came from the
+// start-up history or from live steps: any step can be replayed from Prometheus's data.
+type Exporter struct {
+	cfg      *config.Config
+	q        Querier
+	log      *slog.Logger
+	interval time.Duration
+	offset   time.Duration
+	timeout  time.Duration
+	workers  int
+	policies []*policyState
+
+	snap    atomic.Pointer[snapshot]
+	ready   atomic.Bool
+	now     func() time.Time
+	metrics selfMetrics
+}
+
+type selfMetrics struct {
+	queryDuration *prometheus.HistogramVec
+	loopDuration  prometheus.Histogram
+	lastLoop      prometheus.Gauge
+	skipped       prometheus.Counter
+	policies      prometheus.Gauge
+	panics        prometheus.Counter
+}
+
+// policyState is the loop's state of one policy. It is touched by one worker at a time during a
+// step and read by publish after the step; Collect never sees it, only snapshots.
+type policyState struct {
+	cfg    *config.Policy
+	path   string   // policies[i] in the configuration file, for errors
+	labels []string // policy, namespace, workload_type, workload
+	runner *policy.Runner
+	lead   int
+	// horizon is the forecast horizon in seconds.
+	horizon float64
+
+	request float64 // last known CPU request per pod (0: none yet)
+	current int32
+	ready   int32
+	known   bool // current and ready were seen at least once
+
+	last        *policy.Result // last result with loads
+	recommended int32
+	stale       bool
+	lastSuccess time.Time
+	steps       uint64
+
+	historyPoints int
+	historyLoaded bool
+
+	lastTrain     time.Time
+	trainDuration time.Duration
+	trainFailures float64
+	queryErrors   [numQueries]float64
+	failing       bool // for logging transitions only
+
+	forecasts []float64 // ring: the forecast made at step k is at k % lead
+	mae       maeWindow
+}
+
+// maeWindow is a rolling mean of absolute errors over the last n values.
+type maeWindow struct {
+	vals []float64
+	next int
+	full bool
+	sum  float64
+}
+
+func newMAEWindow(n int) maeWindow { return maeWindow{vals: make([]float64, n)} }
+
+func (m *maeWindow) add(x float64) {
+	if m.full {
+		m.sum -= m.vals[m.next]
+	}
+	m.vals[m.next] = x
+	m.sum += x
+	m.next++
+	if m.next == len(m.vals) {
+		m.next, m.full = 0, true
+	}
+}
+
+func (m *maeWindow) value() float64 {
+	n := m.next
+	if m.full {
+		n = len(m.vals)
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return m.sum / float64(n)
+}
+
+// New builds an exporter for the given policies of cfg (usually the shard's selection) and
+// registers its metrics with reg.
+func New(cfg *config.Config, policies []config.Policy, q Querier, logger *slog.Logger, reg prometheus.Registerer) (*Exporter, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Exporter{
+		cfg: cfg, q: q, log: logger,
+		interval: cfg.Global.Interval, offset: cfg.Exporter.QueryOffset, timeout: cfg.Global.QueryTimeout,
+		workers: max(cfg.Exporter.Concurrency, 1), now: time.Now,
+	}
+	for i := range policies {
+		p := &policies[i]
+		rc, err := p.RunnerConfig(e.interval)
+		if err != nil {
+			return nil, fmt.Errorf("policy %q: %w", p.Name, err)
+		}
+		rc.AsyncTraining = true
+		rc.Logger = logger.With("policy", p.Name)
+		r, err := policy.New(rc)
+		if err != nil {
+			return nil, fmt.Errorf("policy %q: %w", p.Name, err)
+		}
+		ps := &policyState{
+			cfg: p, path: configPath(cfg, p.Name), runner: r, lead: rc.LeadSteps,
+			labels:    []string{p.Name, p.Target.Namespace, p.Target.WorkloadType(), p.Target.Name},
+			horizon:   (time.Duration(rc.LeadSteps) * e.interval).Seconds(),
+			request:   p.Request,
+			forecasts: make([]float64, rc.LeadSteps),
+			mae:       newMAEWindow(cfg.Exporter.MAEWindow),
+		}
+		for j := range ps.forecasts {
+			ps.forecasts[j] = math.NaN()
+		}
+		e.policies = append(e.policies, ps)
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	f := promauto.With(reg)
+	e.metrics = selfMetrics{
+		queryDuration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "debi_exporter_query_duration_seconds",
+			Help:    "Duration of the PromQL queries of the exporter, by input and query type (instant or range).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"query", "type"}),
+		loopDuration: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "debi_exporter_loop_duration_seconds",
+			Help:    "Duration of one loop: every policy's queries and decisions.",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 30, 60},
+		}),
+		lastLoop: f.NewGauge(prometheus.GaugeOpts{
+			Name: "debi_exporter_last_loop_timestamp_seconds",
+			Help: "Evaluation time of the last completed loop.",
+		}),
+		skipped: f.NewCounter(prometheus.CounterOpts{
+			Name: "debi_exporter_skipped_steps_total",
+			Help: "Steps skipped because the loop fell more than one interval behind.",
+		}),
+		policies: f.NewGauge(prometheus.GaugeOpts{
+			Name: "debi_exporter_policies",
+			Help: "Number of policies this exporter (shard) runs.",
+		}),
+		panics: f.NewCounter(prometheus.CounterOpts{
+			Name: "debi_exporter_policy_panics_total",
+			Help: "Policy steps that panicked; the policy is marked stale and the others go on.",
+		}),
+	}
+	e.metrics.policies.Set(float64(len(e.policies)))
+	e.snap.Store(&snapshot{})
+	if err := reg.Register(collector{e}); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// configPath is the field path of the named policy in the configuration file.
+func configPath(cfg *config.Config, name string) string {
+	for i := range cfg.Policies {
+		if cfg.Policies[i].Name == name {
+			return fmt.Sprintf("policies[%d]", i)
+		}
+	}
+	return fmt.Sprintf("policy %q", name)
+}
+
+// gridTime is the latest step time at or before t: a multiple of the interval since the Unix
+// epoch.
+func (e *Exporter) gridTime(t time.Time) time.Time {
+	iv := e.interval.Milliseconds()
+	if iv <= 0 {
+		return t
+	}
+	ms := t.UnixMilli()
+	return time.UnixMilli(ms - ((ms%iv)+iv)%iv)
+}
+
+// CheckQueries runs every query of every policy once at t. A query that returns several series
+// where one is expected, or that Prometheus rejects as bad data, is a configuration error and is
+// returned; an unreachable Prometheus or an empty result is only logged, since data may come
+// later.
+func (e *Exporter) CheckQueries(ctx context.Context, t time.Time) error {
+	var errs []error
+	var mu sync.Mutex
+	e.forEach(ctx, func(ctx context.Context, ps *policyState) {
+		for k, expr := range ps.queries() {
+			if expr == "" {
+				continue
+			}
+			_, err := e.instant(ctx, ps, k, expr, t)
+			var apiErr *v1.Error
+			switch {
+			case err == nil:
+			case errors.Is(err, ErrSeveralSeries), errors.As(err, &apiErr) && apiErr.Type == v1.ErrBadData:
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s.queries.%s (policy %q): %w", ps.path, queryNames[k], ps.cfg.Name, err))
+				mu.Unlock()
+			default:
+				e.log.Warn("start-up query check failed; the policy will be stale until it succeeds",
+					"policy", ps.cfg.Name, "query", queryNames[k], "err", err)
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+func (ps *policyState) queries() [numQueries]string {
+	q := ps.cfg.Queries
+	return [numQueries]string{q.Replicas, q.ReadyReplicas, q.Request, q.Demand}
+}
+
+// instant runs one input query, timing it and counting its errors (empty results included).
+func (e *Exporter) instant(ctx context.Context, ps *policyState, k int, expr string, t time.Time) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	defer cancel()
+	start := time.Now()
+	v, err := instantValue(ctx, e.q, expr, t)
+	e.metrics.queryDuration.WithLabelValues(queryNames[k], "instant").Observe(time.Since(start).Seconds())
+	if err != nil {
+		ps.queryErrors[k]++
+	}
+	return v, err
+}
+
+// forEach runs f for every policy on the exporter's workers and waits. A panic in one policy
+// is recovered, logged and counted: policies are independent.
+func (e *Exporter) forEach(ctx context.Context, f func(context.Context, *policyState)) {
+	work := make(chan *policyState)
+	var wg sync.WaitGroup
+	for range min(e.workers, len(e.policies)) {
+		wg.Go(func() {
+			for ps := range work {
+				func() {
+					defer func() {
+						if r := recover(); r != nil {
+							e.metrics.panics.Inc()
+							ps.stale = true
+							e.log.Error("policy step panicked", "policy", ps.cfg.Name, "panic", r)
+						}
+					}()
+					f(ctx, ps)
+				}()
+			}
+		})
+	}
+	for _, ps := range e.policies {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- ps
+	}
+	close(work)
+	wg.Wait()
+}
+
+// Loop runs a step at every grid time until ctx is done. The step for t starts at t+offset;
+// when the loop falls more than one interval behind it skips to the present and counts the
+// skipped steps.
+func (e *Exporter) Loop(ctx context.Context) error {
+	t := e.gridTime(e.now().Add(-e.offset))
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		if d := t.Add(e.offset).Sub(e.now()); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-timer.C:
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		e.Step(ctx, t)
+		next := t.Add(e.interval)
+		if late := e.gridTime(e.now().Add(-e.offset)); late.After(next) {
+			n := late.Sub(next) / e.interval
+			e.metrics.skipped.Add(float64(n))
+			e.log.Warn("loop fell behind; skipping steps", "skipped", int(n), "interval", e.interval)
+			next = late
+		}
+		t = next
+	}
+}
+
+// Step runs one step at grid time t for every policy and publishes the results. The first step
+// of a policy loads its history first.
+func (e *Exporter) Step(ctx context.Context, t time.Time) {
+	start := time.Now()
+	e.forEach(ctx, func(ctx context.Context, ps *policyState) {
+		// A policy's step may run until the next step is due, so one slow policy cannot hold
+		// the loop back by more than an interval.
+		ctx, cancel := context.WithTimeout(ctx, e.interval)
+		defer cancel()
+		// History is loaded once, before the first live observation; while Prometheus cannot
+		// answer, every step tries again.
+		if !ps.historyLoaded && ps.steps == 0 {
+			ps.historyLoaded = e.loadHistory(ctx, ps, t)
+		}
+		e.stepPolicy(ctx, ps, t)
+	})
+	e.publish()
+	e.ready.Store(true)
+	e.metrics.loopDuration.Observe(time.Since(start).Seconds())
+	e.metrics.lastLoop.Set(float64(t.UnixMilli()) / 1e3)
+}
+
+// inputs are one step's query results; a nil error means the value is usable.
+type inputs struct {
+	val [numQueries]float64
+	err [numQueries]error
+}
+
+func (e *Exporter) stepPolicy(ctx context.Context, ps *policyState, t time.Time) {
+	var in inputs
+	for k, expr := range ps.queries() {
+		if expr == "" {
+			in.err[k] = ErrEmpty
+			continue
+		}
+		in.val[k], in.err[k] = e.instant(ctx, ps, k, expr, t)
+	}
+	e.feed(ctx, ps, t, &in, false)
+}
+
+// loadHistory loads the policy's history with range queries on the step grid and feeds it
+// through the same path as live steps, so that models start warm and the published state is
+// the one at the last history point. It reports whether the queries succeeded (an empty
+// history is a success: there is nothing to load).
+func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time) bool {
+	lookback := time.Duration(ps.cfg.History) * e.interval
+	if lb := e.cfg.Exporter.HistoryLookback; lb > 0 && lb < lookback {
+		lookback = lb
+	}
+	// History points on the grid in (t − lookback, t): with the live step, lookback worth.
+	first := t.Add(-lookback + e.interval)
+	start, end := e.gridTime(first), t.Add(-e.interval)
+	if start.Before(first) {
+		start = start.Add(e.interval)
+	}
+	if end.Before(start) {
+		return true
+	}
+	r := v1.Range{Start: start, End: end, Step: e.interval}
+	var series [numQueries]map[int64]float64
+	for k, expr := range ps.queries() {
+		if expr == "" {
+			continue
+		}
+		qctx, cancel := context.WithTimeout(ctx, e.timeout)
+		t0 := time.Now()
+		m, err := rangeValues(qctx, e.q, expr, r)
+		cancel()
+		e.metrics.queryDuration.WithLabelValues(queryNames[k], "range").Observe(time.Since(t0).Seconds())
+		if err != nil {
+			ps.queryErrors[k]++
+			e.log.Warn("history not loaded; trying again at the next step", "policy", ps.cfg.Name, "query", queryNames[k], "err", err)
+			return false
+		}
+		series[k] = m
+	}
+	n := 0
+	for ts := start; !ts.After(end); ts = ts.Add(e.interval) {
+		var in inputs
+		for k := range numQueries {
+			v, ok := series[k][ts.UnixMilli()]
+			in.val[k] = v
+			if !ok {
+				in.val[k], in.err[k] = math.NaN(), ErrEmpty
+			}
+		}
+		if e.feed(ctx, ps, ts, &in, true) {
+			n++
+		}
+	}
+	ps.historyPoints = n
+	e.log.Debug("history loaded", "policy", ps.cfg.Name, "points", n, "from", start, "to", end)
+	return true
+}
+
+// feed turns one step's inputs into an observation, steps the runner and updates the policy's
+// published state. It reports whether the runner was stepped.
+//
+// Degradation (HPA's rule: never scale down on missing data):
+//   - replicas unknown (query failed or empty): the runner is not stepped; the last values are
+//     kept, marked stale, and the recommendation is the last known current size;
+//   - request unknown: the last known request is used; none yet is like unknown replicas;
+//   - ready replicas unknown: taken equal to the current size;
+//   - demand missing or NaN: the runner is stepped with a missing sample (its metrics policy
+//     decides what that means); the result is marked stale and may recommend scaling up but
+//     never below the current size. Without any usable sample in the window the last values
+//     are kept and the recommendation is the current size.
+func (e *Exporter) feed(ctx context.Context, ps *policyState, t time.Time, in *inputs, history bool) bool {
+	if in.err[qRequest] == nil {
+		if in.val[qRequest] > 0 {
+			ps.request = in.val[qRequest]
+		} else {
+			in.err[qRequest] = fmt.Errorf("%w: request is %v cores", ErrEmpty, in.val[qRequest])
+		}
+	}
+	var missing error
+	switch {
+	case in.err[qReplicas] != nil:
+		missing = fmt.Errorf("replicas: %w", in.err[qReplicas])
+	case in.val[qReplicas] < 0 || in.val[qReplicas] > math.MaxInt32:
+		missing = fmt.Errorf("replicas: %w: %v is not a replica count", ErrEmpty, in.val[qReplicas])
+	case ps.request <= 0:
+		missing = fmt.Errorf("request: %w", in.err[qRequest])
+	}
+	if missing != nil {
+		ps.stale = true
+		if ps.known {
+			ps.recommended = ps.current
+		}
+		if !history {
+			e.logFailure(ps, missing)
+		}
+		return false
+	}
+	ps.current = int32(math.Round(in.val[qReplicas]))
+	ps.ready = ps.current
+	if in.err[qReady] == nil && in.val[qReady] >= 0 && in.val[qReady] <= math.MaxInt32 {
+		ps.ready = int32(math.Round(in.val[qReady]))
+	}
+	ps.known = true
+	if err := ps.runner.SetRequest(ps.request); err != nil {
+		ps.stale = true
+		return false
+	}
+	demand := in.val[qDemand]
+	if in.err[qDemand] != nil {
+		demand = math.NaN()
+	}
+	res, err := ps.runner.Step(ctx, policy.Observation{Time: t, Demand: demand, Current: ps.current, Ready: ps.ready})
+	step := ps.steps
+	ps.steps++
+	if res.Training != nil {
+		ps.lastTrain, ps.trainDuration = t, res.Training.Duration
+	}
+	if res.TrainError != nil {
+		ps.trainFailures++
+	}
+	switch {
+	case err != nil:
+		// No usable sample in the window: keep the last values, do not move.
+		ps.stale = true
+		ps.recommended = ps.current
+		if !history {
+			e.logFailure(ps, err)
+		}
+	case in.err[qDemand] != nil:
+		ps.stale = true
+		ps.last = &res
+		ps.recommended = max(res.Decision.Replicas, ps.current)
+		if !history {
+			e.logFailure(ps, fmt.Errorf("demand: %w", in.err[qDemand]))
+		}
+	default:
+		ps.stale = false
+		ps.last = &res
+		ps.recommended = res.Decision.Replicas
+		ps.lastSuccess = t
+		if ps.failing && !history {
+			e.log.Info("policy inputs are back", "policy", ps.cfg.Name)
+		}
+		ps.failing = false
+	}
+	// Rolling forecast error: the forecast made lead steps ago against today's demand.
+	slot := int(step % uint64(ps.lead))
+	if f := ps.forecasts[slot]; err == nil && !math.IsNaN(f) && !math.IsNaN(res.Demand) {
+		ps.mae.add(math.Abs(res.Demand - f))
+	}
+	ps.forecasts[slot] = res.DemandForecast
+	return true
+}
+
+// logFailure logs a policy's input problem once when it starts failing, then at debug level.
+func (e *Exporter) logFailure(ps *policyState, err error) {
+	if !ps.failing {
+		ps.failing = true
+		e.log.Warn("policy inputs missing; serving the last values as stale, no scale-down", "policy", ps.cfg.Name, "err", err)
+		return
+	}
+	e.log.Debug("policy inputs still missing", "policy", ps.cfg.Name, "err", err)
+}
+
+// Wait blocks until every policy's background training has finished.
+func (e *Exporter) Wait() {
+	for _, ps := range e.policies {
+		ps.runner.Wait()
+	}
+}
+
+// Close stops every policy's background training and waits for it.
+func (e *Exporter) Close() {
+	for _, ps := range e.policies {
+		ps.runner.Close()
+	}
+}

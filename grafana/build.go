@@ -1,0 +1,309 @@
+package grafana
+
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/cog/variants"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/table"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+)
+
+// builders are the dashboards, one file each.
+var builders = []struct {
+	file  string
+	build func() (dashboard.Dashboard, error)
+}{
+	{"debi-policy.json", policyDashboard},
+	{"debi-fleet.json", fleetDashboard},
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// ds is the data source of every panel: the dashboard's "datasource" variable, so the same JSON
+// works with any Prometheus data source (the Grafana sidecar imports it as is).
+var ds = common.DataSourceRef{Type: ptr("prometheus"), Uid: ptr("${datasource}")}
+
+// q is one query: a range query, or an instant one for stats and tables (table: one row per
+// series, for the table panel's merge). refIDs are set by targets (the SDK leaves them empty).
+type q struct {
+	expr, legend   string
+	instant, table bool
+}
+
+func targets(qs []q) []cog.Builder[variants.Dataquery] {
+	out := make([]cog.Builder[variants.Dataquery], 0, len(qs))
+	for i, x := range qs {
+		b := prometheus.NewDataqueryBuilder().Datasource(ds).Expr(x.expr).RefId(string(rune('A' + i)))
+		if x.legend != "" {
+			b = b.LegendFormat(x.legend)
+		}
+		if x.instant {
+			b = b.Instant()
+			if x.table {
+				b = b.Format(prometheus.PromQueryFormatTable)
+			}
+		} else {
+			b = b.Range()
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// panel ids are set explicitly so that regenerating keeps links to panels stable.
+type ids struct{ n uint32 }
+
+func (i *ids) next() uint32 { i.n++; return i.n }
+
+func series(id uint32, title, desc, unit string, w, h uint32, qs ...q) *timeseries.PanelBuilder {
+	return timeseries.NewPanelBuilder().Id(id).Title(title).Description(desc).Unit(unit).
+		Datasource(ds).Span(w).Height(h).Targets(targets(qs)).
+		LineWidth(1).FillOpacity(5).ShowPoints(common.VisibilityModeNever).
+		Legend(common.NewVizLegendOptionsBuilder().DisplayMode(common.LegendDisplayModeTable).
+			Placement(common.LegendPlacementBottom).ShowLegend(true).Calcs([]string{"lastNotNull", "max"})).
+		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending))
+}
+
+func singleStat(id uint32, title, desc, unit string, w uint32, qs ...q) *stat.PanelBuilder {
+	return stat.NewPanelBuilder().Id(id).Title(title).Description(desc).Unit(unit).
+		Datasource(ds).Span(w).Height(4).Targets(targets(qs)).
+		GraphMode(common.BigValueGraphModeNone).
+		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"}))
+}
+
+func variables(withPolicy bool) []cog.Builder[dashboard.VariableModel] {
+	vs := []cog.Builder[dashboard.VariableModel]{
+		dashboard.NewDatasourceVariableBuilder("datasource").Label("Data source").Type("prometheus"),
+	}
+	if withPolicy {
+		vs = append(vs, dashboard.NewQueryVariableBuilder("policy").Label("Policy").
+			Description("debi scaling policy (one scaled workload), from debi_policy_info.").
+			Datasource(ds).
+			Query(dashboard.StringOrMap{String: ptr("label_values(debi_policy_info, policy)")}).
+			Definition("label_values(debi_policy_info, policy)").
+			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Sort(dashboard.VariableSortAlphabeticalAsc))
+	}
+	vs = append(vs, dashboard.NewCustomVariableBuilder("sla").Label("u_sla").
+		Description("Utilization of the ready replicas above which a step counts as overloaded (METHOD §7, default 0.9).").
+		Values(dashboard.StringOrMap{String: ptr("0.9,0.8,0.7,1")}).
+		Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: ptr("0.9")}, Value: dashboard.StringOrArrayOfString{String: ptr("0.9")}}))
+	return vs
+}
+
+func base(uid, title, desc string, withPolicy bool) *dashboard.DashboardBuilder {
+	return dashboard.NewDashboardBuilder(title).Uid(uid).Description(desc).
+		Tags([]string{"debi", "autoscaling"}).Editable().
+		Refresh("30s").Time("now-6h", "now").Timezone(common.TimeZoneBrowser).
+		Tooltip(dashboard.DashboardCursorSyncCrosshair).
+		Variables(variables(withPolicy)).
+		Link(dashboard.NewDashboardLinkBuilder("debi").Type(dashboard.DashboardLinkTypeDashboards).
+			Tags([]string{"debi"}).AsDropdown(true).IncludeVars(true).KeepTime(true))
+}
+
+// sel is the label matcher of the policy dashboard.
+const sel = `policy=~"$policy"`
+
+// policyDashboard is one policy step by step: what the exporter saw and predicted, what the
+// method made of it, what it costs, and what the webhook did.
+func policyDashboard() (dashboard.Dashboard, error) {
+	var id ids
+	// capacity of the ready replicas in cores, Nr·R; both series carry the same policy labels.
+	readyCap := `debi_ready_replicas{` + sel + `} * debi_request_cores{` + sel + `}`
+	// observed demand D without its load label, so it matches the replica and request series.
+	demand := `max without (load) (debi_demand_cores{load="w1", ` + sel + `})`
+	return base("debi-policy", "debi / Policy",
+		"One debi policy: observed demand against forecast (W2) and high-water (W3), the effective load W, the dynamic target, replicas, cost, overload, forecast error and webhook actions.",
+		true).
+		// Every change of the webhook's decision, marked on every panel.
+		Annotation(dashboard.NewAnnotationQueryBuilder().Name("Webhook decisions").Datasource(ds).
+			Enable(true).IconColor("orange").
+			Expr(`changes(debi_webhook_last_decision_replicas{` + sel + `}[2m]) > 0`).
+			TitleFormat("webhook decided {{policy}} ({{mode}})").
+			Step("30s")).
+		WithRow(row(&id, "Demand and load")).
+		WithPanel(series(id.next(), "Demand: observed vs forecast vs high-water",
+			"CPU demand of the workload in cores. Forecast is W2's demand at the lead-time horizon (debi_forecast_horizon_seconds); high-water is the EVT level W3 (exceeded with probability q); capacity is ready replicas × request.",
+			"short", 24, 9,
+			q{expr: `debi_demand_cores{load="w1", ` + sel + `}`, legend: "{{policy}} observed"},
+			q{expr: `debi_demand_cores{load="w2", ` + sel + `}`, legend: "{{policy}} forecast (W2)"},
+			q{expr: `debi_demand_cores{load="w3", ` + sel + `}`, legend: "{{policy}} high-water"},
+			q{expr: readyCap, legend: "{{policy}} ready capacity"},
+		).AxisLabel("cores").Min(0)).
+		WithPanel(series(id.next(), "Load W1 / W2 / W3 / W",
+			"Loads as utilization at the current size: W1 observed, W2 forecast, W3 high-water, W = max(min(W2, W3), W1) for debi (W1 for hpa, max(W2, W1) for <model>-hpa).",
+			"percentunit", 16, 9,
+			q{expr: `debi_load_ratio{load="w1", ` + sel + `}`, legend: "{{policy}} W1 observed"},
+			q{expr: `debi_load_ratio{load="w2", ` + sel + `}`, legend: "{{policy}} W2 forecast"},
+			q{expr: `debi_load_ratio{load="w3", ` + sel + `}`, legend: "{{policy}} W3 high-water"},
+			q{expr: `debi_load_ratio{load="w", ` + sel + `}`, legend: "{{policy}} W effective"},
+		).Min(0)).
+		WithPanel(series(id.next(), "Dynamic target utilization",
+			"Target utilization of the scaling rule: it rises with the replica count for debi (between lower and upper), fixed for hpa. The window load is the mean observed load over the observation window.",
+			"percentunit", 8, 9,
+			q{expr: `debi_target_utilization_ratio{` + sel + `}`, legend: "{{policy}} target"},
+			q{expr: `debi_load_ratio{load="window", ` + sel + `}`, legend: "{{policy}} window load"},
+		).Min(0).Max(1)).
+		WithRow(row(&id, "Replicas")).
+		WithPanel(series(id.next(), "Current vs recommended replicas",
+			"Spec and ready replicas as the exporter saw them, the exporter's recommendation, and the webhook's last decision (also in shadow mode).",
+			"short", 24, 9,
+			q{expr: `debi_current_replicas{` + sel + `}`, legend: "{{policy}} current"},
+			q{expr: `debi_ready_replicas{` + sel + `}`, legend: "{{policy}} ready"},
+			q{expr: `debi_recommended_replicas{` + sel + `}`, legend: "{{policy}} recommended"},
+			q{expr: `debi_webhook_last_decision_replicas{` + sel + `}`, legend: "{{policy}} webhook decision ({{mode}})"},
+		).Min(0).Decimals(0)).
+		WithRow(row(&id, "Cost and overload")).
+		WithPanel(singleStat(id.next(), "Cost (replica-minutes)",
+			"Replica-minutes over the dashboard's time range: mean spec replicas × range.",
+			"short", 6,
+			q{expr: `sum(avg_over_time(debi_current_replicas{` + sel + `}[$__range])) * $__range_s / 60`, instant: true},
+		).Decimals(0)).
+		WithPanel(singleStat(id.next(), "Cost (core-minutes)",
+			"Requested CPU over the time range, replicas × request per pod (the backtest's cost R·ΣN).",
+			"short", 6,
+			q{expr: `sum(avg_over_time((debi_current_replicas{` + sel + `} * debi_request_cores{` + sel + `})[$__range:])) * $__range_s / 60`, instant: true},
+		).Decimals(0)).
+		WithPanel(singleStat(id.next(), "Overload (fraction of time)",
+			"Share of the time range with demand above u_sla × ready replicas × request (the backtest's overload).",
+			"percentunit", 6,
+			q{expr: `avg(avg_over_time((` + demand + ` > bool $sla * ` + readyCap + `)[$__range:]))`, instant: true},
+		).Decimals(1)).
+		WithPanel(singleStat(id.next(), "Mean utilization of requests",
+			"Observed demand ÷ (ready replicas × request), averaged over the time range.",
+			"percentunit", 6,
+			q{expr: `avg(avg_over_time((` + demand + ` / (` + readyCap + `))[$__range:]))`, instant: true},
+		).Decimals(1)).
+		WithPanel(series(id.next(), "Utilization of ready replicas",
+			"Observed demand ÷ (ready replicas × request). Above u_sla the workload is overloaded.",
+			"percentunit", 24, 8,
+			q{expr: demand + ` / (` + readyCap + `)`, legend: "{{policy}} utilization"},
+			q{expr: `debi_target_utilization_ratio{` + sel + `}`, legend: "{{policy}} target"},
+		).Min(0)).
+		WithRow(row(&id, "Forecast quality")).
+		WithPanel(series(id.next(), "Forecast error (rolling MAE)",
+			"Rolling mean absolute error of the demand forecast against the demand observed at its horizon, in cores and relative to the observed demand.",
+			"short", 12, 8,
+			q{expr: `debi_forecast_mean_absolute_error_cores{` + sel + `}`, legend: "{{policy}} MAE (cores)"},
+			q{expr: `debi_forecast_mean_absolute_error_cores{` + sel + `} / ` + demand, legend: "{{policy}} MAE ÷ demand"},
+		).Min(0)).
+		WithPanel(series(id.next(), "High-water fit (EVT)",
+			"Peaks-over-threshold fit behind W3: threshold t, shape ξ, and 1 when it fell back to the empirical quantile.",
+			"short", 12, 8,
+			q{expr: `debi_evt_threshold_cores{` + sel + `}`, legend: "{{policy}} threshold (cores)"},
+			q{expr: `debi_evt_shape{` + sel + `}`, legend: "{{policy}} shape ξ"},
+			q{expr: `debi_evt_fallback{` + sel + `}`, legend: "{{policy}} fallback"},
+		)).
+		WithPanel(series(id.next(), "Exporter inputs",
+			"1 when the published values are stale because an input was missing; seconds since the last step with every input; failed input queries per minute.",
+			"short", 24, 7,
+			q{expr: `debi_policy_stale{` + sel + `}`, legend: "{{policy}} stale"},
+			q{expr: `time() - debi_policy_last_success_timestamp_seconds{` + sel + `}`, legend: "{{policy}} seconds since last success"},
+			q{expr: `sum by (policy, query) (rate(debi_query_errors_total{` + sel + `}[$__rate_interval])) * 60`, legend: "{{policy}} {{query}} errors/min"},
+		).Min(0)).
+		WithRow(row(&id, "Webhook actions")).
+		WithPanel(series(id.next(), "Webhook decisions",
+			"Decisions per minute by load source (prometheus: fresh inputs; annotation: the alert's fallback; tidal) and result.",
+			"short", 8, 8,
+			q{expr: `sum by (source, result) (rate(debi_webhook_decisions_total{` + sel + `}[$__rate_interval])) * 60`, legend: "{{source}} {{result}}"},
+		).Min(0)).
+		WithPanel(series(id.next(), "Webhook writes",
+			"Writes to the API server per minute by mode (act: scale subresource; hpa-floor: HPA minReplicas) and result.",
+			"short", 8, 8,
+			q{expr: `sum by (mode, result) (rate(debi_webhook_patches_total{` + sel + `}[$__rate_interval])) * 60`, legend: "{{mode}} {{result}}"},
+		).Min(0)).
+		WithPanel(series(id.next(), "Webhook decision latency",
+			"99th and 50th percentile time to decide: reading the scale subresource and Prometheus, running the algorithm, patching.",
+			"s", 8, 8,
+			q{expr: `histogram_quantile(0.99, sum by (le) (rate(debi_webhook_decision_duration_seconds_bucket{` + sel + `}[$__rate_interval])))`, legend: "p99"},
+			q{expr: `histogram_quantile(0.5, sum by (le) (rate(debi_webhook_decision_duration_seconds_bucket{` + sel + `}[$__rate_interval])))`, legend: "p50"},
+		).Min(0)).
+		Build()
+}
+
+// fleetDashboard is every policy at a glance.
+func fleetDashboard() (dashboard.Dashboard, error) {
+	var id ids
+	return base("debi-fleet", "debi / Fleet overview",
+		"Every debi policy at a glance: how many there are, which are stale or overloaded, replicas against recommendations, cost, and the health of the exporter and the webhook.",
+		false).
+		WithRow(row(&id, "Overview")).
+		WithPanel(singleStat(id.next(), "Policies", "Policies published by the exporters.", "short", 4,
+			q{expr: `count(debi_policy_info) or vector(0)`, instant: true})).
+		WithPanel(singleStat(id.next(), "Stale policies", "Policies whose last step missed an input.", "short", 4,
+			q{expr: `sum(debi_policy_stale) or vector(0)`, instant: true})).
+		WithPanel(singleStat(id.next(), "Scale alerts firing", "DebiScaleRecommended alerts firing: policies whose recommendation differs from the current size.", "short", 4,
+			q{expr: `count(ALERTS{alertname="DebiScaleRecommended", alertstate="firing"}) or vector(0)`, instant: true})).
+		WithPanel(singleStat(id.next(), "Overloaded policies", "Policies whose demand is above u_sla × ready replicas × request now.", "short", 4,
+			q{expr: `count(max without (load) (debi_demand_cores{load="w1"}) > $sla * debi_ready_replicas * debi_request_cores) or vector(0)`, instant: true})).
+		WithPanel(singleStat(id.next(), "Fleet cost (replica-minutes)", "Replica-minutes of every policy's workload over the dashboard's time range.", "short", 4,
+			q{expr: `sum(avg_over_time(debi_current_replicas[$__range])) * $__range_s / 60`, instant: true}).Decimals(0)).
+		WithPanel(singleStat(id.next(), "Fleet overload (fraction of time)", "Share of policy-steps over the time range with demand above u_sla × ready capacity.", "percentunit", 4,
+			q{expr: `avg(avg_over_time((max without (load) (debi_demand_cores{load="w1"}) > bool $sla * debi_ready_replicas * debi_request_cores)[$__range:]))`, instant: true}).Decimals(1)).
+		WithPanel(policyTable(id.next())).
+		WithRow(row(&id, "Replicas and load")).
+		WithPanel(series(id.next(), "Total replicas: current vs recommended",
+			"Sum over every policy of the spec replicas and of the exporters' recommendations.", "short", 12, 8,
+			q{expr: `sum(debi_current_replicas)`, legend: "current"},
+			q{expr: `sum(debi_recommended_replicas)`, legend: "recommended"},
+			q{expr: `sum(debi_ready_replicas)`, legend: "ready"},
+		).Min(0)).
+		WithPanel(series(id.next(), "Recommended − current replicas",
+			"Positive: the policy wants to scale up; negative: down. A line away from zero for long means the webhook is not acting (shadow mode, errors, or Alertmanager not routing).", "short", 12, 8,
+			q{expr: `policy:debi_replicas_delta:diff`, legend: "{{policy}}"},
+		)).
+		WithPanel(series(id.next(), "Effective load W by policy",
+			"W as utilization at the current size; compare with each policy's target.", "percentunit", 12, 8,
+			q{expr: `debi_load_ratio{load="w"}`, legend: "{{policy}}"},
+		).Min(0)).
+		WithPanel(series(id.next(), "Forecast error by policy (MAE ÷ demand)",
+			"Rolling mean absolute error of the demand forecast relative to the observed demand.", "percentunit", 12, 8,
+			q{expr: `debi_forecast_mean_absolute_error_cores / ignoring (load) debi_demand_cores{load="w1"}`, legend: "{{policy}}"},
+		).Min(0)).
+		WithRow(row(&id, "Components")).
+		WithPanel(series(id.next(), "Exporter loop duration",
+			"99th percentile duration of one exporter loop (every policy's queries and decisions) against the control interval; skipped steps per minute.", "s", 8, 8,
+			q{expr: `histogram_quantile(0.99, sum by (le, instance) (rate(debi_exporter_loop_duration_seconds_bucket[$__rate_interval])))`, legend: "{{instance}} p99"},
+			q{expr: `sum by (instance) (rate(debi_exporter_skipped_steps_total[$__rate_interval])) * 60`, legend: "{{instance}} skipped/min"},
+		).Min(0)).
+		WithPanel(series(id.next(), "Webhook notifications",
+			"Notifications per minute by endpoint (alertmanager, tidal, watch) and answer code: 4xx are permanent, 5xx make Alertmanager retry.", "short", 8, 8,
+			q{expr: `sum by (endpoint, code) (rate(debi_webhook_notifications_total[$__rate_interval])) * 60`, legend: "{{endpoint}} {{code}}"},
+		).Min(0)).
+		WithPanel(series(id.next(), "Webhook writes by policy",
+			"Writes to the API server per minute by policy, mode and result.", "short", 8, 8,
+			q{expr: `sum by (policy, mode, result) (rate(debi_webhook_patches_total[$__rate_interval])) * 60`, legend: "{{policy}} {{mode}} {{result}}"},
+		).Min(0)).
+		Build()
+}
+
+// policyTable lists every policy at the last evaluation, one row each (instant queries merged
+// on their labels).
+func policyTable(id uint32) *table.PanelBuilder {
+	return table.NewPanelBuilder().Id(id).Title("Policies at the last evaluation").
+		Description("Every policy at the last evaluation: algorithm and model, replicas, effective load, target, forecast error.").
+		Datasource(ds).Span(24).Height(9).
+		Targets(targets([]q{
+			{expr: `debi_policy_info`, instant: true, table: true},
+			{expr: `debi_current_replicas`, instant: true, table: true},
+			{expr: `debi_recommended_replicas`, instant: true, table: true},
+			{expr: `max without (load) (debi_load_ratio{load="w"})`, instant: true, table: true},
+			{expr: `debi_target_utilization_ratio`, instant: true, table: true},
+			{expr: `debi_forecast_mean_absolute_error_cores`, instant: true, table: true},
+			{expr: `debi_policy_stale`, instant: true, table: true},
+		})).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "merge", Options: map[string]any{}}).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{
+			"excludeByName": map[string]any{"Time": true, "Value #A": true, "__name__": true, "instance": true, "job": true, "pod": true, "container": true, "endpoint": true, "service": true},
+			"renameByName": map[string]any{
+				"Value #B": "current", "Value #C": "recommended", "Value #D": "W", "Value #E": "target",
+				"Value #F": "MAE (cores)", "Value #G": "stale",
+			},
+		}})
+}
+
+func row(id *ids, title string) *dashboard.RowBuilder {
+	return dashboard.NewRowBuilder(title).Id(id.next())
+}

@@ -1,0 +1,152 @@
+package grafana
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+)
+
+// exposition is what an exporter and a webhook publish for two policies, with the label sets of
+// exporter/collector.go and webhook/metrics.go: enough for every panel query to find its series.
+func exposition(step int) string {
+	var b strings.Builder
+	for i, p := range []string{"shop-web", "shop-db"} {
+		l := fmt.Sprintf(`policy=%q,namespace="shop",workload_type="deployment",workload=%q`, p, strings.TrimPrefix(p, "shop-"))
+		d := 1.5 + float64(i) + 0.1*float64(step%5)
+		fmt.Fprintf(&b, "debi_policy_info{%s,algorithm=\"debi\",model=\"holtwinters\"} 1\n", l)
+		for load, v := range map[string]float64{"w1": 0.5, "w2": 0.6, "w3": 0.7, "w": 0.6, "window": 0.55} {
+			fmt.Fprintf(&b, "debi_load_ratio{%s,load=%q} %g\n", l, load, v)
+		}
+		for load, v := range map[string]float64{"w1": d, "w2": d * 1.2, "w3": d * 1.4} {
+			fmt.Fprintf(&b, "debi_demand_cores{%s,load=%q} %g\n", l, load, v)
+		}
+		for _, m := range []string{
+			"debi_forecast_horizon_seconds 60", "debi_request_cores 0.5", "debi_target_utilization_ratio 0.6",
+			"debi_recommended_replicas 6", "debi_current_replicas 4", "debi_ready_replicas 4", "debi_policy_stale 0",
+			"debi_policy_last_success_timestamp_seconds 1.7e9", "debi_forecast_mean_absolute_error_cores 0.2",
+			"debi_evt_shape 0.1", "debi_evt_threshold_cores 1.8", "debi_evt_fallback 0",
+		} {
+			name, v, _ := strings.Cut(m, " ")
+			fmt.Fprintf(&b, "%s{%s} %s\n", name, l, v)
+		}
+		fmt.Fprintf(&b, "debi_query_errors_total{%s,query=\"demand\"} %d\n", l, step)
+		fmt.Fprintf(&b, "debi_webhook_decisions_total{policy=%q,source=\"prometheus\",result=\"change\"} %d\n", p, step)
+		fmt.Fprintf(&b, "debi_webhook_patches_total{policy=%q,mode=\"act\",result=\"success\"} %d\n", p, step)
+		fmt.Fprintf(&b, "debi_webhook_last_decision_replicas{policy=%q,mode=\"act\"} %d\n", p, 5+step%2)
+		for _, le := range []string{"0.01", "0.1", "+Inf"} {
+			fmt.Fprintf(&b, "debi_webhook_decision_duration_seconds_bucket{policy=%q,le=%q} %d\n", p, le, step)
+		}
+	}
+	fmt.Fprintf(&b, "debi_webhook_notifications_total{endpoint=\"alertmanager\",code=\"200\"} %d\n", step)
+	for _, le := range []string{"0.1", "1", "+Inf"} {
+		fmt.Fprintf(&b, "debi_exporter_loop_duration_seconds_bucket{le=%q} %d\n", le, step)
+	}
+	fmt.Fprintf(&b, "debi_exporter_skipped_steps_total 0\n")
+	return b.String()
+}
+
+// TestQueriesReturnData runs every panel query against a real Prometheus (DEBI_PROMETHEUS_DIR)
+// that scrapes exporter- and webhook-shaped series and evaluates rules/*.yaml, and requires a
+// non-empty answer from each: a query whose label sets do not match (a load label left on one
+// side of a division, say) parses fine and returns nothing, which only this catches.
+func TestQueriesReturnData(t *testing.T) {
+	dir := os.Getenv("DEBI_PROMETHEUS_DIR")
+	if dir == "" {
+		msg := "DEBI_PROMETHEUS_DIR is not set: the prometheus binary of hack/servers.sh prometheus (hack/test.sh sets it)"
+		if os.Getenv("DEBI_REQUIRE_INTEGRATION") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	step := 0
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		step++
+		fmt.Fprint(w, exposition(step))
+	}))
+	defer target.Close()
+
+	tmp := t.TempDir()
+	rules, _ := filepath.Glob("../rules/*.yaml")
+	for i := range rules {
+		rules[i], _ = filepath.Abs(rules[i])
+	}
+	cfg := fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nrule_files: [%s]\nscrape_configs:\n  - job_name: debi-exporter\n    static_configs: [{targets: [%q]}]\n",
+		strings.Join(rules, ", "), strings.TrimPrefix(target.URL, "http://"))
+	if err := os.WriteFile(filepath.Join(tmp, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(filepath.Join(dir, "prometheus"), "--config.file="+filepath.Join(tmp, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(tmp, "data"), "--web.listen-address="+addr, "--log.level=warn")
+	logf, err := os.Create(filepath.Join(tmp, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(tmp, "prometheus.log"))
+			t.Logf("prometheus log:\n%s", b)
+		}
+	}()
+
+	client, err := api.NewClient(api.Config{Address: "http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prom := v1.NewAPI(client)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Ready once rates have samples to work with and the recording rules have run.
+	for {
+		v, _, _, err := prom.Query(ctx, `count_over_time(debi_current_replicas{policy="shop-web"}[1m]) >= 4 and on() count(policy:debi_replicas_delta:diff) > 0`, time.Now())
+		if err == nil && v.(model.Vector).Len() > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("Prometheus never had the series: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	qs, err := Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"policy": "shop-web", "__range": "1m", "__range_s": "60", "__rate_interval": "30s"}
+	for _, q := range qs {
+		expr := Expand(q.Expr, vars)
+		v, warn, _, err := prom.Query(ctx, expr, time.Now())
+		if err != nil {
+			t.Errorf("%s / %q %s: %v\n%s", q.Dashboard, q.Panel, q.RefID, err, expr)
+			continue
+		}
+		if len(warn) > 0 {
+			t.Logf("%s / %q %s: warnings %v", q.Dashboard, q.Panel, q.RefID, warn)
+		}
+		if vec, ok := v.(model.Vector); ok && vec.Len() == 0 {
+			t.Errorf("%s / %q %s returns nothing for policy shop-web:\n%s", q.Dashboard, q.Panel, q.RefID, expr)
+		}
+	}
+}

@@ -1,0 +1,210 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/debi-scaler/debi/config"
+)
+
+// TidalFromUnstructured turns a watched object into a status event: metadata, spec.targetRef and
+// status.desiredReplicas (or status.replicas).
+func TidalFromUnstructured(u *unstructured.Unstructured) *TidalEvent {
+	e := &TidalEvent{Namespace: u.GetNamespace(), Name: u.GetName(), Labels: u.GetLabels()}
+	if ref, ok, _ := unstructured.NestedMap(u.Object, "spec", "targetRef"); ok {
+		str := func(k string) string { s, _ := ref[k].(string); return s }
+		e.TargetRef = &TargetRef{APIVersion: str("apiVersion"), Kind: str("kind"), Namespace: str("namespace"), Name: str("name")}
+	}
+	num := func(field string) *float64 {
+		v, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "status", field)
+		if !ok {
+			return nil
+		}
+		var f float64
+		switch x := v.(type) {
+		case int64:
+			f = float64(x)
+		case float64:
+			f = x
+		default:
+			return nil
+		}
+		return &f
+	}
+	e.Status.DesiredReplicas, e.Status.Replicas = num("desiredReplicas"), num("replicas")
+	return e
+}
+
+// WatchTidals runs dynamic informers on the configured resources in the namespaces of the
+// policies (namespaced watches: a Role per namespace suffices), restricted to objects labelled
+// elasticscaler.io/name, and feeds their status to the controller through a rate-limited work
+// queue: a retryable failure is retried with backoff, a permanent one is logged and dropped until
+// the object changes. It returns when ctx ends.
+func (c *Controller) WatchTidals(ctx context.Context, dyn dynamic.Interface, tc config.TidalConfig) {
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	defer q.ShutDown()
+	type key = string
+	informers := map[key]cache.SharedIndexInformer{}
+	var factories []dynamicinformer.DynamicSharedInformerFactory
+	nss := map[string]bool{}
+	for _, p := range c.policies {
+		nss[p.pol.Target.Namespace] = true
+	}
+	var nsList []string
+	for ns := range nss {
+		nsList = append(nsList, ns)
+	}
+	sort.Strings(nsList)
+	for _, ns := range nsList {
+		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, tc.ResyncPeriod, ns, func(o *metav1.ListOptions) {
+			o.LabelSelector = LabelScalerName
+		})
+		factories = append(factories, f)
+		for _, r := range tc.Resources {
+			gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
+			inf := f.ForResource(gvr).Informer()
+			prefix := gvr.String() + "|"
+			enqueue := func(obj any) {
+				if k, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+					q.Add(prefix + k)
+				}
+			}
+			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+				AddFunc:    enqueue,
+				UpdateFunc: func(_, obj any) { enqueue(obj) },
+			}); err != nil {
+				c.log.Error("cannot watch", "resource", r.String(), "err", err)
+				continue
+			}
+			informers[prefix] = inf
+		}
+	}
+	for _, f := range factories {
+		f.Start(ctx.Done())
+	}
+	go func() {
+		<-ctx.Done()
+		q.ShutDown()
+	}()
+	c.log.Info("watching tidal resources", "namespaces", nsList, "resources", fmt.Sprint(tc.Resources))
+	for {
+		k, quit := q.Get()
+		if quit {
+			break
+		}
+		c.syncTidal(ctx, q, informers, k)
+		q.Done(k)
+	}
+	for _, f := range factories {
+		f.Shutdown()
+	}
+}
+
+func (c *Controller) syncTidal(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], informers map[string]cache.SharedIndexInformer, k string) {
+	var inf cache.SharedIndexInformer
+	var objKey string
+	for prefix, i := range informers {
+		if len(k) > len(prefix) && k[:len(prefix)] == prefix {
+			inf, objKey = i, k[len(prefix):]
+		}
+	}
+	if inf == nil {
+		q.Forget(k)
+		return
+	}
+	obj, exists, err := inf.GetStore().GetByKey(objKey)
+	if err != nil || !exists {
+		q.Forget(k) // deleted: a Tidal going away leaves the size where it is
+		return
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		q.Forget(k)
+		return
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Webhook.DecisionTimeout)
+	defer cancel()
+	out, err := c.Tidal(ctx, TidalFromUnstructured(u))
+	code := http.StatusOK
+	if err != nil {
+		code = errorCode(err)
+	}
+	c.m.notifications.WithLabelValues("watch", fmt.Sprint(code)).Inc()
+	c.m.notificationDuration.WithLabelValues("watch").Observe(time.Since(start).Seconds())
+	switch {
+	case err == nil:
+		q.Forget(k)
+		c.log.Debug("tidal synced", "key", k, "before", out.Before, "after", out.After)
+	case code >= 500:
+		c.log.Warn("tidal sync failed; retrying", "key", k, "err", err)
+		q.AddRateLimited(k)
+	default:
+		c.log.Warn("tidal refused", "key", k, "code", code, "err", err)
+		q.Forget(k)
+	}
+}
+
+func errorCode(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}
+
+// RunLeaderElected runs fn while this replica holds the Lease described by le, campaigning again
+// after losing it, until ctx ends.
+func RunLeaderElected(ctx context.Context, kube kubernetes.Interface, le config.LeaderElectionConfig, identity string,
+	logger *slog.Logger, leading func(bool), fn func(context.Context)) error {
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+	}
+	for ctx.Err() == nil {
+		el, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   le.LeaseDuration,
+			RenewDeadline:   le.RenewDeadline,
+			RetryPeriod:     le.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            "debi-webhook",
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					logger.Info("acquired the lease; acting on watches", "lease", le.Namespace+"/"+le.Name, "identity", identity)
+					leading(true)
+					fn(ctx)
+				},
+				OnStoppedLeading: func() {
+					leading(false)
+					logger.Info("not leading", "lease", le.Namespace+"/"+le.Name, "identity", identity)
+				},
+			},
+		})
+		if err != nil {
+			return err
+		}
+		el.Run(ctx)
+	}
+	return nil
+}
