@@ -54,8 +54,12 @@ generate: dashboards ## regenerate dashboards, deploy/'s PrometheusRule and dash
 helm-lint: ## helm lint and template deploy/helm/debi (builds helm once, cached outside the clone)
 	DEBI_HELM_DIR=$$(hack/servers.sh helm) $(GO) test -count=1 -run 'TestHelm' ./deploy/
 
+e2e: ## the closed loop on real servers: simulator → Prometheus → exporter → Alertmanager → webhook → kube-apiserver
+	DEBI_PROMETHEUS_DIR=$$(hack/servers.sh prometheus) DEBI_ALERTMANAGER_DIR=$$(hack/servers.sh alertmanager) \
+	DEBI_K8S_ASSETS=$$(hack/k8s-env.sh build) DEBI_REQUIRE_INTEGRATION=1 $(GO) test -count=1 -v -run TestClosedLoop ./e2e
+
 servers: ## build Prometheus, Alertmanager, kube-apiserver, etcd and helm from the Go module proxy (cached)
 	hack/servers.sh all
 
 help: ## this list
-	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
