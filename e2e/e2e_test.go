@@ -96,6 +96,11 @@ webhook:
   bearer_token_file: %[6]s
   tidal: {enabled: false}
   leader_election: {enabled: false}
+  queries:
+    # The exporter's W and window term, and the size they were computed at.
+    load: 'debi_load_ratio{policy="{{.Policy}}",load="w"}'
+    window_load: 'debi_load_ratio{policy="{{.Policy}}",load="window"}'
+    load_replicas: 'debi_current_replicas{policy="{{.Policy}}"}'
 `, promURL, e2eNS, e2eName, e2eRequest, e2eMax, filepath.Join(dir, "token")))
 	writeFile(t, filepath.Join(dir, "alertmanager.yml"), fmt.Sprintf(`
 route:

@@ -440,8 +440,8 @@ func TestKubeConflicts(t *testing.T) {
 }
 
 // TestKubeHPAFloor: mode hpa-floor raises a real HPA's minReplicas to the decision, records the
-// HPA's own minimum in an annotation, lets the floor fall back to it, and never touches the
-// Deployment's replicas.
+// HPA's own minimum in an annotation, retries a real conflict on the HPA, lets the floor fall
+// back to its minimum, and never touches the Deployment's replicas.
 func TestKubeHPAFloor(t *testing.T) {
 	e := newKubeEnv(t)
 	e.deployment(t, e.ns, "web", 4)
@@ -460,7 +460,17 @@ func TestKubeHPAFloor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := NewController(itConfig(t, e.ns, "hpa-floor"), ControllerOptions{Actuator: act, Query: itQuery(), Recorder: e.recorder(t, e.kube)})
+	// Another writer touches the HPA between the read and the write of the first attempt: a real
+	// conflict, retried, and the other writer's change kept.
+	act.beforeWrite = func(attempt int) {
+		if attempt == 1 {
+			if _, err := hpas.Patch(context.Background(), "web-hpa", types.MergePatchType, []byte(`{"metadata":{"labels":{"touched":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	reg := prometheusRegistry()
+	c, err := NewController(itConfig(t, e.ns, "hpa-floor"), ControllerOptions{Actuator: act, Query: itQuery(), Recorder: e.recorder(t, e.kube), Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,9 +478,13 @@ func TestKubeHPAFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	h, _ := hpas.Get(context.Background(), "web-hpa", metav1.GetOptions{})
-	if *h.Spec.MinReplicas != 6 || h.Annotations[AnnotationBaseMinReplicas] != "3" {
-		t.Fatalf("minReplicas %d annotations %v: want floor 6 and base 3", *h.Spec.MinReplicas, h.Annotations)
+	if *h.Spec.MinReplicas != 6 || h.Annotations[AnnotationBaseMinReplicas] != "3" || h.Labels["touched"] != "yes" {
+		t.Fatalf("minReplicas %d annotations %v labels %v: want floor 6, base 3 and the other writer's label", *h.Spec.MinReplicas, h.Annotations, h.Labels)
 	}
+	if got := testutilCounter(c.m.conflicts.WithLabelValues("web")); got != 1 {
+		t.Errorf("conflicts = %v, want 1", got)
+	}
+	act.beforeWrite = nil
 	if got := e.replicas(t, e.ns, "Deployment", "web"); got != 4 {
 		t.Errorf("deployment replicas = %d, want 4 untouched (the HPA scales it)", got)
 	}
@@ -512,8 +526,10 @@ func (e *kubeEnv) tidal(t testing.TB, ns, name, policy string, desired int64) {
 }
 
 // TestRunTidalWatchAndLeaderElection runs the whole webhook (Run) twice against the API server:
-// both serve HTTP, only the Lease holder watches Tidals; a Tidal's status.desiredReplicas
-// (written through the status subresource) reaches the Deployment, and a pushed event too.
+// both serve HTTP, exactly one holds the Lease and watches Tidals; a Tidal's
+// status.desiredReplicas (written through the status subresource) reaches the Deployment, a
+// pushed event to the follower too (with the bearer token; without it 401); when the leader stops,
+// the follower takes the Lease and follows the next Tidal change.
 func TestRunTidalWatchAndLeaderElection(t *testing.T) {
 	e := newKubeEnv(t)
 	e.crds(t)
@@ -527,35 +543,45 @@ func TestRunTidalWatchAndLeaderElection(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	type inst struct {
-		url  string
-		done chan error
-		reg  *prometheus.Registry
+		url    string
+		done   chan error
+		reg    *prometheus.Registry
+		cancel context.CancelFunc
+		err    error
+		exited bool
 	}
-	var insts []inst
+	var insts []*inst
 	for range 2 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
-		in := inst{url: "http://" + l.Addr().String(), done: make(chan error, 1), reg: prometheusRegistry()}
+		ctx, cancel := context.WithCancel(context.Background())
+		in := &inst{url: "http://" + l.Addr().String(), done: make(chan error, 1), reg: prometheusRegistry(), cancel: cancel}
 		go func() {
 			in.done <- Run(ctx, Options{ConfigFile: cfgFile, Listener: l, RestConfig: e.rc}, testLogger(t), in.reg)
 		}()
 		insts = append(insts, in)
 	}
-	defer func() {
-		cancel()
-		for _, in := range insts {
-			select {
-			case err := <-in.done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(15 * time.Second):
-				t.Error("Run did not stop")
+	stop := func(in *inst) {
+		if in.exited {
+			return
+		}
+		in.cancel()
+		select {
+		case err := <-in.done:
+			in.exited = true
+			if err != nil {
+				t.Errorf("Run: %v", err)
 			}
+		case <-time.After(15 * time.Second):
+			t.Error("Run did not stop")
+		}
+	}
+	defer func() {
+		for _, in := range insts {
+			stop(in)
 		}
 	}()
 	for _, in := range insts {
@@ -631,6 +657,16 @@ func TestRunTidalWatchAndLeaderElection(t *testing.T) {
 	if !strings.Contains(mb.String(), "debi_webhook_build_info") {
 		t.Error("/metrics lacks debi_webhook_build_info")
 	}
+
+	// Failover: stop the leader; the other replica takes the released Lease and follows the Tidal.
+	leader, follower := insts[0], insts[1]
+	if gaugeValue(t, leader.reg, "debi_webhook_leader") != 1 {
+		leader, follower = follower, leader
+	}
+	stop(leader)
+	poll(t, 20*time.Second, "the follower to take the lease", func() bool { return gaugeValue(t, follower.reg, "debi_webhook_leader") == 1 })
+	e.tidal(t, e.ns, "tidal-frequent-test", "web", 4)
+	poll(t, 20*time.Second, "the new leader to scale web to 4", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 4 })
 }
 
 // TestRBAC applies deploy/base/webhook-*.yaml, binds the scaler role in one namespace, and

@@ -101,7 +101,6 @@ type policyState struct {
 	pol  *config.Policy
 	mode string
 	alg  scaling.Algorithm
-	gov  *governor // debi policies only: HPA-style stabilisation and rate limits
 	// rendered queries
 	qLoad, qLoadReplicas, qWindow string
 }
@@ -144,9 +143,6 @@ func NewController(cfg *config.Config, o ControllerOptions) (*Controller, error)
 			return nil, fmt.Errorf("policies[%d] (%s): %w", i, p.Name, err)
 		}
 		ps := &policyState{pol: p, mode: cfg.Webhook.ModeFor(p.Name), alg: alg}
-		if spec.Algorithm == "debi" {
-			ps.gov = &governor{p: p.Scaling}
-		}
 		for _, q := range []struct {
 			dst  *string
 			tmpl string
@@ -171,6 +167,10 @@ func (c *Controller) Alerts(ctx context.Context, m *AlertmanagerMessage) ([]Outc
 	type job struct {
 		ps     *policyState
 		firing *Alert
+	}
+	if m.TruncatedAlerts > 0 {
+		c.log.Warn("Alertmanager truncated the notification (max_alerts); deciding on the alerts received",
+			"truncated", m.TruncatedAlerts, "group", m.GroupKey)
 	}
 	var order []string
 	jobs := map[string]*job{}
@@ -305,10 +305,14 @@ func (c *Controller) sortedPolicies() []*policyState {
 }
 
 // checkIdentity refuses an alert whose labels name another object than the policy's target:
-// a namespace label, a label named after the target's kind (deployment="..."), or workload.
+// a namespace label, a label named after the target's kind (deployment="..."), workload or
+// workload_type (the labels the exporter's series and alerts carry).
 func checkIdentity(labels map[string]string, t config.Target) error {
 	if ns, ok := labels["namespace"]; ok && ns != t.Namespace {
 		return fmt.Errorf("label namespace=%q does not match the policy's target namespace %q", ns, t.Namespace)
+	}
+	if wt, ok := labels["workload_type"]; ok && !strings.EqualFold(wt, t.Kind) {
+		return fmt.Errorf("label workload_type=%q does not match the policy's target kind %q", wt, t.Kind)
 	}
 	for _, l := range []string{strings.ToLower(t.Kind), "workload"} {
 		if v, ok := labels[l]; ok && v != t.Name {
@@ -488,13 +492,6 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 	in := scaling.Input{Time: c.now(), Current: cur.Replicas, Ready: cur.Replicas, W: w, WindowW: window}
 	dec := ps.alg.Recommend(in)
 	d.replicas, d.target, d.reason = dec.Replicas, dec.Target, dec.Reason
-	if ps.gov != nil {
-		if n, why := ps.gov.apply(in.Time, cur.Replicas, dec.Replicas); n != dec.Replicas {
-			d.note = fmt.Sprintf("algorithm recommended %d", dec.Replicas)
-			d.replicas, d.reason = n, why
-			d.target = scaling.DynamicTarget(n, ps.pol.Scaling)
-		}
-	}
 	if ps.pol.Scaling.MaxReplicas < d.replicas {
 		d.replicas = ps.pol.Scaling.MaxReplicas
 	}
@@ -531,72 +528,4 @@ func joinErrors(errs []error) error {
 		}
 	}
 	return &Error{code, errors.Join(errs...)}
-}
-
-// governor gives debi's Algorithm 2, which is memoryless, the HPA's behaviour around it:
-// scale-down stabilisation (the largest recommendation of the window) and the scale-up and
-// scale-down rate policies over the size changes it has seen (derived from the current sizes it
-// is shown, as scaling.HPA does, so shadow mode and other writers are accounted for correctly).
-// hpa and apa carry their own.
-type governor struct {
-	p       scaling.Params
-	recs    []timed // recommendations
-	changes []timed // observed size changes (signed)
-	last    int32
-	seen    bool
-}
-
-type timed struct {
-	t time.Time
-	n int32
-}
-
-func (g *governor) apply(now time.Time, current, desired int32) (int32, string) {
-	keep := func(s []timed, d time.Duration) []timed {
-		i := 0
-		for i < len(s) && !s[i].t.After(now.Add(-d)) {
-			i++
-		}
-		return append(s[:0], s[i:]...)
-	}
-	if g.seen && current != g.last {
-		g.changes = append(g.changes, timed{now, current - g.last})
-	}
-	g.seen, g.last = true, current
-	g.recs = keep(g.recs, g.p.ScaleDownStabilization)
-	g.changes = keep(g.changes, max(g.p.ScaleUpPeriod, g.p.ScaleDownPeriod))
-	g.recs = append(g.recs, timed{now, desired})
-	out, reason := desired, ""
-	if desired < current {
-		stab := desired
-		for _, r := range g.recs {
-			stab = max(stab, r.n)
-		}
-		if stab > desired {
-			out, reason = min(stab, current), scaling.ReasonStabilized
-		}
-	}
-	var up, down int32
-	for _, c := range g.changes {
-		switch {
-		case c.n > 0 && c.t.After(now.Add(-g.p.ScaleUpPeriod)):
-			up += c.n
-		case c.n < 0 && c.t.After(now.Add(-g.p.ScaleDownPeriod)):
-			down -= c.n
-		}
-	}
-	start := current - up + down
-	switch {
-	case out > current:
-		limit := max(start+g.p.ScaleUpPods, int32(math.Ceil(float64(start)*(1+g.p.ScaleUpPercent/100))))
-		if out > limit {
-			out, reason = max(limit, current), scaling.ReasonRateLimited
-		}
-	case out < current:
-		limit := int32(float64(start) * (1 - g.p.ScaleDownPercent/100))
-		if out < limit {
-			out, reason = min(limit, current), scaling.ReasonRateLimited
-		}
-	}
-	return out, reason
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -196,6 +195,7 @@ func TestAlertSafety(t *testing.T) {
 		{"unknown policy", []map[string]any{{"labels": labels("policy", "payments")}}, `alerts[0]: unknown policy "payments"`},
 		{"other namespace", []map[string]any{{"labels": labels("policy", "web", "namespace", "kube-system")}}, `label namespace="kube-system" does not match`},
 		{"other deployment", []map[string]any{{"labels": labels("policy", "web", "deployment", "coredns")}}, `label deployment="coredns" does not match`},
+		{"other kind", []map[string]any{{"labels": labels("policy", "web", "workload_type", "statefulset", "workload", "web")}}, `label workload_type="statefulset" does not match`},
 		{"one bad alert spoils the group", []map[string]any{{"labels": labels("policy", "web")}, {"labels": labels("policy", "db", "statefulset", "other")}}, `alerts[1] (policy db)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -263,32 +263,6 @@ func TestUnknownTargetIsPermanentAndAPIErrorsRetry(t *testing.T) {
 	_, err = c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")})))
 	if errorCode(err) != http.StatusInternalServerError {
 		t.Fatalf("API down: code %d (%v), want 500 (retry)", errorCode(err), err)
-	}
-}
-
-// The governor gives Algorithm 2 the HPA's limits (defaults: +4 pods or +100 % per 15 s, 5 min
-// scale-down stabilisation).
-func TestGovernor(t *testing.T) {
-	g := &governor{p: scaling.DefaultParams()}
-	t0 := time.Unix(0, 0)
-	steps := []struct {
-		at             time.Duration
-		current, want  int32
-		expect         int32
-		expectedReason string
-	}{
-		{0, 4, 20, 8, scaling.ReasonRateLimited},                 // max(4+4, 4·2) = 8
-		{time.Second, 8, 20, 8, scaling.ReasonRateLimited},       // +4 seen 1 s ago: start 4, limit 8
-		{20 * time.Second, 8, 20, 16, scaling.ReasonRateLimited}, // period over: start 8, limit max(12, 16)
-		{30 * time.Second, 16, 3, 16, scaling.ReasonStabilized},  // 20 recommended within 5 min
-		{6 * time.Minute, 16, 3, 3, ""},                          // window passed; scale-down 100 %
-		{6*time.Minute + time.Second, 3, 3, 3, ""},               // steady
-	}
-	for i, s := range steps {
-		got, why := g.apply(t0.Add(s.at), s.current, s.want)
-		if got != s.expect || why != s.expectedReason {
-			t.Errorf("step %d: apply(%d -> %d) = %d %q, want %d %q", i, s.current, s.want, got, why, s.expect, s.expectedReason)
-		}
 	}
 }
 

@@ -114,6 +114,9 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 	}
 	rc = rest.CopyConfig(rc)
 	rc.UserAgent = "debi-webhook"
+	if rc.QPS == 0 { // client-go's default (5/s, burst 10) would cap the webhook at ~2 patches/s
+		rc.QPS, rc.Burst = 50, 100
+	}
 	act, err := NewKubeActuator(rc)
 	if err != nil {
 		return err
