@@ -324,24 +324,42 @@ func latencies(ctx context.Context, t *testing.T, promURL string, recs []Record)
 		t.Logf("latency query: no data (%v)", err)
 		return nil
 	}
-	var out []float64
+	type change struct {
+		at  time.Time
+		val float64
+	}
+	var changes []change
 	prev := -1.0
 	for _, v := range body.Data.Result[0].Values {
 		sec, _ := v[0].(float64)
 		val, _ := strconv.ParseFloat(v[1].(string), 64)
 		if prev >= 0 && val != prev {
-			at := time.Unix(0, int64(sec*1e9))
-			for _, r := range recs {
-				if r.Time.After(at) && float64(r.Replicas) == val {
-					out = append(out, r.Time.Sub(at).Seconds())
-					break
-				}
-				if r.Time.Sub(at) > 30*time.Second {
-					break
-				}
-			}
+			changes = append(changes, change{time.Unix(0, int64(sec*1e9)), val})
 		}
 		prev = val
+	}
+	// A change counts when the deployment was not already at that size and the recommendation
+	// held until it was applied (a superseded recommendation is never applied, by design).
+	var out []float64
+	for k, c := range changes {
+		until := recs[len(recs)-1].Time
+		if k+1 < len(changes) {
+			until = changes[k+1].at
+		}
+		before := int32(-1)
+		for _, r := range recs {
+			if !r.Time.After(c.at) {
+				before = r.Replicas
+				continue
+			}
+			if float64(before) == c.val || r.Time.After(until.Add(2*time.Second)) {
+				break
+			}
+			if float64(r.Replicas) == c.val {
+				out = append(out, r.Time.Sub(c.at).Seconds())
+				break
+			}
+		}
 	}
 	return out
 }

@@ -34,7 +34,8 @@ type Sim struct {
 	spec    int32
 	pods    []simPod
 	nextID  int
-	cpu     map[string]float64 // cumulative CPU seconds per pod
+	cpu     map[string]float64 // cumulative CPU seconds per pod at lastTick
+	last    time.Time          // time of the last tick
 	records []Record
 }
 
@@ -86,15 +87,13 @@ func (s *Sim) tick(ctx context.Context, i int, interval time.Duration) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// Account the CPU of the interval that just ended, spread over the ready pods.
+	now := time.Now()
+	// Account the CPU of the interval that just ended, spread over the ready pods, so that the
+	// counters grow continuously at the demand's rate whatever the scrape phase.
 	if i > 0 {
-		ready := s.readyLocked(i - 1)
-		for _, p := range s.pods {
-			if p.readyAt <= i-1 && ready > 0 {
-				s.cpu[p.name] += s.Demand[i-1] / float64(ready) * interval.Seconds()
-			}
-		}
+		s.accrueLocked(i-1, now)
 	}
+	s.last = now
 	n := sc.Spec.Replicas
 	for int32(len(s.pods)) < n {
 		delay := s.StartupDelay
@@ -113,6 +112,20 @@ func (s *Sim) tick(ctx context.Context, i int, interval time.Duration) error {
 	s.step, s.spec = i, n
 	s.records = append(s.records, Record{Step: i, Time: time.Now(), Demand: s.Demand[i], Replicas: n, Ready: s.readyLocked(i)})
 	return nil
+}
+
+// accrueLocked adds the CPU used by the ready pods at step since the last tick up to now.
+func (s *Sim) accrueLocked(step int, now time.Time) {
+	ready := s.readyLocked(step)
+	if ready == 0 || s.last.IsZero() {
+		return
+	}
+	dt := now.Sub(s.last).Seconds()
+	for _, p := range s.pods {
+		if p.readyAt <= step {
+			s.cpu[p.name] += s.Demand[step] / float64(ready) * dt
+		}
+	}
 }
 
 func (s *Sim) readyLocked(step int) int32 {
@@ -144,8 +157,22 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 			names = append(names, p.name)
 		}
 	}
+	// The counters as of now: the last tick's totals plus the current step's use since then.
+	ready := s.readyLocked(s.step)
+	since := 0.0
+	if !s.last.IsZero() {
+		since = time.Since(s.last).Seconds()
+	}
+	isReady := map[string]bool{}
+	for _, p := range s.pods {
+		isReady[p.name] = p.readyAt <= s.step
+	}
 	for _, n := range names {
-		fmt.Fprintf(&b, "container_cpu_usage_seconds_total{namespace=%q,pod=%q,container=\"app\",image=\"sim\"} %g\n", ns, n, s.cpu[n])
+		v := s.cpu[n]
+		if isReady[n] && ready > 0 && len(s.Demand) > 0 {
+			v += s.Demand[s.step] / float64(ready) * since
+		}
+		fmt.Fprintf(&b, "container_cpu_usage_seconds_total{namespace=%q,pod=%q,container=\"app\",image=\"sim\"} %g\n", ns, n, v)
 	}
 	b.WriteString("# TYPE kube_deployment_spec_replicas gauge\n")
 	fmt.Fprintf(&b, "kube_deployment_spec_replicas{namespace=%q,deployment=%q} %d\n", ns, dep, s.spec)
