@@ -58,6 +58,9 @@ e2e: ## the closed loop on real servers: simulator → Prometheus → exporter �
 	DEBI_PROMETHEUS_DIR=$$(hack/servers.sh prometheus) DEBI_ALERTMANAGER_DIR=$$(hack/servers.sh alertmanager) \
 	DEBI_K8S_ASSETS=$$(hack/k8s-env.sh build) DEBI_REQUIRE_INTEGRATION=1 $(GO) test -count=1 -v -run TestClosedLoop ./e2e
 
+results: ## regenerate docs/results.md: the paper's table on every trace of ../shared/traces (15–30 min)
+	hack/results.sh
+
 servers: ## build Prometheus, Alertmanager, kube-apiserver, etcd and helm from the Go module proxy (cached)
 	hack/servers.sh all
 

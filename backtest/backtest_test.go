@@ -211,3 +211,30 @@ func TestStartupDelay(t *testing.T) {
 		t.Fatalf("after scale-in ready %d, want 4", c.ready(10))
 	}
 }
+
+func TestSummary(t *testing.T) {
+	o := quickOptions()
+	o.Policies = []string{"hpa", "apa"}
+	rep, err := RunTraces(context.Background(), embedded(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := rep.Summary()
+	if len(rows) != 6 || rows[0].Class != "periodic" || rows[0].Policy != "hpa" || rows[5].Class != "bursty" {
+		t.Fatalf("want periodic, smooth, bursty × hpa, apa in order, got %+v", rows)
+	}
+	for _, r := range rows {
+		if r.Policy == "hpa" && (r.CostChange != 0 || r.UtilizationDelta != 0) {
+			t.Errorf("hpa against itself: %+v", r)
+		}
+	}
+	var buf bytes.Buffer
+	if err := rep.Write(&buf, "report"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| class | policy |", "### Per trace", "| trace | class | policy |"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}

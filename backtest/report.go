@@ -12,7 +12,7 @@ import (
 )
 
 // Formats of Write.
-var Formats = []string{"table", "markdown", "json", "csv", "summary"}
+var Formats = []string{"table", "markdown", "json", "csv", "summary", "report"}
 
 var columns = []string{"trace", "class", "policy", "cost", "cost_ratio", "frontier_ratio", "utilization",
 	"overload_steps", "overload_fraction", "unserved", "hot_steps", "scale_actions", "mean_replicas",
@@ -73,6 +73,13 @@ func (rep *Report) Write(w io.Writer, format string) error {
 		return nil
 	case "summary":
 		return rep.WriteSummary(w)
+	case "report":
+		// The per-class summary, then every trace's rows (docs/results.md).
+		if err := rep.WriteSummary(w); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\n### Per trace\n\n")
+		return rep.Write(w, "markdown")
 	case "table", "":
 		fmt.Fprintln(w, rep.caption())
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

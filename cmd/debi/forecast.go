@@ -33,7 +33,7 @@ func runForecast(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.IntVar(&o.Horizon, "horizon", 1, "steps ahead each origin forecasts")
 	fs.IntVar(&o.History, "history", 760, "values a model is trained on, ending at the origin")
 	fs.IntVar(&o.Origins, "origins", 48, "rolling origins per trace")
-	fs.IntVar(&o.Retrain, "retrain", 0, "steps after which a model is refitted (0: fit once)")
+	fs.IntVar(&o.Retrain, "retrain", 288, "steps after which a model is refitted at the next origin (0: fit once)")
 	fs.StringVar(&o.Format, "format", "table", "output format: table, markdown or json")
 	fs.DurationVar(&o.TimeBudget, "model.time-budget", 0, "cap on each training run (0: model default)")
 	fs.IntVar(&o.Config.Season, "model.season", 0, "seasonal period in steps (0: one day at the trace's step)")
