@@ -12,10 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
-	"strings"
-	"sync"
 	"time"
+
+	"github.com/debi-scaler/debi/internal/registry"
 )
 
 // ErrShortHistory is returned (wrapped) when a model is given fewer points than MinHistory.
@@ -86,57 +85,26 @@ type Config struct {
 // Factory builds a model from its configuration.
 type Factory func(cfg Config) (Forecaster, error)
 
-var (
-	registryMu sync.RWMutex
-	registry   = map[string]Factory{}
-)
+var plugins = registry.New[Factory]("model")
 
 // Register makes a model available by name (case-insensitive). It panics on an empty or
 // duplicate name: both are programming errors found at start-up.
-func Register(name string, f Factory) {
-	key := strings.ToLower(strings.TrimSpace(name))
-	if key == "" || f == nil {
-		panic("forecast: Register with empty name or nil factory")
-	}
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	if _, dup := registry[key]; dup {
-		panic("forecast: model registered twice: " + key)
-	}
-	registry[key] = f
-}
+func Register(name string, f Factory) { plugins.Register(name, f) }
 
 // New builds the model registered under name (case-insensitive).
 func New(name string, cfg Config) (Forecaster, error) {
-	key := strings.ToLower(strings.TrimSpace(name))
-	registryMu.RLock()
-	f, ok := registry[key]
-	registryMu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("unknown model %q (known: %s)", name, strings.Join(Names(), ", "))
+	f, err := plugins.Get(name)
+	if err != nil {
+		return nil, err
 	}
 	return f(cfg)
 }
 
 // Names lists the registered models, sorted.
-func Names() []string {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	out := make([]string, 0, len(registry))
-	for k := range registry {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func Names() []string { return plugins.Names() }
 
 // Known reports whether a model of that name is registered.
-func Known(name string) bool {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	_, ok := registry[strings.ToLower(strings.TrimSpace(name))]
-	return ok
-}
+func Known(name string) bool { return plugins.Known(name) }
 
 // CheckHistory returns a wrapped ErrShortHistory when history has fewer than min points, and an
 // error naming the index of the first NaN or infinite value.

@@ -12,10 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
-	"strings"
-	"sync"
 	"time"
+
+	"github.com/debi-scaler/debi/internal/registry"
 )
 
 // Input is everything one decision may see. Loads are utilizations at the current size:
@@ -191,34 +190,17 @@ func (p Params) Validate() error {
 // Factory builds an algorithm from validated parameters.
 type Factory func(p Params) Algorithm
 
-var (
-	registryMu sync.RWMutex
-	registry   = map[string]Factory{}
-)
+var plugins = registry.New[Factory]("scaling algorithm")
 
 // Register makes an algorithm available by name (case-insensitive). It panics on an empty or
 // duplicate name: both are programming errors found at start-up.
-func Register(name string, f Factory) {
-	key := strings.ToLower(strings.TrimSpace(name))
-	if key == "" || f == nil {
-		panic("scaling: Register with empty name or nil factory")
-	}
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	if _, dup := registry[key]; dup {
-		panic("scaling: algorithm registered twice: " + key)
-	}
-	registry[key] = f
-}
+func Register(name string, f Factory) { plugins.Register(name, f) }
 
 // New validates p and builds the algorithm registered under name (case-insensitive).
 func New(name string, p Params) (Algorithm, error) {
-	key := strings.ToLower(strings.TrimSpace(name))
-	registryMu.RLock()
-	f, ok := registry[key]
-	registryMu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("unknown scaling algorithm %q (known: %s)", name, strings.Join(Names(), ", "))
+	f, err := plugins.Get(name)
+	if err != nil {
+		return nil, err
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err
@@ -227,24 +209,10 @@ func New(name string, p Params) (Algorithm, error) {
 }
 
 // Names lists the registered algorithms, sorted.
-func Names() []string {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	out := make([]string, 0, len(registry))
-	for k := range registry {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func Names() []string { return plugins.Names() }
 
 // Known reports whether an algorithm of that name is registered.
-func Known(name string) bool {
-	registryMu.RLock()
-	defer registryMu.RUnlock()
-	_, ok := registry[strings.ToLower(strings.TrimSpace(name))]
-	return ok
-}
+func Known(name string) bool { return plugins.Known(name) }
 
 // EffectiveLoad is the paper's eq. (16), W = max(min(W2, W3), W1): predictive while the forecast
 // stays below the high-water level, reactive once the observed load is already extreme.
