@@ -14,7 +14,7 @@ import (
 
 // WritePlots writes two PNGs per trace into dir: <trace>-replicas.png, the demand (in pods at
 // full use, D/R) and each policy's replicas over the scored steps (the paper's Figs. 13–15), and
-// <trace>-frontier.png, cost against overload fraction for each policy with the HPA-target sweep
+// (the first plotSteps scored steps), and <trace>-frontier.png, cost against overload fraction for each policy with the HPA-target sweep
 // and its envelope. The report must come from a run with Options.KeepSeries.
 func (rep *Report) WritePlots(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -35,20 +35,25 @@ func (rep *Report) WritePlots(dir string) ([]string, error) {
 	return files, nil
 }
 
+// plotSteps is the stretch of scored steps the replica plot shows: enough for a few daily cycles
+// of 5-minute data while each scaling action stays visible.
+const plotSteps = 1000
+
 func (rep *Report) plotReplicas(tr TraceResult, file string) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s (%s): demand and replicas", tr.Trace, tr.Class)
+	from := rep.Options.Warmup
+	to := min(from+plotSteps, tr.Steps)
+	p.Title.Text = fmt.Sprintf("%s (%s): demand and replicas, steps %d–%d", tr.Trace, tr.Class, from, to)
 	p.X.Label.Text = "step"
 	p.Y.Label.Text = "pods"
 	p.Legend.Top = true
-	from := rep.Options.Warmup
 	for i, r := range tr.Runs {
 		if r.Series == nil {
 			return fmt.Errorf("run %s has no series (backtest without plots)", r.Policy)
 		}
 		if i == 0 {
-			pts := make(plotter.XYs, 0, len(r.Series.Demand)-from)
-			for t := from; t < len(r.Series.Demand); t++ {
+			pts := make(plotter.XYs, 0, to-from)
+			for t := from; t < to; t++ {
 				pts = append(pts, plotter.XY{X: float64(t), Y: r.Series.Demand[t] / rep.Options.Request})
 			}
 			l, err := plotter.NewLine(pts)
@@ -60,8 +65,8 @@ func (rep *Report) plotReplicas(tr TraceResult, file string) error {
 			p.Add(l)
 			p.Legend.Add("demand D/R", l)
 		}
-		pts := make(plotter.XYs, 0, len(r.Series.Replicas)-from)
-		for t := from; t < len(r.Series.Replicas); t++ {
+		pts := make(plotter.XYs, 0, to-from)
+		for t := from; t < to; t++ {
 			pts = append(pts, plotter.XY{X: float64(t), Y: float64(r.Series.Replicas[t])})
 		}
 		l, err := plotter.NewLine(pts)

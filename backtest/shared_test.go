@@ -42,4 +42,3 @@ func TestSharedTraces(t *testing.T) {
 	}
 	t.Logf("%d shared traces read and backtested", len(ts))
 }
-
