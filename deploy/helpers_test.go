@@ -17,6 +17,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/debi-scaler/debi/internal/testenv"
 )
 
 // root is the repository root, seen from this package's directory (where go test runs).
@@ -27,16 +29,7 @@ const root = ".."
 // broken setup and fails instead.
 func integrationEnv(t *testing.T, name, what string) string {
 	t.Helper()
-	v := os.Getenv(name)
-	if v != "" {
-		return v
-	}
-	msg := name + " is not set: " + what + " (hack/test.sh sets it)"
-	if os.Getenv("DEBI_REQUIRE_INTEGRATION") == "1" {
-		t.Fatal(msg + "; DEBI_REQUIRE_INTEGRATION=1 forbids skipping")
-	}
-	t.Skip(msg)
-	return ""
+	return testenv.Env(t, name, what)
 }
 
 // decodeObjects splits a multi-document YAML stream into objects, dropping empty documents.

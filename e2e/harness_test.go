@@ -13,20 +13,15 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/debi-scaler/debi/internal/testenv"
 )
 
 // requireEnv returns the value of an environment variable naming a server directory; without
 // it the test is skipped, and fails when DEBI_REQUIRE_INTEGRATION=1 (make test sets both).
 func requireEnv(t *testing.T, name string) string {
 	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		if os.Getenv("DEBI_REQUIRE_INTEGRATION") == "1" {
-			t.Fatalf("%s is not set but DEBI_REQUIRE_INTEGRATION=1: run the tests through `make test`", name)
-		}
-		t.Skipf("skipped: %s is not set (run `make test`, which builds and starts the real servers)", name)
-	}
-	return v
+	return testenv.Env(t, name, "a directory of real server binaries; run `make test`, which builds and starts them")
 }
 
 func repoRoot(t *testing.T) string {

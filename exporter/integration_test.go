@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/testenv"
 )
 
 // The trace of the integration test, in seconds since the workload started: 0.4 core, a burst
@@ -169,7 +170,7 @@ scrape_configs:
 func TestIntegration(t *testing.T) {
 	dir := os.Getenv("DEBI_PROMETHEUS_DIR")
 	if dir == "" {
-		t.Skip("DEBI_PROMETHEUS_DIR is not set: set it to the directory holding the prometheus binary (hack/servers.sh prometheus prints it) to run the integration test")
+		testenv.SkipOrFail(t, "DEBI_PROMETHEUS_DIR is not set: set it to the directory holding the prometheus binary (hack/servers.sh prometheus prints it) to run the integration test")
 	}
 	if testing.Short() {
 		t.Skip("integration test takes about 90 s; skipped in -short mode")

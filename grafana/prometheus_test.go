@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/debi-scaler/debi/internal/testenv"
 )
 
 // exposition is what an exporter and a webhook publish for two policies, with the label sets of
@@ -62,14 +64,7 @@ func exposition(step int) string {
 // non-empty answer from each: a query whose label sets do not match (a load label left on one
 // side of a division, say) parses fine and returns nothing, which only this catches.
 func TestQueriesReturnData(t *testing.T) {
-	dir := os.Getenv("DEBI_PROMETHEUS_DIR")
-	if dir == "" {
-		msg := "DEBI_PROMETHEUS_DIR is not set: the prometheus binary of hack/servers.sh prometheus (hack/test.sh sets it)"
-		if os.Getenv("DEBI_REQUIRE_INTEGRATION") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	dir := testenv.Env(t, "DEBI_PROMETHEUS_DIR", "the prometheus binary's directory (hack/servers.sh prometheus)")
 	step := 0
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		step++

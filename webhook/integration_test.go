@@ -54,6 +54,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/testenv"
 )
 
 var kubeconfigPath string // set by TestMain
@@ -100,7 +101,7 @@ type kubeEnv struct {
 func newKubeEnv(t testing.TB) *kubeEnv {
 	t.Helper()
 	if kubeconfigPath == "" {
-		t.Skip("integration test: set KUBECONFIG_DEBI (a kubeconfig from hack/k8s-env.sh up) or DEBI_K8S_ASSETS (the dir hack/k8s-env.sh build prints)")
+		testenv.SkipOrFail(t, "integration test: set KUBECONFIG_DEBI (a kubeconfig from hack/k8s-env.sh up) or DEBI_K8S_ASSETS (the dir hack/k8s-env.sh build prints)")
 	}
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfigPath)
 	if err != nil {
@@ -746,7 +747,7 @@ func TestRBAC(t *testing.T) {
 func TestChainAlertmanager(t *testing.T) {
 	amDir := os.Getenv("DEBI_ALERTMANAGER_DIR")
 	if amDir == "" {
-		t.Skip("chain test: set DEBI_ALERTMANAGER_DIR to the directory hack/servers.sh alertmanager prints")
+		testenv.SkipOrFail(t, "chain test: set DEBI_ALERTMANAGER_DIR to the directory hack/servers.sh alertmanager prints")
 	}
 	e := newKubeEnv(t)
 	e.deployment(t, e.ns, "web", 4)
