@@ -15,6 +15,9 @@ import (
 // models' default budgets; run it alone with -benchtime=1x. DEBI_EVAL_MODELS (comma-separated)
 // narrows the models. The table goes to stdout: benchmark logs are truncated.
 func BenchmarkEvalEmbedded(b *testing.B) {
+	if os.Getenv("DEBI_LONG_BENCH") != "1" {
+		b.Skip("skipped: the full accuracy report takes about 14 minutes; set DEBI_LONG_BENCH=1 to run it (or use `debi forecast eval`)")
+	}
 	traces, err := trace.Embedded()
 	if err != nil {
 		b.Fatal(err)
