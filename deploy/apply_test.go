@@ -144,7 +144,27 @@ func (c *cluster) installCRDs(ctx context.Context, t *testing.T, dir string) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	c.mapper.Reset()
+	// Established is not yet served: discovery of a new group version lags behind it, and a
+	// mapper that cached discovery without it answers "no matches for kind". Wait until every
+	// kind maps, resetting the cache between tries.
+	kinds := []schema.GroupVersionKind{
+		{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"},
+		{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"},
+		{Group: "monitoring.coreos.com", Version: "v1alpha1", Kind: "AlertmanagerConfig"},
+	}
+	for _, gvk := range kinds {
+		for {
+			c.mapper.Reset()
+			_, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%s not served by discovery: %v", gvk, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 }
 
 func established(u *unstructured.Unstructured) bool {
