@@ -43,39 +43,7 @@ func freePort(t *testing.T) int {
 // startProc starts a server process with its output in dir/name.log, stopped at cleanup.
 func startProc(t *testing.T, dir, name string, bin string, args ...string) *exec.Cmd {
 	t.Helper()
-	logf, err := os.Create(filepath.Join(dir, name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("--- %s log (last 3000 bytes) ---\n%s", name, tail(b, 3000))
-		}
-	})
-	return cmd
-}
-
-func tail(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
+	return testenv.Start(t, dir, name, bin, args...)
 }
 
 // waitHTTP polls url until it answers 200 or the timeout passes.

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -118,34 +117,11 @@ scrape_configs:
 	l := listen(t)
 	addr := l.Addr().String()
 	l.Close() // Prometheus binds it next; a race with another process is unlikely on loopback
-	logFile, err := os.Create(filepath.Join(tmp, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(dir, "prometheus"),
+	testenv.Start(t, tmp, "prometheus", filepath.Join(dir, "prometheus"),
 		"--config.file="+filepath.Join(tmp, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(tmp, "data"),
 		"--web.listen-address="+addr,
 		"--log.level=warn")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(logFile.Name())
-			t.Logf("prometheus log:\n%s", b)
-		}
-	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get("http://" + addr + "/-/ready")

@@ -6,7 +6,10 @@ package testenv
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
+	"time"
 )
 
 // Required reports whether integration tests must run rather than skip.
@@ -31,4 +34,41 @@ func Env(t testing.TB, name, what string) string {
 		SkipOrFail(t, name+" is not set: "+what+" (hack/test.sh sets it)")
 	}
 	return v
+}
+
+// Start runs bin with args as a server for the test: its output goes to dir/name.log, it is
+// stopped at cleanup (SIGINT, then SIGKILL after 10 s), and the end of its log is printed when
+// the test failed.
+func Start(t testing.TB, dir, name, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			if len(b) > 3000 {
+				b = b[len(b)-3000:]
+			}
+			t.Logf("--- %s log (last 3000 bytes) ---\n%s", name, b)
+		}
+	})
+	return cmd
 }

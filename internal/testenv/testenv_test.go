@@ -1,6 +1,11 @@
 package testenv
 
-import "testing"
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
 
 // fakeTB records what a test would have done.
 type fakeTB struct {
@@ -29,5 +34,27 @@ func TestEnv(t *testing.T) {
 	Env(f, "DEBI_TESTENV_X", "x")
 	if !f.failed || f.skipped {
 		t.Fatalf("unset, required: skipped %v failed %v; want a failure", f.skipped, f.failed)
+	}
+}
+
+// TestStart: the process runs during the test and is stopped and reaped at its cleanup.
+func TestStart(t *testing.T) {
+	dir := t.TempDir()
+	var pid int
+	var cmd interface{ String() string }
+	t.Run("server", func(t *testing.T) {
+		c := Start(t, dir, "sleeper", "/bin/sleep", "30")
+		pid = c.Process.Pid
+		cmd = c
+		if c.ProcessState != nil {
+			t.Fatal("process exited at once")
+		}
+	})
+	c := cmd.(*exec.Cmd)
+	if c.ProcessState == nil {
+		t.Fatalf("process %d still running after the test's cleanup", pid)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sleeper.log")); err != nil {
+		t.Fatalf("no log file: %v", err)
 	}
 }
