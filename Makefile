@@ -44,6 +44,9 @@ rules-check: ## promtool check rules
 rules-test: ## promtool test rules
 	hack/rules-test.sh test
 
+hpa-diff: ## differential test of scaling.HPA against the real Kubernetes v1.37.2 HPA controller (hack/hpadiff)
+	hack/hpadiff.sh
+
 dashboards: ## regenerate grafana/*.json from the Go definitions in grafana/
 	$(GO) run ./hack/gen-dashboards
 

@@ -1,8 +1,12 @@
-// Package backtest replays workload traces through scaling policies (METHOD §7): a simulated
-// deployment whose new pods become ready after a start-up delay serves the trace's demand, each
-// policy's policy.Runner decides the replicas step by step from data up to that step only, and
-// the run is scored on cost, utilization and overload. The runners are the very ones the live
-// exporter drives, so a backtest result speaks for the live system.
+// Package backtest replays workload traces through scaling policies on a model of the real
+// control loop (METHOD §7): time runs in ticks of the controllers' sync period (15 s), demand is
+// interpolated between the trace's samples, each policy observes the mean demand over a metric
+// window and decides at every tick from data up to that tick only, a decision reaches the
+// deployment after a decision delay and new pods serve after a start-up delay. Runs are scored
+// on cost, utilization, overload time and scaling actions, against the lower envelope of a sweep
+// of fixed HPA targets (cost at equal overload) and against an oracle that knows the future.
+// The policy runners are the very ones the live exporter drives, so a backtest result speaks
+// for the live system.
 package backtest
 
 import (
@@ -13,6 +17,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,10 +27,19 @@ import (
 	"github.com/debi-scaler/debi/trace"
 )
 
+// OraclePolicy is the name of the backtest-only policy that knows future demand (METHOD §7).
+const OraclePolicy = "oracle"
+
+// Demand interpolation between samples.
+const (
+	DemandLinear = "linear" // linear between sample times (default)
+	DemandStep   = "step"   // piecewise constant: each sample holds until the next
+)
+
 // Options are the parameters of a backtest; the zero value is not usable, start from
-// DefaultOptions.
+// DefaultOptions. Every span of time is a duration.
 type Options struct {
-	// Policies to run, by policy name (see policy.Parse).
+	// Policies to run, by policy name (see policy.Parse), plus "oracle".
 	Policies []string `json:"policies"`
 	// DebiModel is the forecaster of the "debi" policy.
 	DebiModel string `json:"debi_model"`
@@ -34,60 +48,85 @@ type Options struct {
 	// Params are the scaling parameters shared by every policy (the HPA target is replaced
 	// during the sweep).
 	Params scaling.Params `json:"scaling"`
-	// Metrics is the W1 stabilisation policy.
+	// Metrics is the W1 stabilisation policy (not applied by hpa, which acts on the
+	// metrics-server value as Kubernetes does).
 	Metrics scaling.MetricsPolicy `json:"metrics"`
-	// Step is the simulated time of one trace sample.
-	Step time.Duration `json:"step"`
-	// PeakUtilization sets the demand scale: the trace's 99th percentile maps to this fraction of
-	// MaxReplicas·Request (0.6). Scale, when positive, overrides it.
+	// Tick is the controllers' sync period: every policy decides once per tick (15 s, the HPA
+	// controller's --horizontal-pod-autoscaler-sync-period).
+	Tick time.Duration `json:"tick"`
+	// SamplePeriod overrides the trace's own sample period when positive.
+	SamplePeriod time.Duration `json:"sample_period,omitempty"`
+	// Demand is how demand runs between samples: DemandLinear or DemandStep.
+	Demand string `json:"demand"`
+	// MetricWindow is the observation lag: a policy observes the mean demand over
+	// [t − MetricWindow, t] (a rate(...[1m]) or metrics-server window); 0 observes the
+	// instantaneous demand.
+	MetricWindow time.Duration `json:"metric_window"`
+	// StartupDelay is the time a new pod takes to serve.
+	StartupDelay time.Duration `json:"startup_delay"`
+	// StartupSweep, when set, reruns every policy, the sweep and the oracle at each of these
+	// start-up delays for the per-class summary.
+	StartupSweep []time.Duration `json:"startup_sweep,omitempty"`
+	// DecisionDelay is the time from a decision to the deployment's new size (0: at once, as
+	// the HPA controller patches in its sync). The closed-loop test sets it to the delay its
+	// live pipeline measured.
+	DecisionDelay time.Duration `json:"decision_delay"`
+	// PeakUtilization sets the demand scale: the p99 of the warm-up samples maps to this
+	// fraction of MaxReplicas·Request (0.25). Scale, when positive, overrides it.
 	PeakUtilization float64 `json:"peak_utilization"`
 	Scale           float64 `json:"scale,omitempty"`
-	// StartupDelay is the number of steps a new pod takes to become ready.
-	StartupDelay int `json:"startup_delay"`
-	// DecisionDelay is the number of extra steps before a decision reaches the deployment (0:
-	// the next step). The closed-loop test sets it to the delay its live pipeline measured.
-	DecisionDelay int `json:"decision_delay,omitempty"`
-	// Warmup steps train models and are not scored.
+	// Warmup samples train models and are not scored.
 	Warmup int `json:"warmup"`
-	// SLAUtilization is u_sla: a step is overloaded when demand exceeds u_sla·Nr·R.
+	// SLAUtilization is u_sla: a tick is overloaded when demand exceeds u_sla·Nr·R.
 	SLAUtilization float64 `json:"sla_utilization"`
-	// LeadSteps is the forecast horizon h.
-	LeadSteps int `json:"lead_steps"`
-	// History is the number of steps the models and the EVT fit see.
+	// Horizon is the forecast horizon h in samples; 0 derives it from the actuation delay,
+	// h = ceil((DecisionDelay + StartupDelay)/period) + 1 (METHOD §2).
+	Horizon int `json:"horizon"`
+	// History is the number of samples the models and the EVT fit see.
 	History int `json:"history"`
-	// Retrain is the number of steps between training runs.
-	Retrain int                `json:"retrain"`
-	Model   forecast.Config    `json:"model"`
-	POT     forecast.POTConfig `json:"evt"`
+	// Retrain is the time between training runs (0: train once).
+	Retrain time.Duration `json:"retrain"`
+	// Season is the seasonal models' period, converted to samples of each trace.
+	Season time.Duration      `json:"season"`
+	Model  forecast.Config    `json:"model"`
+	POT    forecast.POTConfig `json:"evt"`
+	// Calibration is the budget policy's quantile and calibration; its u_sla is SLAUtilization.
+	Calibration forecast.CalibratorConfig `json:"budget"`
 	// SweepTargets are the HPA targets of the cost-at-equal-overload frontier.
 	SweepTargets []float64 `json:"sweep_targets"`
-	// MaxSteps, when positive, truncates every trace (for quick runs and tests).
+	// MaxSteps, when positive, truncates every trace to that many samples.
 	MaxSteps int `json:"max_steps,omitempty"`
 	// Parallel is the number of runs at once (default GOMAXPROCS).
 	Parallel int `json:"-"`
 	// Progress, if set, is called after each finished run.
 	Progress func(done, total int) `json:"-"`
-	// KeepSeries keeps each run's per-step series for plots.
+	// KeepSeries keeps each run's per-tick series for plots.
 	KeepSeries bool `json:"-"`
 }
 
-// DefaultOptions are the paper's parameters (METHOD §7).
+// DefaultOptions are the paper's parameters on the yardstick of METHOD §7.
 func DefaultOptions() Options {
+	p := scaling.DefaultParams()
+	// The sweep and the hpa row are the HPA that `kubectl autoscale` creates: no behavior field.
+	p.HPABehavior = scaling.BehaviorNone
 	return Options{
-		Policies:        []string{"hpa", "apa", "holtwinters-hpa", "evt-holtwinters-hpa", "debi"},
+		Policies:        []string{"hpa", "apa", "evt-holtwinters-hpa", "debi", "budget"},
 		DebiModel:       policy.DefaultDebiModel,
 		Request:         5,
-		Params:          scaling.DefaultParams(),
+		Params:          p,
 		Metrics:         scaling.DefaultMetricsPolicy(),
-		Step:            time.Minute,
-		PeakUtilization: 0.6,
-		StartupDelay:    1,
+		Tick:            15 * time.Second,
+		Demand:          DemandLinear,
+		MetricWindow:    time.Minute,
+		StartupDelay:    2 * time.Minute,
+		PeakUtilization: 0.25,
 		Warmup:          760,
 		SLAUtilization:  0.9,
-		LeadSteps:       1,
 		History:         760,
-		Retrain:         120,
+		Retrain:         10 * time.Hour,
+		Season:          24 * time.Hour,
 		POT:             forecast.DefaultPOTConfig(),
+		Calibration:     forecast.DefaultCalibratorConfig(),
 		SweepTargets:    []float64{0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9},
 	}
 }
@@ -99,28 +138,41 @@ func (o Options) Validate() error {
 		return errors.New("policies: at least one policy is needed")
 	case !(o.Request > 0) || math.IsInf(o.Request, 0):
 		return fmt.Errorf("request: must be a positive number of cores, got %v", o.Request)
-	case o.Step <= 0:
-		return fmt.Errorf("step: must be positive, got %v", o.Step)
+	case o.Tick <= 0:
+		return fmt.Errorf("tick: must be positive, got %v", o.Tick)
+	case o.SamplePeriod < 0:
+		return fmt.Errorf("sample-period: must not be negative, got %v", o.SamplePeriod)
+	case o.Demand != DemandLinear && o.Demand != DemandStep:
+		return fmt.Errorf("demand: must be %q or %q, got %q", DemandLinear, DemandStep, o.Demand)
+	case o.MetricWindow < 0:
+		return fmt.Errorf("metric-window: must not be negative, got %v", o.MetricWindow)
 	case o.Scale < 0 || math.IsNaN(o.Scale) || math.IsInf(o.Scale, 0):
 		return fmt.Errorf("scale: must be a non-negative number, got %v", o.Scale)
 	case o.Scale == 0 && (!(o.PeakUtilization > 0) || o.PeakUtilization > 10):
 		return fmt.Errorf("peak-utilization: must be in (0, 10], got %v", o.PeakUtilization)
 	case o.StartupDelay < 0:
-		return fmt.Errorf("startup-delay: must not be negative, got %d", o.StartupDelay)
+		return fmt.Errorf("startup-delay: must not be negative, got %v", o.StartupDelay)
 	case o.DecisionDelay < 0:
-		return fmt.Errorf("decision-delay: must not be negative, got %d", o.DecisionDelay)
+		return fmt.Errorf("decision-delay: must not be negative, got %v", o.DecisionDelay)
 	case o.Warmup < 0:
 		return fmt.Errorf("warmup: must not be negative, got %d", o.Warmup)
 	case !(o.SLAUtilization > 0) || o.SLAUtilization > 1:
 		return fmt.Errorf("sla-utilization: must be in (0, 1], got %v", o.SLAUtilization)
-	case o.LeadSteps < 1:
-		return fmt.Errorf("lead-steps: must be at least 1, got %d", o.LeadSteps)
+	case o.Horizon < 0:
+		return fmt.Errorf("horizon: must not be negative, got %d", o.Horizon)
 	case o.History < 2:
 		return fmt.Errorf("history: must be at least 2, got %d", o.History)
 	case o.Retrain < 0:
-		return fmt.Errorf("retrain: must not be negative, got %d", o.Retrain)
+		return fmt.Errorf("retrain: must not be negative, got %v", o.Retrain)
+	case o.Season < 0:
+		return fmt.Errorf("season: must not be negative, got %v", o.Season)
 	case o.MaxSteps < 0:
 		return fmt.Errorf("max-steps: must not be negative, got %d", o.MaxSteps)
+	}
+	for _, d := range o.StartupSweep {
+		if d < 0 {
+			return fmt.Errorf("startup-sweep: delay %v is negative", d)
+		}
 	}
 	for _, t := range o.SweepTargets {
 		if !(t > 0) || t > 1 {
@@ -133,7 +185,13 @@ func (o Options) Validate() error {
 	if err := o.POT.Validate(); err != nil {
 		return fmt.Errorf("evt.%w", err)
 	}
+	if err := o.Calibration.Validate(); err != nil {
+		return fmt.Errorf("budget.%w", err)
+	}
 	for _, p := range o.Policies {
+		if strings.EqualFold(p, OraclePolicy) {
+			continue
+		}
 		if _, err := policy.Parse(p, o.DebiModel); err != nil {
 			return fmt.Errorf("policies: %w", err)
 		}
@@ -141,10 +199,10 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// Metrics are one run's scores over the scored steps.
+// Metrics are one run's scores over the scored time (after the warm-up).
 type Metrics struct {
 	Policy string `json:"policy"`
-	// Cost is S = R·Σ N(t), in core-steps (eq. 19).
+	// Cost is S = R·∫N dt in core-hours (eq. 19 in time).
 	Cost float64 `json:"cost"`
 	// CostRatio is Cost over the hpa policy's cost on the same trace (NaN without hpa).
 	CostRatio float64 `json:"cost_ratio"`
@@ -153,33 +211,66 @@ type Metrics struct {
 	// lay outside the envelope and its nearest end was used.
 	FrontierRatio   float64 `json:"frontier_ratio"`
 	FrontierClamped bool    `json:"frontier_clamped"`
-	// Utilization is Σ min(D, Nr·R) / Σ N·R.
+	// GapClosed is (1 − FrontierRatio)/(1 − oracle's FrontierRatio): the share of the saving
+	// at equal overload that the oracle shows possible which this policy captures.
+	GapClosed float64 `json:"gap_closed"`
+	// GapAtOverload is (E(x) − cost)/(E(x) − oracle's cost) with E(x) the envelope's cost at
+	// this policy's own overload x: the share of the saving over the best fixed target at the
+	// same overload that reaching the oracle's cost would bring. GapClosed measures the oracle
+	// at its own zero overload, where the envelope is dearest, so it understates a policy that
+	// spends an overload budget; this column does not.
+	GapAtOverload float64 `json:"gap_at_overload"`
+	// Utilization is ∫min(D, Nr·R) / ∫N·R.
 	Utilization float64 `json:"utilization"`
-	// OverloadSteps count steps with D > u_sla·Nr·R; OverloadFraction is their share.
-	OverloadSteps    int     `json:"overload_steps"`
+	// OverloadFraction is the share of scored time with D > u_sla·Nr·R.
 	OverloadFraction float64 `json:"overload_fraction"`
-	// Unserved is Σ max(0, D − Nr·R) in core-steps.
+	// Unserved is ∫max(0, D − Nr·R) dt in core-hours.
 	Unserved float64 `json:"unserved"`
-	// HotSteps count steps whose utilization D/(Nr·R) exceeded U_upper.
-	HotSteps int `json:"hot_steps"`
-	// ScaleActions count the steps at which the replica count changed.
-	ScaleActions int `json:"scale_actions"`
-	// MeanReplicas is the mean of N(t).
+	// ScaleActions count changes of the spec replica count; ActionsPerDay per scored day.
+	ScaleActions  int     `json:"scale_actions"`
+	ActionsPerDay float64 `json:"actions_per_day"`
+	// MeanReplicas is the time mean of N(t).
 	MeanReplicas float64 `json:"mean_replicas"`
+	// SPEC RG elasticity figures against the oracle's need n*(t) = ceil(D(t)/(u_sla·R))
+	// clamped to the bounds: the share of time under-provisioned (ready pods below the need)
+	// and the mean shortfall in pods over all scored time; likewise over-provisioned (paid
+	// pods above the need) and the mean excess.
+	UnderShare float64 `json:"under_share"`
+	UnderPods  float64 `json:"under_pods"`
+	OverShare  float64 `json:"over_share"`
+	OverPods   float64 `json:"over_pods"`
+	// ForecastCoverage is the share of scored time the policy had a forecast W2 (NaN for a
+	// policy without a model): below 1 when the model waited for the history it needs.
+	ForecastCoverage float64 `json:"forecast_coverage"`
+	// BudgetHeadroom is the budget policy's mean calibrated headroom over the scored time in
+	// pods, (quantile − forecast)/(u_sla·R), and BudgetLevel its mean calibrated level α (NaN
+	// for other policies): how much of the cost is the forecast's uncertainty at the lead time.
+	BudgetHeadroom float64 `json:"budget_headroom"`
+	BudgetLevel    float64 `json:"budget_level"`
+	// ModelHistory is the number of samples the model needs before its first forecast.
+	ModelHistory int `json:"model_history,omitempty"`
 	// TrainSeconds is the total model training time; DecideSeconds the rest of the policy's time.
 	TrainSeconds  float64 `json:"train_seconds"`
 	DecideSeconds float64 `json:"decide_seconds"`
 	// Trainings counts training runs; TrainStops counts their stop reasons.
 	Trainings  int            `json:"trainings"`
 	TrainStops map[string]int `json:"train_stops,omitempty"`
-	// Steps is the number of scored steps.
-	Steps int `json:"steps"`
+	// Ticks is the number of scored ticks; Seconds the scored time.
+	Ticks   int     `json:"ticks"`
+	Seconds float64 `json:"seconds"`
 }
 
-// Series are a run's per-step values (with Options.KeepSeries), for plots.
+// Series are a run's per-tick values over the whole trace, warm-up included (with
+// Options.KeepSeries), for plots.
 type Series struct {
-	Demand   []float64 `json:"-"`
-	Replicas []int32   `json:"-"`
+	// Tick is the time between points; point 0 is the start of the trace.
+	Tick time.Duration `json:"-"`
+	// Demand is the instantaneous demand in cores.
+	Demand []float64 `json:"-"`
+	// Replicas and Ready are the spec and ready replica counts in force after each tick's
+	// decision.
+	Replicas []int32 `json:"-"`
+	Ready    []int32 `json:"-"`
 }
 
 // Run is one trace × policy result.
@@ -193,61 +284,187 @@ type FrontierPoint struct {
 	Target           float64 `json:"target"`
 	Cost             float64 `json:"cost"`
 	OverloadFraction float64 `json:"overload_fraction"`
+	ActionsPerDay    float64 `json:"actions_per_day"`
 	OnEnvelope       bool    `json:"on_envelope"`
 }
 
 // TraceResult holds every policy's run on one trace.
 type TraceResult struct {
-	Trace       string          `json:"trace"`
-	Class       string          `json:"class,omitempty"`
-	Steps       int             `json:"steps"`
-	Scale       float64         `json:"scale"`
-	Runs        []Run           `json:"runs"`
-	Frontier    []FrontierPoint `json:"frontier"`
-	SweepFailed string          `json:"sweep_error,omitempty"`
+	Trace string `json:"trace"`
+	Class string `json:"class,omitempty"`
+	// Samples is the number of trace samples used; SamplePeriod their spacing.
+	Samples      int           `json:"samples"`
+	SamplePeriod time.Duration `json:"sample_period"`
+	// Scale is the factor from trace values to cores.
+	Scale float64 `json:"scale"`
+	// WarmupTime is the unscored start; Ticks the whole run's ticks.
+	WarmupTime time.Duration `json:"warmup_time"`
+	Ticks      int           `json:"ticks"`
+	// Unavoidable is the share of scored time whose demand exceeds u_sla·N_max·R: overload no
+	// policy can avoid (demand beyond the max_replicas bound).
+	Unavoidable float64 `json:"unavoidable_overload"`
+	// OracleFrontierRatio is the oracle's frontier ratio: the limit of what any policy can save
+	// at equal overload (NaN without the oracle).
+	OracleFrontierRatio float64         `json:"oracle_frontier_ratio"`
+	Runs                []Run           `json:"runs"`
+	Frontier            []FrontierPoint `json:"frontier"`
+	SweepFailed         string          `json:"sweep_error,omitempty"`
+}
+
+// StartupResult is the per-class summary at one start-up delay of Options.StartupSweep.
+type StartupResult struct {
+	Delay  time.Duration `json:"startup_delay"`
+	Traces []TraceResult `json:"traces"`
 }
 
 // Report is a whole backtest.
 type Report struct {
-	Options Options       `json:"parameters"`
-	Traces  []TraceResult `json:"traces"`
+	Options Options         `json:"parameters"`
+	Traces  []TraceResult   `json:"traces"`
+	Startup []StartupResult `json:"startup_sweep,omitempty"`
+	// Notes are what the reader must know (models that waited for history, clamped ratios).
+	Notes []string `json:"notes,omitempty"`
 }
 
-// Scale returns the demand scale for a trace: its 99th percentile maps to
-// PeakUtilization·MaxReplicas·Request, unless Options.Scale is set.
+// ScaleFor returns the demand scale for a trace: the 99th percentile of its warm-up samples
+// (no look-ahead) maps to PeakUtilization·MaxReplicas·Request, unless Options.Scale is set.
 func (o Options) ScaleFor(values []float64) (float64, error) {
 	if o.Scale > 0 {
 		return o.Scale, nil
 	}
-	s := slices.Clone(values)
+	if len(values) == 0 {
+		return 0, errors.New("no samples")
+	}
+	w := values
+	if o.Warmup > 0 && o.Warmup < len(values) {
+		w = values[:o.Warmup]
+	}
+	s := slices.Clone(w)
 	slices.Sort(s)
 	p99 := s[int(math.Ceil(0.99*float64(len(s))))-1]
 	if !(p99 > 0) {
-		return 0, errors.New("the 99th percentile is 0: cannot scale an all-idle trace (set --scale)")
+		return 0, errors.New("the 99th percentile of the warm-up is 0: cannot scale an idle trace (set --scale)")
 	}
 	return o.PeakUtilization * float64(o.Params.MaxReplicas) * o.Request / p99, nil
 }
 
-type job struct {
-	trace  int
-	policy string
-	target float64 // for sweep runs: the HPA target; 0 otherwise
+// World is one trace laid on the tick grid: the demand every policy faces, shared read-only
+// by all runs on that trace.
+type World struct {
+	Period time.Duration // sample period
+	Tick   time.Duration
+	// Inst is the demand at each tick; Obs the mean over the metric window before it (cores).
+	Inst, Obs []float64
+	// Warm is the first scored tick.
+	Warm int
 }
 
-// RunTraces backtests every policy on every trace, plus the HPA target sweep.
+// Unavoidable is the share of scored ticks whose demand exceeds u_sla·N_max·R.
+func (w *World) Unavoidable(o Options) float64 {
+	n, k := 0, 0
+	for _, d := range w.Inst[w.Warm:] {
+		k++
+		if d > o.SLAUtilization*float64(o.Params.MaxReplicas)*o.Request {
+			n++
+		}
+	}
+	if k == 0 {
+		return 0
+	}
+	return float64(n) / float64(k)
+}
+
+// NewWorld lays samples (cores) with the given sample period on the tick grid of o.
+func NewWorld(samples []float64, period time.Duration, o Options) (*World, error) {
+	if len(samples) == 0 {
+		return nil, errors.New("empty demand series")
+	}
+	if period <= 0 {
+		return nil, fmt.Errorf("sample period must be positive, got %v", period)
+	}
+	if o.Tick <= 0 {
+		return nil, fmt.Errorf("tick must be positive, got %v", o.Tick)
+	}
+	total := time.Duration(len(samples)-1) * period
+	n := int(total/o.Tick) + 1
+	w := &World{Period: period, Tick: o.Tick, Inst: make([]float64, n), Obs: make([]float64, n)}
+	linear := o.Demand != DemandStep
+	// cum[k] = ∫ demand over [0, k·period].
+	cum := make([]float64, len(samples))
+	P := period.Seconds()
+	for k := 1; k < len(samples); k++ {
+		if linear {
+			cum[k] = cum[k-1] + P*(samples[k-1]+samples[k])/2
+		} else {
+			cum[k] = cum[k-1] + P*samples[k-1]
+		}
+	}
+	at := func(t time.Duration) float64 { // instantaneous demand
+		k := int(t / period)
+		if k >= len(samples)-1 {
+			return samples[len(samples)-1]
+		}
+		if !linear {
+			return samples[k]
+		}
+		f := float64(t-time.Duration(k)*period) / float64(period)
+		return samples[k] + f*(samples[k+1]-samples[k])
+	}
+	integral := func(t time.Duration) float64 { // ∫ demand over [0, t]
+		k := int(t / period)
+		if k >= len(samples)-1 {
+			return cum[len(samples)-1] + (t-time.Duration(len(samples)-1)*period).Seconds()*samples[len(samples)-1]
+		}
+		dt := (t - time.Duration(k)*period).Seconds()
+		if linear {
+			return cum[k] + dt*(samples[k]+at(t))/2
+		}
+		return cum[k] + dt*samples[k]
+	}
+	warmTime := time.Duration(o.Warmup) * period
+	w.Warm = n
+	for i := range n {
+		t := time.Duration(i) * o.Tick
+		w.Inst[i] = at(t)
+		from := max(0, t-o.MetricWindow)
+		if o.MetricWindow <= 0 || t == 0 {
+			w.Obs[i] = w.Inst[i]
+		} else {
+			w.Obs[i] = (integral(t) - integral(from)) / (t - from).Seconds()
+		}
+		if t >= warmTime && w.Warm == n {
+			w.Warm = i
+		}
+	}
+	return w, nil
+}
+
+type job struct {
+	trace   int
+	policy  string
+	target  float64 // for sweep runs: the HPA target; 0 otherwise
+	startup int     // index into the start-up delays; 0 is Options.StartupDelay
+}
+
+// RunTraces backtests every policy on every trace, plus the HPA target sweep and the oracle,
+// at Options.StartupDelay and at each delay of Options.StartupSweep.
 func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	rep := &Report{Options: o, Traces: make([]TraceResult, len(traces))}
-	demands := make([][]float64, len(traces))
+	worlds := make([]*World, len(traces))
 	for i, t := range traces {
 		vals := t.Values
 		if o.MaxSteps > 0 && len(vals) > o.MaxSteps {
 			vals = vals[:o.MaxSteps]
 		}
 		if len(vals) < o.Warmup+10 {
-			return nil, fmt.Errorf("trace %s: %d steps; need more than warmup (%d) + 10 to score anything", t.Name, len(vals), o.Warmup)
+			return nil, fmt.Errorf("trace %s: %d samples; need more than warmup (%d) + 10 to score anything", t.Name, len(vals), o.Warmup)
+		}
+		period := o.SamplePeriod
+		if period == 0 {
+			period = time.Duration(max(t.StepMinutes, 1)) * time.Minute
 		}
 		scale, err := o.ScaleFor(vals)
 		if err != nil {
@@ -257,16 +474,28 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 		for j, v := range vals {
 			d[j] = v * scale
 		}
-		demands[i] = d
-		rep.Traces[i] = TraceResult{Trace: t.Name, Class: t.Class, Steps: len(vals), Scale: scale}
-	}
-	var jobs []job
-	for i := range traces {
-		for _, p := range o.Policies {
-			jobs = append(jobs, job{trace: i, policy: p})
+		if worlds[i], err = NewWorld(d, period, o); err != nil {
+			return nil, fmt.Errorf("trace %s: %w", t.Name, err)
 		}
-		for _, tg := range o.SweepTargets {
-			jobs = append(jobs, job{trace: i, policy: "hpa", target: tg})
+		rep.Traces[i] = TraceResult{Trace: t.Name, Class: t.Class, Samples: len(vals), SamplePeriod: period, Scale: scale,
+			WarmupTime: time.Duration(o.Warmup) * period, Ticks: len(worlds[i].Inst), OracleFrontierRatio: math.NaN(),
+			Unavoidable: worlds[i].Unavoidable(o)}
+	}
+	delays := append([]time.Duration{o.StartupDelay}, o.StartupSweep...)
+	delays = slices.DeleteFunc(slices.Clone(delays[1:]), func(d time.Duration) bool { return d == o.StartupDelay })
+	delays = append([]time.Duration{o.StartupDelay}, delays...)
+	var jobs []job
+	for s := range delays {
+		for i := range traces {
+			for _, p := range o.Policies {
+				jobs = append(jobs, job{trace: i, policy: p, startup: s})
+			}
+			if !slices.ContainsFunc(o.Policies, func(p string) bool { return strings.EqualFold(p, OraclePolicy) }) {
+				jobs = append(jobs, job{trace: i, policy: OraclePolicy, startup: s})
+			}
+			for _, tg := range o.SweepTargets {
+				jobs = append(jobs, job{trace: i, policy: "hpa", target: tg, startup: s})
+			}
 		}
 	}
 	results := make([]Run, len(jobs))
@@ -281,22 +510,21 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 		mu   sync.Mutex
 		done int
 	)
-	for w := 0; w < par; w++ {
+	for range par {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for k := range next {
 				j := jobs[k]
 				po := o
-				if j.target > 0 {
-					po.Params.Target = j.target
+				po.StartupDelay = delays[j.startup]
+				if j.target > 0 || j.startup > 0 {
 					po.KeepSeries = false
 				}
-				if po.Model.Season == 0 {
-					// One day at the trace's resolution (288 five-minute or 1,440 one-minute steps).
-					po.Model.Season = 1440 / max(traces[j.trace].StepMinutes, 1)
+				if j.target > 0 {
+					po.Params.Target = j.target
 				}
-				results[k], errs[k] = Simulate(ctx, demands[j.trace], j.policy, po)
+				results[k], errs[k] = Simulate(ctx, worlds[j.trace], j.policy, po)
 				mu.Lock()
 				done++
 				if o.Progress != nil {
@@ -317,8 +545,19 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	for s := range delays[1:] {
+		rep.Startup = append(rep.Startup, StartupResult{Delay: delays[s+1], Traces: make([]TraceResult, len(traces))})
+		for i := range traces {
+			tr := rep.Traces[i]
+			tr.Runs, tr.Frontier = nil, nil
+			rep.Startup[s].Traces[i] = tr
+		}
+	}
 	for k, j := range jobs {
 		tr := &rep.Traces[j.trace]
+		if j.startup > 0 {
+			tr = &rep.Startup[j.startup-1].Traces[j.trace]
+		}
 		if errs[k] != nil {
 			if j.target > 0 {
 				tr.SweepFailed = errs[k].Error()
@@ -327,18 +566,68 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 			return nil, fmt.Errorf("trace %s, policy %s: %w", tr.Trace, j.policy, errs[k])
 		}
 		if j.target > 0 {
-			tr.Frontier = append(tr.Frontier, FrontierPoint{Target: j.target, Cost: results[k].Cost, OverloadFraction: results[k].OverloadFraction})
+			r := results[k]
+			tr.Frontier = append(tr.Frontier, FrontierPoint{Target: j.target, Cost: r.Cost, OverloadFraction: r.OverloadFraction, ActionsPerDay: r.ActionsPerDay})
 			continue
 		}
 		tr.Runs = append(tr.Runs, results[k])
 	}
 	for i := range rep.Traces {
 		finishTrace(&rep.Traces[i])
+		rep.notes(&rep.Traces[i])
+	}
+	for s := range rep.Startup {
+		for i := range rep.Startup[s].Traces {
+			finishTrace(&rep.Startup[s].Traces[i])
+		}
 	}
 	return rep, nil
 }
 
-// finishTrace fills the ratios to hpa and to the frontier.
+// HistoryWarnings lists, before a run, every policy whose model needs more samples than the
+// warm-up gives on a trace (a daily Holt-Winters on one-minute samples needs two days): it
+// forecasts nothing until then, and the report's forecast_coverage column says how much of the
+// scored time it missed.
+func HistoryWarnings(traces []trace.Trace, o Options) []string {
+	var out []string
+	for _, t := range traces {
+		period := o.SamplePeriod
+		if period == 0 {
+			period = time.Duration(max(t.StepMinutes, 1)) * time.Minute
+		}
+		for _, p := range o.Policies {
+			spec, err := policy.Parse(p, o.DebiModel)
+			if err != nil || spec.Model == "" {
+				continue
+			}
+			mc := o.Model
+			if mc.Season == 0 {
+				mc.Season = policy.SeasonSteps(o.Season, period)
+			}
+			f, err := forecast.New(spec.Model, mc)
+			if err != nil {
+				continue
+			}
+			if need := f.MinHistory(); need > o.Warmup {
+				out = append(out, fmt.Sprintf("%s/%s: %s needs %d samples (%v) before its first forecast; the warm-up is %d samples",
+					t.Name, spec.Name, spec.Model, need, time.Duration(need)*period, o.Warmup))
+			}
+		}
+	}
+	return out
+}
+
+// notes says what a reader of the trace's figures must know.
+func (rep *Report) notes(tr *TraceResult) {
+	for _, r := range tr.Runs {
+		if r.ModelHistory > rep.Options.Warmup && !math.IsNaN(r.ForecastCoverage) {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s/%s: the model needs %d samples (%v), the warm-up gives %d: it forecast %.0f%% of the scored time",
+				tr.Trace, r.Policy, r.ModelHistory, time.Duration(r.ModelHistory)*tr.SamplePeriod, rep.Options.Warmup, 100*r.ForecastCoverage))
+		}
+	}
+}
+
+// finishTrace fills the ratios to hpa, to the frontier and to the oracle.
 func finishTrace(tr *TraceResult) {
 	hpaCost := math.NaN()
 	for _, r := range tr.Runs {
@@ -357,13 +646,40 @@ func finishTrace(tr *TraceResult) {
 	for i := range tr.Runs {
 		r := &tr.Runs[i]
 		r.CostRatio = r.Cost / hpaCost
+		r.FrontierRatio = math.NaN()
 		if len(env) > 0 {
 			c, clamped := EnvelopeCost(env, r.OverloadFraction)
 			r.FrontierRatio, r.FrontierClamped = r.Cost/c, clamped
-		} else {
-			r.FrontierRatio = math.NaN()
+		}
+		if r.Policy == OraclePolicy {
+			tr.OracleFrontierRatio = r.FrontierRatio
 		}
 	}
+	oracleCost := math.NaN()
+	for _, r := range tr.Runs {
+		if r.Policy == OraclePolicy {
+			oracleCost = r.Cost
+		}
+	}
+	for i := range tr.Runs {
+		r := &tr.Runs[i]
+		r.GapClosed = GapClosed(r.FrontierRatio, tr.OracleFrontierRatio)
+		r.GapAtOverload = math.NaN()
+		if len(env) > 0 && !math.IsNaN(oracleCost) {
+			if e, _ := EnvelopeCost(env, r.OverloadFraction); e > oracleCost {
+				r.GapAtOverload = (e - r.Cost) / (e - oracleCost)
+			}
+		}
+	}
+}
+
+// GapClosed is (1 − fr)/(1 − oracle): 0 for no better than the best fixed HPA target at the
+// same overload, 1 for the oracle. NaN when the oracle saves nothing over the envelope.
+func GapClosed(fr, oracle float64) float64 {
+	if math.IsNaN(fr) || math.IsNaN(oracle) || oracle >= 1 {
+		return math.NaN()
+	}
+	return (1 - fr) / (1 - oracle)
 }
 
 // Envelope returns the lower envelope of (overload fraction, cost) of the sweep: the points that
@@ -410,65 +726,89 @@ func EnvelopeCost(env []FrontierPoint, x float64) (cost float64, clamped bool) {
 	return env[0].Cost, false
 }
 
-// Simulate runs one policy over one demand series (cores per step) and scores it. Every policy
-// starts at the size the HPA target gives the first demand, all pods ready.
-func Simulate(ctx context.Context, demand []float64, policyName string, o Options) (Run, error) {
-	if len(demand) == 0 {
-		return Run{}, errors.New("empty demand series")
-	}
-	return SimulateFrom(ctx, demand, policyName, o, initialReplicas(demand[0], o))
+// Simulate runs one policy over one world and scores it. Every policy starts at the size the
+// HPA target gives the first demand, all pods ready.
+func Simulate(ctx context.Context, w *World, policyName string, o Options) (Run, error) {
+	return SimulateFrom(ctx, w, policyName, o, initialReplicas(w.Inst[0], o))
 }
+
+// decider is one tick's decision: a policy runner, or the oracle.
+type decider func(ctx context.Context, i int, obs policy.Observation) (policy.Result, error)
 
 // SimulateFrom is Simulate from a given initial size (the closed-loop test starts where its
 // live deployment started).
-func SimulateFrom(ctx context.Context, demand []float64, policyName string, o Options, initial int32) (Run, error) {
-	spec, err := policy.Parse(policyName, o.DebiModel)
-	if err != nil {
-		return Run{}, err
+func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, initial int32) (Run, error) {
+	run := Run{Metrics: Metrics{Policy: strings.ToLower(policyName), ForecastCoverage: math.NaN(), BudgetHeadroom: math.NaN(), BudgetLevel: math.NaN()}}
+	var decide decider
+	hasModel := false
+	if strings.EqualFold(policyName, OraclePolicy) {
+		decide = oracle(w, o)
+	} else {
+		spec, err := policy.Parse(policyName, o.DebiModel)
+		if err != nil {
+			return Run{}, err
+		}
+		run.Policy = spec.Name
+		cfg := policy.DefaultConfig(spec)
+		cfg.Params, cfg.Metrics, cfg.Request, cfg.Step = o.Params, o.Metrics, o.Request, w.Period
+		cfg.History, cfg.Model, cfg.POT, cfg.Season, cfg.Calibration = o.History, o.Model, o.POT, o.Season, o.Calibration
+		cfg.Params.Budget.SLAUtilization = o.SLAUtilization
+		cfg.LeadTime, cfg.ObservationWindow = o.DecisionDelay+o.StartupDelay, o.MetricWindow
+		cfg.LeadSteps = o.Horizon
+		if cfg.LeadSteps == 0 {
+			cfg.LeadSteps = policy.Horizon(o.DecisionDelay+o.StartupDelay, w.Period)
+		}
+		cfg.Retrain = 0
+		if o.Retrain > 0 {
+			cfg.Retrain = max(1, int(o.Retrain/w.Period))
+		}
+		runner, err := policy.New(cfg)
+		if err != nil {
+			return Run{}, err
+		}
+		defer runner.Close()
+		if spec.Model != "" {
+			hasModel = true
+			run.ModelHistory, _ = runner.ModelHistory()
+		}
+		decide = func(ctx context.Context, _ int, obs policy.Observation) (policy.Result, error) {
+			return runner.Step(ctx, obs)
+		}
 	}
-	cfg := policy.DefaultConfig(spec)
-	cfg.Params, cfg.Metrics, cfg.Request, cfg.Step = o.Params, o.Metrics, o.Request, o.Step
-	cfg.LeadSteps, cfg.History, cfg.Retrain, cfg.Model, cfg.POT = o.LeadSteps, o.History, o.Retrain, o.Model, o.POT
-	runner, err := policy.New(cfg)
-	if err != nil {
-		return Run{}, err
-	}
-	run := Run{Metrics: Metrics{Policy: spec.Name}}
+	n := len(w.Inst)
 	if o.KeepSeries {
-		run.Series = &Series{Demand: demand, Replicas: make([]int32, len(demand))}
+		run.Series = &Series{Tick: w.Tick, Demand: w.Inst, Replicas: make([]int32, n), Ready: make([]int32, n)}
 	}
 	c := newCluster(initial, o.StartupDelay)
 	start := time.Unix(0, 0).UTC()
-	var train time.Duration
-	var total time.Duration
+	var train, total time.Duration
 	m := &run.Metrics
-	var served, capacity, replicaSum float64
-	pending := make([]int32, 0, o.DecisionDelay+1) // decisions on their way to the deployment
-	for t, d := range demand {
-		if err := ctx.Err(); err != nil {
-			return Run{}, err
-		}
-		n, nr := c.spec, c.ready(t)
-		if run.Series != nil {
-			run.Series.Replicas[t] = n
-		}
-		if t >= o.Warmup {
-			m.Steps++
-			cap := float64(nr) * o.Request
-			m.Cost += o.Request * float64(n)
-			replicaSum += float64(n)
-			served += math.Min(d, cap)
-			capacity += float64(n) * o.Request
-			if d > o.SLAUtilization*cap {
-				m.OverloadSteps++
+	var served, capacity, replicaSum, overTicks, forecastTicks float64
+	var under, over, underPods, overPods float64
+	var marginSum, levelSum float64
+	marginN := 0
+	type order struct {
+		at time.Duration
+		n  int32
+	}
+	var pending []order // decisions on their way to the deployment
+	tick := w.Tick.Seconds()
+	for i := range n {
+		if i%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return Run{}, err
 			}
-			m.Unserved += math.Max(0, d-cap)
-			if nr == 0 || d/cap > o.Params.Upper {
-				m.HotSteps++
+		}
+		t := time.Duration(i) * w.Tick
+		scored := i >= w.Warm
+		for len(pending) > 0 && pending[0].at <= t {
+			if c.scale(t, pending[0].n) && scored {
+				m.ScaleActions++
 			}
+			pending = pending[1:]
 		}
 		t0 := time.Now()
-		res, err := runner.Step(ctx, policy.Observation{Time: start.Add(time.Duration(t) * o.Step), Demand: d, Current: n, Ready: nr})
+		res, err := decide(ctx, i, policy.Observation{Time: start.Add(t), Demand: w.Obs[i], Current: c.spec, Ready: c.ready(t)})
 		total += time.Since(t0)
 		if err != nil && !errors.Is(err, policy.ErrNoData) {
 			return Run{}, err
@@ -482,22 +822,65 @@ func SimulateFrom(ctx context.Context, demand []float64, policyName string, o Op
 			m.TrainStops[res.Training.StopReason]++
 		}
 		if res.TrainError != nil {
-			return Run{}, fmt.Errorf("step %d: training %s: %w", t, spec.Model, res.TrainError)
+			return Run{}, fmt.Errorf("at %v: training: %w", t, res.TrainError)
 		}
-		pending = append(pending, res.Decision.Replicas)
-		if len(pending) <= o.DecisionDelay {
-			continue // nothing has arrived yet: the size stays
+		if o.DecisionDelay == 0 {
+			if c.scale(t, res.Decision.Replicas) && scored {
+				m.ScaleActions++
+			}
+		} else {
+			pending = append(pending, order{t + o.DecisionDelay, res.Decision.Replicas})
 		}
-		next := pending[0]
-		pending = append(pending[:0], pending[1:]...)
-		if next != n && t >= o.Warmup {
-			m.ScaleActions++
+		nSpec, nr := c.spec, c.ready(t)
+		if run.Series != nil {
+			run.Series.Replicas[i], run.Series.Ready[i] = nSpec, nr
 		}
-		c.scale(t, next)
+		if !scored {
+			continue
+		}
+		d := w.Inst[i]
+		m.Ticks++
+		cp := float64(nr) * o.Request
+		replicaSum += float64(nSpec)
+		served += math.Min(d, cp)
+		capacity += float64(nSpec) * o.Request
+		if d > o.SLAUtilization*cp {
+			overTicks++
+		}
+		m.Unserved += math.Max(0, d-cp) * tick
+		if hasModel && !math.IsNaN(res.W2) {
+			forecastTicks++
+		}
+		if b := res.Budget; b != nil && !math.IsNaN(b.Quantile) && !math.IsNaN(b.Forecast) {
+			marginSum += (b.Quantile - b.Forecast) / (o.SLAUtilization * o.Request)
+			levelSum += b.Alpha
+			marginN++
+		}
+		need := float64(needAt(d, o))
+		if float64(nr) < need {
+			under++
+			underPods += need - float64(nr)
+		}
+		if float64(nSpec) > need {
+			over++
+			overPods += float64(nSpec) - need
+		}
 	}
-	if m.Steps > 0 {
-		m.OverloadFraction = float64(m.OverloadSteps) / float64(m.Steps)
-		m.MeanReplicas = replicaSum / float64(m.Steps)
+	if m.Ticks > 0 {
+		k := float64(m.Ticks)
+		m.Seconds = k * tick
+		m.Cost = o.Request * replicaSum * tick / 3600
+		m.Unserved /= 3600
+		m.OverloadFraction = overTicks / k
+		m.MeanReplicas = replicaSum / k
+		m.ActionsPerDay = float64(m.ScaleActions) / (m.Seconds / 86400)
+		m.UnderShare, m.UnderPods, m.OverShare, m.OverPods = under/k, underPods/k, over/k, overPods/k
+		if hasModel {
+			m.ForecastCoverage = forecastTicks / k
+		}
+		if marginN > 0 {
+			m.BudgetHeadroom, m.BudgetLevel = marginSum/float64(marginN), levelSum/float64(marginN)
+		}
 	}
 	if capacity > 0 {
 		m.Utilization = served / capacity
@@ -507,44 +890,79 @@ func SimulateFrom(ctx context.Context, demand []float64, policyName string, o Op
 	return run, nil
 }
 
-// initialReplicas starts every policy at the size the HPA target would give the first demand,
-// all pods ready, so no policy starts out of breath.
-func initialReplicas(d0 float64, o Options) int32 {
-	n := int32(math.Ceil(d0 / (o.Params.Target * o.Request)))
+// needAt is the fewest pods that serve demand d at u_sla, clamped to the bounds: n*(t), the
+// oracle's size and the SPEC RG reference. It uses the scorer's own comparison, so a size of
+// needAt is never counted as overloaded.
+func needAt(d float64, o Options) int32 {
+	per := o.SLAUtilization * o.Request
+	n := ceilInt32(d / per)
+	for d > o.SLAUtilization*float64(n)*o.Request && n < math.MaxInt32 {
+		n++
+	}
 	return min(max(n, o.Params.MinReplicas), o.Params.MaxReplicas)
 }
 
-// cluster simulates a deployment: pods added at step t become ready at t+1+delay (they are paid
-// for from t+1); removed pods go at once, newest (not yet ready) first.
+// oracle knows future demand (METHOD §7): at tick i it orders the largest need over the ticks
+// until the pods it orders now can serve (decision delay and start-up delay, each rounded up
+// to whole ticks): every tick's demand is covered at u_sla although new pods arrive late.
+func oracle(w *World, o Options) decider {
+	ticks := func(d time.Duration) int { return int((d + w.Tick - 1) / w.Tick) }
+	k := ticks(o.DecisionDelay) + ticks(o.StartupDelay)
+	return func(_ context.Context, i int, obs policy.Observation) (policy.Result, error) {
+		var n int32
+		for j := i; j <= min(i+k, len(w.Inst)-1); j++ {
+			n = max(n, needAt(w.Inst[j], o))
+		}
+		return policy.Result{W2: math.NaN(), Decision: scaling.Decision{Replicas: n, Reason: "oracle"}}, nil
+	}
+}
+
+// initialReplicas starts every policy at the size the HPA target would give the first demand,
+// all pods ready, so no policy starts out of breath.
+func initialReplicas(d0 float64, o Options) int32 {
+	n := ceilInt32(d0 / (o.Params.Target * o.Request))
+	return min(max(n, o.Params.MinReplicas), o.Params.MaxReplicas)
+}
+
+func ceilInt32(x float64) int32 {
+	c := math.Ceil(x)
+	if c >= math.MaxInt32 {
+		return math.MaxInt32
+	}
+	if c <= 0 || math.IsNaN(c) {
+		return 0
+	}
+	return int32(c)
+}
+
+// cluster simulates a deployment: a pod added at t serves from t + delay (it is paid for from
+// t); removed pods go at once, newest (not yet ready) first.
 type cluster struct {
 	spec    int32
-	readyAt []int // ready step of each pod, in creation order
-	delay   int
+	readyAt []time.Duration // ready time of each pod, in creation order (so non-decreasing)
+	delay   time.Duration
 }
 
-func newCluster(n int32, delay int) *cluster {
-	return &cluster{spec: n, readyAt: make([]int, n), delay: delay}
+func newCluster(n int32, delay time.Duration) *cluster {
+	return &cluster{spec: n, readyAt: make([]time.Duration, n), delay: delay}
 }
 
-func (c *cluster) ready(t int) int32 {
-	var n int32
-	for _, r := range c.readyAt {
-		if r <= t {
-			n++
-		}
-	}
-	return n
+// ready counts the pods serving at t.
+func (c *cluster) ready(t time.Duration) int32 {
+	// readyAt is non-decreasing: the ready pods are a prefix.
+	return int32(sort.Search(len(c.readyAt), func(i int) bool { return c.readyAt[i] > t }))
 }
 
-func (c *cluster) scale(t int, n int32) {
-	if n < 0 {
-		n = 0
+// scale sets the spec to n at t and reports whether it changed.
+func (c *cluster) scale(t time.Duration, n int32) bool {
+	n = max(n, 0)
+	if n == c.spec {
+		return false
 	}
 	for int32(len(c.readyAt)) < n {
-		c.readyAt = append(c.readyAt, t+1+c.delay)
+		c.readyAt = append(c.readyAt, t+c.delay)
 	}
-	if int32(len(c.readyAt)) > n {
-		c.readyAt = c.readyAt[:n]
-	}
+	c.readyAt = c.readyAt[:n]
 	c.spec = n
+	return true
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/debi-scaler/debi/trace"
 )
@@ -27,44 +28,203 @@ func quickOptions() Options {
 	return o
 }
 
-// TestNoLookAhead proves that each policy's decision at step t depends on data up to t only:
-// the replicas decided at t (in force at t+1) are unchanged when every later demand value is
-// replaced.
+// world lays a trace's first MaxSteps samples, scaled as RunTraces scales them, on the grid.
+func world(t *testing.T, tr trace.Trace, o Options) *World {
+	t.Helper()
+	vals := tr.Values[:min(o.MaxSteps, len(tr.Values))]
+	scale, err := o.ScaleFor(vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := make([]float64, len(vals))
+	for i, v := range vals {
+		d[i] = v * scale
+	}
+	w, err := NewWorld(d, time.Duration(tr.StepMinutes)*time.Minute, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// TestNoLookAhead proves that each policy's decision at tick t depends on data up to t only:
+// the replicas in force after every tick up to the last unchanged sample are the same when
+// every later sample is replaced — and the demand scale, taken from the warm-up, with them.
 func TestNoLookAhead(t *testing.T) {
 	tr := embedded(t)[0]
 	o := quickOptions()
 	o.KeepSeries = true
-	scale, err := o.ScaleFor(tr.Values[:o.MaxSteps])
-	if err != nil {
-		t.Fatal(err)
-	}
-	demand := make([]float64, o.MaxSteps)
-	for i := range demand {
-		demand[i] = tr.Values[i] * scale
-	}
-	for _, pol := range []string{"hpa", "apa", "debi", "holtwinters-hpa", "evt-holtwinters-hpa", "seasonal-naive-hpa"} {
+	for _, pol := range []string{"hpa", "apa", "debi", "holtwinters-hpa", "evt-holtwinters-hpa", "seasonal-naive-hpa", "budget", "naive-budget", OraclePolicy} {
 		t.Run(pol, func(t *testing.T) {
-			base, err := Simulate(context.Background(), demand, pol, o)
+			base, err := Simulate(context.Background(), world(t, tr, o), pol, o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, cut := range []int{800, 1000, 1250} {
-				alt := slices.Clone(demand)
-				for i := cut + 1; i < len(alt); i++ {
-					alt[i] = alt[i]*3 + 100 // a future that would change every decision
+				alt := tr
+				alt.Values = slices.Clone(tr.Values[:o.MaxSteps])
+				for i := cut + 1; i < len(alt.Values); i++ {
+					alt.Values[i] = alt.Values[i]*3 + 100 // a future that would change every decision
 				}
-				got, err := Simulate(context.Background(), alt, pol, o)
+				// Sample cut is the last one unchanged: the world up to its time is the same.
+				last := int(time.Duration(cut) * time.Duration(tr.StepMinutes) * time.Minute / o.Tick)
+				got, err := Simulate(context.Background(), world(t, alt, o), pol, o)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !slices.Equal(base.Series.Replicas[:cut+2], got.Series.Replicas[:cut+2]) {
-					t.Fatalf("decisions up to step %d changed when data after it changed", cut)
+				if pol == OraclePolicy {
+					// The oracle is the one policy allowed to look ahead: it must see the change
+					// a start-up delay before it.
+					k := int(o.StartupDelay/o.Tick) + 1
+					if !slices.Equal(base.Series.Replicas[:last-k], got.Series.Replicas[:last-k]) {
+						t.Fatalf("oracle decisions more than a start-up delay before sample %d changed", cut)
+					}
+					continue
+				}
+				if !slices.Equal(base.Series.Replicas[:last+1], got.Series.Replicas[:last+1]) {
+					i := slices.IndexFunc(base.Series.Replicas[:last+1], func(n int32) bool { return false })
+					for j := range last + 1 {
+						if base.Series.Replicas[j] != got.Series.Replicas[j] {
+							i = j
+							break
+						}
+					}
+					t.Fatalf("decisions up to sample %d (tick %d) changed when data after it changed: first at tick %d", cut, last, i)
 				}
 				if slices.Equal(base.Series.Replicas, got.Series.Replicas) {
 					t.Fatalf("altering the future after %d changed nothing: the test proves nothing", cut)
 				}
 			}
 		})
+	}
+	// The demand scale comes from the warm-up alone.
+	a, _ := o.ScaleFor(tr.Values[:o.MaxSteps])
+	alt := slices.Clone(tr.Values[:o.MaxSteps])
+	for i := o.Warmup; i < len(alt); i++ {
+		alt[i] *= 10
+	}
+	if b, _ := o.ScaleFor(alt); a != b {
+		t.Fatalf("the demand scale moved (%v → %v) when only data after the warm-up changed", a, b)
+	}
+}
+
+// TestSamplePeriodFromTrace: a 5-minute trace and the same demand resampled to 1 minute are the
+// same world, so the HPA decides the same at every tick — in particular its scale-down waits
+// the 300 s stabilisation window in wall-clock time, not 5 samples.
+func TestSamplePeriodFromTrace(t *testing.T) {
+	five := trace.Trace{Name: "five", StepMinutes: 5}
+	for i := range 200 {
+		v := 10.0
+		if i >= 100 && i < 110 {
+			v = 60 // a 50-minute burst
+		}
+		five.Values = append(five.Values, v)
+	}
+	one := trace.Trace{Name: "one", StepMinutes: 1}
+	for i := 0; i < len(five.Values)-1; i++ {
+		for k := range 5 {
+			a, b := five.Values[i], five.Values[i+1]
+			one.Values = append(one.Values, a+float64(k)/5*(b-a))
+		}
+	}
+	one.Values = append(one.Values, five.Values[len(five.Values)-1])
+	o := DefaultOptions()
+	o.Warmup, o.Scale, o.KeepSeries = 0, 1, true
+	o.Policies = []string{"hpa"}
+	var series [][]int32
+	for _, tr := range []trace.Trace{five, one} {
+		w, err := NewWorld(scaled(tr.Values, 1), time.Duration(tr.StepMinutes)*time.Minute, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Simulate(context.Background(), w, "hpa", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		series = append(series, r.Series.Replicas)
+	}
+	if len(series[0]) != len(series[1]) {
+		t.Fatalf("the two worlds have %d and %d ticks: the sample period was not taken from the trace", len(series[0]), len(series[1]))
+	}
+	for i := range series[0] {
+		if series[0][i] != series[1][i] {
+			t.Fatalf("tick %d: %d replicas on the 5-minute trace, %d on the 1-minute one", i, series[0][i], series[1][i])
+		}
+	}
+	// The demand falls from 60 at sample 109 (minute 545) to 10 at sample 110 (minute 550).
+	// Peak replicas are held until 300 s after the last recommendation of the peak size.
+	r := series[0]
+	tick := func(m float64) int { return int(m * 60 / 15) }
+	peak := r[tick(545)]
+	lastPeak := tick(545)
+	for i := tick(545); i < len(r) && r[i] == peak; i++ {
+		lastPeak = i
+	}
+	held := time.Duration(lastPeak-tick(546)) * 15 * time.Second
+	if held < 4*time.Minute || held > 6*time.Minute {
+		t.Fatalf("the HPA held its peak size for %v after the drop; want about the 5-minute stabilisation window", held)
+	}
+}
+
+func scaled(v []float64, s float64) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = x * s
+	}
+	return out
+}
+
+// TestWorld checks the time model: linear interpolation between samples, the observed load as
+// the mean over the metric window, and the warm-up in ticks.
+func TestWorld(t *testing.T) {
+	o := DefaultOptions()
+	o.Warmup = 2
+	// Samples 0, 60, 0 one minute apart: demand rises 1 core/s, then falls.
+	w, err := NewWorld([]float64{0, 60, 0}, time.Minute, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Inst) != 9 || w.Warm != 8 {
+		t.Fatalf("2 minutes at 15 s = 9 ticks, warm-up 2 samples = tick 8; got %d ticks, warm %d", len(w.Inst), w.Warm)
+	}
+	for i, want := range []float64{0, 15, 30, 45, 60, 45, 30, 15, 0} {
+		if math.Abs(w.Inst[i]-want) > 1e-9 {
+			t.Errorf("inst[%d] = %v, want %v", i, w.Inst[i], want)
+		}
+	}
+	// At 30 s the window is [0, 30 s]: mean of a ramp 0→30 = 15. At 60 s: [0, 60 s] mean 30. At
+	// 90 s: [30 s, 90 s] = ramp 30→60 then 60→30, mean 45.
+	for i, want := range map[int]float64{2: 15, 4: 30, 6: 45} {
+		if math.Abs(w.Obs[i]-want) > 1e-9 {
+			t.Errorf("obs[%d] = %v, want %v", i, w.Obs[i], want)
+		}
+	}
+	o.Demand = DemandStep
+	w, _ = NewWorld([]float64{0, 60, 0}, time.Minute, o)
+	if w.Inst[3] != 0 || w.Inst[4] != 60 || w.Inst[7] != 60 {
+		t.Errorf("step demand: %v", w.Inst)
+	}
+}
+
+// TestOracleZeroOverload: the oracle orders ahead of the start-up delay, so no tick is
+// overloaded while the need fits under max replicas — at every start-up and decision delay.
+func TestOracleZeroOverload(t *testing.T) {
+	for _, tr := range embedded(t) {
+		for _, d := range []struct{ startup, decision time.Duration }{{30 * time.Second, 0}, {2 * time.Minute, 0}, {5 * time.Minute, 0}, {2 * time.Minute, 20 * time.Second}} {
+			o := quickOptions()
+			o.StartupDelay, o.DecisionDelay = d.startup, d.decision
+			r, err := Simulate(context.Background(), world(t, tr, o), OraclePolicy, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.OverloadFraction != 0 || r.Unserved != 0 || r.UnderShare != 0 {
+				t.Errorf("%s at %+v: oracle overload %v, unserved %v, under %v; want 0", tr.Name, d, r.OverloadFraction, r.Unserved, r.UnderShare)
+			}
+			hpa, _ := Simulate(context.Background(), world(t, tr, o), "hpa", o)
+			if r.Cost >= hpa.Cost && hpa.OverloadFraction == 0 {
+				t.Errorf("%s: the oracle (%v) is not cheaper than hpa (%v) at zero overload", tr.Name, r.Cost, hpa.Cost)
+			}
+		}
 	}
 }
 
@@ -79,22 +239,39 @@ func TestRunTracesReport(t *testing.T) {
 		t.Fatalf("want 3 traces, got %d", len(rep.Traces))
 	}
 	for _, tr := range rep.Traces {
-		if len(tr.Runs) != 3 || len(tr.Frontier) != len(o.SweepTargets) {
-			t.Fatalf("%s: %d runs, %d frontier points", tr.Trace, len(tr.Runs), len(tr.Frontier))
+		if len(tr.Runs) != 4 || len(tr.Frontier) != len(o.SweepTargets) {
+			t.Fatalf("%s: %d runs (want hpa, apa, debi, oracle), %d frontier points", tr.Trace, len(tr.Runs), len(tr.Frontier))
 		}
+		if tr.SamplePeriod != 5*time.Minute {
+			t.Errorf("%s: sample period %v, want the trace's 5m", tr.Trace, tr.SamplePeriod)
+		}
+		wantTicks := int(time.Duration(o.MaxSteps-1)*tr.SamplePeriod/o.Tick) + 1
+		scored := wantTicks - int(time.Duration(o.Warmup)*tr.SamplePeriod/o.Tick)
 		for _, r := range tr.Runs {
-			if r.Steps != o.MaxSteps-o.Warmup {
-				t.Errorf("%s/%s: scored %d steps, want %d", tr.Trace, r.Policy, r.Steps, o.MaxSteps-o.Warmup)
+			if r.Ticks != scored {
+				t.Errorf("%s/%s: scored %d ticks, want %d", tr.Trace, r.Policy, r.Ticks, scored)
 			}
-			// Cost is R·ΣN: the mean replicas times R times the steps.
-			if want := o.Request * r.MeanReplicas * float64(r.Steps); math.Abs(r.Cost-want) > 1e-6*want {
-				t.Errorf("%s/%s: cost %v, want R·ΣN = %v", tr.Trace, r.Policy, r.Cost, want)
+			// Cost is R·∫N dt: mean replicas × R × scored hours.
+			if want := o.Request * r.MeanReplicas * r.Seconds / 3600; math.Abs(r.Cost-want) > 1e-6*want {
+				t.Errorf("%s/%s: cost %v, want R·∫N dt = %v", tr.Trace, r.Policy, r.Cost, want)
 			}
 			if r.Utilization <= 0 || r.Utilization > 1 {
 				t.Errorf("%s/%s: utilization %v out of (0,1]", tr.Trace, r.Policy, r.Utilization)
 			}
 			if r.Policy == "hpa" && r.CostRatio != 1 {
 				t.Errorf("hpa cost ratio %v, want 1", r.CostRatio)
+			}
+			if r.Policy == OraclePolicy && (r.GapClosed != 1 || r.FrontierRatio != tr.OracleFrontierRatio) {
+				t.Errorf("oracle: gap %v, frontier %v vs trace's %v", r.GapClosed, r.FrontierRatio, tr.OracleFrontierRatio)
+			}
+			if r.Policy == OraclePolicy && !math.IsNaN(r.GapAtOverload) && math.Abs(r.GapAtOverload-1) > 1e-12 {
+				t.Errorf("%s: the oracle's gap at its own overload is %v, want 1", tr.Trace, r.GapAtOverload)
+			}
+			if want := GapClosed(r.FrontierRatio, tr.OracleFrontierRatio); !(r.GapClosed == want || math.IsNaN(want)) {
+				t.Errorf("%s/%s: gap_closed %v, want %v", tr.Trace, r.Policy, r.GapClosed, want)
+			}
+			if want := float64(r.ScaleActions) / (r.Seconds / 86400); math.Abs(r.ActionsPerDay-want) > 1e-9 {
+				t.Errorf("%s/%s: actions/day %v, want %v", tr.Trace, r.Policy, r.ActionsPerDay, want)
 			}
 		}
 	}
@@ -105,29 +282,65 @@ func TestRunTracesReport(t *testing.T) {
 	var doc struct {
 		Parameters map[string]any `json:"parameters"`
 		Traces     []struct {
-			Runs []map[string]any `json:"runs"`
+			OracleFrontier *float64         `json:"oracle_frontier_ratio"`
+			Runs           []map[string]any `json:"runs"`
 		} `json:"traces"`
 	}
 	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatalf("json output does not parse: %v", err)
 	}
-	for _, k := range []string{"policy", "cost", "cost_ratio", "utilization", "overload_steps", "overload_fraction",
-		"unserved", "hot_steps", "scale_actions", "train_seconds", "decide_seconds", "frontier_ratio"} {
+	for _, k := range []string{"policy", "cost", "cost_ratio", "utilization", "overload_fraction", "gap_closed",
+		"unserved", "actions_per_day", "gap_at_overload", "under_share", "over_pods", "forecast_coverage", "train_seconds", "decide_seconds", "frontier_ratio", "ticks_per_second"} {
 		if _, ok := doc.Traces[0].Runs[0][k]; !ok {
 			t.Errorf("json run lacks %q", k)
 		}
 	}
+	if doc.Traces[0].OracleFrontier == nil {
+		t.Error("json trace lacks oracle_frontier_ratio")
+	}
 	if doc.Parameters["request"] != 5.0 {
 		t.Errorf("json parameters lack request=5: %v", doc.Parameters)
 	}
-	for _, f := range []string{"table", "markdown", "csv"} {
+	for _, f := range []string{"summary", "full", "markdown", "csv", "report"} {
 		buf.Reset()
-		if err := rep.Write(&buf, f); err != nil || !strings.Contains(buf.String(), "debi") {
+		if err := rep.Write(&buf, f); err != nil || !strings.Contains(buf.String(), "debi") || !strings.Contains(buf.String(), "oracle") {
 			t.Errorf("format %s: %v\n%s", f, err, buf.String())
+		}
+		if f == "markdown" || f == "csv" || f == "report" {
+			if !strings.Contains(buf.String(), "gap_closed") {
+				t.Errorf("format %s lacks gap_closed", f)
+			}
 		}
 	}
 	if err := rep.Write(&buf, "xml"); err == nil || !strings.Contains(err.Error(), "format") {
 		t.Errorf("unknown format: %v", err)
+	}
+}
+
+// TestScreenFits: the default screen fits 100 columns and leads with frontier and gap.
+func TestScreenFits(t *testing.T) {
+	o := quickOptions()
+	o.Policies = []string{"hpa", "apa", "evt-holtwinters-hpa", "debi"}
+	o.StartupSweep = []time.Duration{30 * time.Second}
+	rep, err := RunTraces(context.Background(), embedded(t), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := rep.Write(&buf, "summary"); err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(buf.String(), "\n") {
+		if n := len([]rune(line)); n > 100 {
+			t.Errorf("line %d is %d columns: %q", i+1, n, line)
+		}
+	}
+	out := buf.String()
+	if !strings.Contains(out, "frontier") || !strings.Contains(out, "gap") || !strings.Contains(out, "start-up 30s") {
+		t.Errorf("screen lacks frontier, gap or the start-up sweep:\n%s", out)
+	}
+	if len(rep.Startup) != 1 || rep.Startup[0].Delay != 30*time.Second || len(rep.Startup[0].Traces[0].Runs) != 5 {
+		t.Fatalf("start-up sweep: %+v", rep.Startup)
 	}
 }
 
@@ -165,7 +378,10 @@ func TestBadOptions(t *testing.T) {
 	}{
 		{"request", func(o *Options) { o.Request = math.NaN() }},
 		{"sla-utilization", func(o *Options) { o.SLAUtilization = 2 }},
-		{"lead-steps", func(o *Options) { o.LeadSteps = 0 }},
+		{"horizon", func(o *Options) { o.Horizon = -1 }},
+		{"startup-delay", func(o *Options) { o.StartupDelay = -time.Second }},
+		{"demand", func(o *Options) { o.Demand = "cubic" }},
+		{"tick", func(o *Options) { o.Tick = 0 }},
 		{"policies", func(o *Options) { o.Policies = []string{"magic"} }},
 		{"policies", func(o *Options) { o.Policies = []string{"nosuchmodel-hpa"} }},
 		{"evt.q", func(o *Options) { o.POT.Q = 0.3 }},
@@ -197,18 +413,20 @@ func TestTooShortTrace(t *testing.T) {
 	}
 }
 
-// TestStartupDelay checks the simulated cluster: pods added at step t are paid for from t+1 and
-// ready from t+1+delay; removal is immediate, not-yet-ready pods first.
+// TestStartupDelay checks the simulated cluster: a pod added at t serves from t + delay (paid
+// for from t); removal is immediate, not-yet-ready pods first.
 func TestStartupDelay(t *testing.T) {
-	c := newCluster(2, 1)
-	c.scale(0, 5)
-	if c.spec != 5 || c.ready(1) != 2 || c.ready(2) != 5 {
-		t.Fatalf("spec %d ready(1) %d ready(2) %d; want 5, 2, 5", c.spec, c.ready(1), c.ready(2))
+	c := newCluster(2, 2*time.Minute)
+	if !c.scale(0, 5) || c.scale(0, 5) {
+		t.Fatal("scale reports a change only when the size changes")
 	}
-	c.scale(2, 7)
-	c.scale(2, 4) // the two starting pods go first, then one ready pod
-	if c.ready(3) != 4 || c.ready(10) != 4 {
-		t.Fatalf("after scale-in ready %d, want 4", c.ready(10))
+	if c.spec != 5 || c.ready(time.Minute) != 2 || c.ready(2*time.Minute) != 5 {
+		t.Fatalf("spec %d ready(1m) %d ready(2m) %d; want 5, 2, 5", c.spec, c.ready(time.Minute), c.ready(2*time.Minute))
+	}
+	c.scale(2*time.Minute, 7)
+	c.scale(2*time.Minute, 4) // the two starting pods go first, then one ready pod
+	if c.ready(3*time.Minute) != 4 || c.ready(time.Hour) != 4 {
+		t.Fatalf("after scale-in ready %d, want 4", c.ready(time.Hour))
 	}
 }
 
@@ -220,8 +438,8 @@ func TestSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := rep.Summary()
-	if len(rows) != 6 || rows[0].Class != "periodic" || rows[0].Policy != "hpa" || rows[5].Class != "bursty" {
-		t.Fatalf("want periodic, smooth, bursty × hpa, apa in order, got %+v", rows)
+	if len(rows) != 9 || rows[0].Class != "periodic" || rows[0].Policy != "hpa" || rows[2].Policy != OraclePolicy || rows[8].Class != "bursty" {
+		t.Fatalf("want periodic, smooth, bursty × hpa, apa, oracle in order, got %+v", rows)
 	}
 	for _, r := range rows {
 		if r.Policy == "hpa" && (r.CostChange != 0 || r.UtilizationDelta != 0) {
@@ -232,9 +450,62 @@ func TestSummary(t *testing.T) {
 	if err := rep.Write(&buf, "report"); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| class | policy |", "### Per trace", "| trace | class | policy |"} {
+	for _, want := range []string{"| class | policy |", "### Per trace", "| trace | class | policy |", "oracle frontier ratio"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+}
+
+// TestBudgetCalibration: the budget policy's realized overload tracks the overload budget it is
+// given (METHOD §9: between 0.5× and 1.5× of it) on every embedded trace, at 0.5 %, 1 % and 2 %.
+func TestBudgetCalibration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short: nine full-trace runs")
+	}
+	for _, tr := range embedded(t) {
+		o := DefaultOptions()
+		o.MaxSteps = len(tr.Values)
+		w := world(t, tr, o)
+		for _, b := range []float64{0.005, 0.01, 0.02} {
+			o.Calibration.Budget = b
+			r, err := Simulate(context.Background(), w, "budget", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.OverloadFraction < 0.5*b || r.OverloadFraction > 1.5*b {
+				t.Errorf("%s, budget %v: realized overload %v", tr.Name, b, r.OverloadFraction)
+			}
+		}
+	}
+}
+
+// TestHistoryWarnings: a daily Holt-Winters on one-minute samples needs 2880 samples, more than
+// the 760 of the warm-up: the backtest says so before it runs, and the run's forecast coverage
+// shows what was missed.
+func TestHistoryWarnings(t *testing.T) {
+	one := trace.Trace{Name: "one-minute", StepMinutes: 1, Values: make([]float64, 3000)}
+	for i := range one.Values {
+		one.Values[i] = 10 + float64(i%100)
+	}
+	o := DefaultOptions()
+	o.Policies = []string{"hpa", "holtwinters-hpa", "naive-hpa"}
+	w := HistoryWarnings([]trace.Trace{one, embedded(t)[0]}, o)
+	if len(w) != 1 || !strings.Contains(w[0], "one-minute/holtwinters-hpa") || !strings.Contains(w[0], "2880") {
+		t.Fatalf("warnings %q: want one, for holtwinters on the one-minute trace", w)
+	}
+	o.Policies = []string{"holtwinters-hpa"}
+	o.SweepTargets = []float64{0.5}
+	rep, err := RunTraces(context.Background(), []trace.Trace{one}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Traces[0].Runs[0]
+	// Scored from sample 760, forecasting from sample 2880 + the horizon: about (3000−2883)/(3000−760).
+	if r.ModelHistory != 2880 || r.ForecastCoverage > 0.06 || r.ForecastCoverage < 0.04 {
+		t.Fatalf("model history %d, coverage %v; want 2880 and ≈ 5 %%", r.ModelHistory, r.ForecastCoverage)
+	}
+	if len(rep.Notes) == 0 || !strings.Contains(rep.Notes[0], "2880") {
+		t.Fatalf("report notes %q should say the model waited", rep.Notes)
 	}
 }

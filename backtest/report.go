@@ -9,24 +9,37 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
-// Formats of Write.
-var Formats = []string{"table", "markdown", "json", "csv", "summary", "report"}
+// Formats of Write: "summary" (the default screen: the per-class summary, 100 columns),
+// "full" (every figure of every run, wide), "markdown", "csv", "json", and "report" (the
+// Markdown of docs/results.md: per-class summary, start-up sweep, every trace).
+var Formats = []string{"summary", "full", "markdown", "csv", "json", "report"}
 
-var columns = []string{"trace", "class", "policy", "cost", "cost_ratio", "frontier_ratio", "utilization",
-	"overload_steps", "overload_fraction", "unserved", "hot_steps", "scale_actions", "mean_replicas",
-	"train_seconds", "decide_seconds"}
+var columns = []string{"trace", "class", "policy", "cost", "cost_ratio", "frontier_ratio", "gap_closed", "gap_at_overload", "utilization",
+	"overload", "unserved", "actions_per_day", "mean_replicas", "under_share", "under_pods", "over_share", "over_pods",
+	"forecast_coverage", "budget_headroom", "train_seconds", "decide_seconds", "ticks_per_second"}
+
+// TicksPerSecond is the policy's decision rate: scored ticks over the run's time.
+func (r Run) TicksPerSecond() float64 {
+	s := r.TrainSeconds + r.DecideSeconds
+	if s <= 0 {
+		return math.NaN()
+	}
+	return float64(r.Ticks) / s
+}
 
 func (r Run) row(tr TraceResult) []string {
 	fr := f3(r.FrontierRatio)
 	if r.FrontierClamped {
 		fr += "*"
 	}
-	return []string{tr.Trace, tr.Class, r.Policy, fmt.Sprintf("%.0f", r.Cost), f3(r.CostRatio), fr,
-		pct(r.Utilization), strconv.Itoa(r.OverloadSteps), pct(r.OverloadFraction), fmt.Sprintf("%.1f", r.Unserved),
-		strconv.Itoa(r.HotSteps), strconv.Itoa(r.ScaleActions), fmt.Sprintf("%.2f", r.MeanReplicas),
-		fmt.Sprintf("%.2f", r.TrainSeconds), fmt.Sprintf("%.3f", r.DecideSeconds)}
+	return []string{tr.Trace, tr.Class, r.Policy, fmt.Sprintf("%.0f", r.Cost), f3(r.CostRatio), fr, f3(r.GapClosed), f3(r.GapAtOverload),
+		pct(r.Utilization), pct2(r.OverloadFraction), fmt.Sprintf("%.2f", r.Unserved), fmt.Sprintf("%.1f", r.ActionsPerDay),
+		fmt.Sprintf("%.2f", r.MeanReplicas), pct(r.UnderShare), fmt.Sprintf("%.3f", r.UnderPods), pct(r.OverShare),
+		fmt.Sprintf("%.2f", r.OverPods), pctOrDash(r.ForecastCoverage), f3(r.BudgetHeadroom), fmt.Sprintf("%.2f", r.TrainSeconds),
+		fmt.Sprintf("%.3f", r.DecideSeconds), fmt.Sprintf("%.0f", r.TicksPerSecond())}
 }
 
 func f3(v float64) string {
@@ -38,6 +51,15 @@ func f3(v float64) string {
 
 func pct(v float64) string { return strconv.FormatFloat(100*v, 'f', 1, 64) + "%" }
 
+func pct2(v float64) string { return strconv.FormatFloat(100*v, 'f', 2, 64) + "%" }
+
+func pctOrDash(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return pct(v)
+}
+
 // Write prints the report in one of Formats.
 func (rep *Report) Write(w io.Writer, format string) error {
 	switch format {
@@ -47,15 +69,17 @@ func (rep *Report) Write(w io.Writer, format string) error {
 		return enc.Encode(rep.jsonView())
 	case "csv":
 		cw := csv.NewWriter(w)
-		if err := cw.Write(columns); err != nil {
+		if err := cw.Write(append([]string{"startup_delay"}, columns...)); err != nil {
 			return err
 		}
-		for _, tr := range rep.Traces {
-			for _, r := range tr.Runs {
-				row := r.row(tr)
-				row[5] = strings.TrimSuffix(row[5], "*")
-				if err := cw.Write(row); err != nil {
-					return err
+		for _, set := range rep.sets() {
+			for _, tr := range set.Traces {
+				for _, r := range tr.Runs {
+					row := r.row(tr)
+					row[5] = strings.TrimSuffix(row[5], "*")
+					if err := cw.Write(append([]string{set.Delay.String()}, row...)); err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -63,25 +87,14 @@ func (rep *Report) Write(w io.Writer, format string) error {
 		return cw.Error()
 	case "markdown":
 		fmt.Fprintf(w, "%s\n\n", rep.caption())
-		fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(columns, " | "), strings.Repeat("---|", len(columns)))
-		for _, tr := range rep.Traces {
-			for _, r := range tr.Runs {
-				fmt.Fprintf(w, "| %s |\n", strings.Join(r.row(tr), " | "))
-			}
-		}
+		rep.writeTraceMarkdown(w, rep.Traces)
 		fmt.Fprintf(w, "\n%s\n", footnote)
 		return nil
-	case "summary":
-		return rep.WriteSummary(w)
 	case "report":
-		// The per-class summary, then every trace's rows (docs/results.md).
-		if err := rep.WriteSummary(w); err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "\n### Per trace\n\n")
-		return rep.Write(w, "markdown")
-	case "table", "":
-		fmt.Fprintln(w, rep.caption())
+		rep.writeReport(w)
+		return nil
+	case "full":
+		fmt.Fprintln(w, wrap(rep.caption(), 100))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, strings.Join(columns, "\t")+"\t")
 		for _, tr := range rep.Traces {
@@ -92,24 +105,88 @@ func (rep *Report) Write(w io.Writer, format string) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintln(w, footnote)
+		fmt.Fprintln(w, wrap(footnote, 100))
+		rep.writeNotes(w)
 		return nil
+	case "summary", "table", "":
+		return rep.WriteScreen(w)
 	}
 	return fmt.Errorf("format: %q is not one of %s", format, strings.Join(Formats, ", "))
 }
 
-const footnote = "cost = R·ΣN (core-steps); cost_ratio is to hpa; frontier_ratio is to the HPA-target envelope at equal overload (* = outside the envelope, nearest end used); overload = D > u_sla·Nr·R."
+// sets returns the main run and every start-up sweep run, each with its delay.
+func (rep *Report) sets() []StartupResult {
+	out := []StartupResult{{Delay: rep.Options.StartupDelay, Traces: rep.Traces}}
+	return append(out, rep.Startup...)
+}
+
+func (rep *Report) writeTraceMarkdown(w io.Writer, traces []TraceResult) {
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(columns, " | "), strings.Repeat("---|", len(columns)))
+	for _, tr := range traces {
+		for _, r := range tr.Runs {
+			fmt.Fprintf(w, "| %s |\n", strings.Join(r.row(tr), " | "))
+		}
+	}
+}
+
+func (rep *Report) writeNotes(w io.Writer) {
+	for _, n := range rep.Notes {
+		fmt.Fprintln(w, wrap("note: "+n, 100))
+	}
+}
+
+const footnote = "cost = R·∫N dt (core-hours); cost_ratio is to hpa; frontier_ratio is cost over the " +
+	"HPA-target envelope's at equal overload (* = outside the envelope, nearest end used); gap_closed = " +
+	"(1 − frontier_ratio)/(1 − oracle's); gap_at_overload = (E − cost)/(E − oracle's cost) with E the " +
+	"envelope's cost at the policy's own overload; overload = share of time with D > u_sla·Nr·R; under/over = " +
+	"SPEC RG provisioning against the oracle's need ceil(D/(u_sla·R)): share of time and mean pods; " +
+	"budget_headroom = the budget policy's mean calibrated headroom over its forecast, in pods."
 
 func (rep *Report) caption() string {
 	o := rep.Options
-	scale := fmt.Sprintf("demand scaled so each trace's p99 = %.0f%% of max_replicas·R", 100*o.PeakUtilization)
+	scale := fmt.Sprintf("demand scaled so the p99 of each trace's warm-up = %.0f%% of max_replicas·R", 100*o.PeakUtilization)
 	if o.Scale > 0 {
 		scale = fmt.Sprintf("demand = trace × %g", o.Scale)
 	}
-	return fmt.Sprintf("debi backtest: R=%g cores, replicas %d–%d, HPA target %g, tolerance %g, bounds %g–%g, rounding %s, "+
-		"start-up delay %d step(s), warm-up %d, u_sla %g, lead %d, history %d, retrain every %d, EVT τ=%g q=%g (%s); %s.",
-		o.Request, o.Params.MinReplicas, o.Params.MaxReplicas, o.Params.Target, o.Params.Tolerance, o.Params.Lower, o.Params.Upper,
-		o.Params.Rounding, o.StartupDelay, o.Warmup, o.SLAUtilization, o.LeadSteps, o.History, o.Retrain, o.POT.Tau, o.POT.Q, o.POT.Method, scale)
+	horizon := "h = ceil((decision + start-up delay)/period) + 1"
+	if o.Horizon > 0 {
+		horizon = fmt.Sprintf("h = %d samples", o.Horizon)
+	}
+	return fmt.Sprintf("debi backtest: sync every %s, observation = mean demand over %s (%s between samples), "+
+		"start-up delay %s, decision delay %s; R=%g cores, replicas %d–%d, HPA target %g (%s), tolerance %g, "+
+		"debi bounds %g–%g (%s), window %s; u_sla %g; warm-up %d samples; forecast %s, W2 = largest forecast over it; "+
+		"history %d samples, retrain every %s, season %s; EVT τ=%g q=%g (%s); %s.",
+		durationText(o.Tick), durationText(o.MetricWindow), o.Demand, durationText(o.StartupDelay), durationText(o.DecisionDelay), o.Request, o.Params.MinReplicas, o.Params.MaxReplicas,
+		o.Params.Target, behaviorText(o), o.Params.Tolerance, o.Params.Lower, o.Params.Upper, o.Params.Rounding, durationText(o.Params.Window),
+		o.SLAUtilization, o.Warmup, horizon, o.History, durationText(o.Retrain), durationText(o.Season), o.POT.Tau, o.POT.Q, o.POT.Method, scale)
+}
+
+func behaviorText(o Options) string {
+	if o.Params.HPABehavior == "none" {
+		return "no behavior field, as kubectl autoscale creates: scale-up ≤ max(2·N, 4) per sync, " + o.Params.ScaleDownStabilization.String() + " scale-down stabilisation"
+	}
+	return "behavior = the API defaults"
+}
+
+// wrap breaks s into lines of at most width columns at spaces.
+func wrap(s string, width int) string {
+	var b strings.Builder
+	line := 0
+	for i, word := range strings.Fields(s) {
+		n := len([]rune(word))
+		if i > 0 {
+			if line+1+n > width {
+				b.WriteString("\n")
+				line = 0
+			} else {
+				b.WriteString(" ")
+				line++
+			}
+		}
+		b.WriteString(word)
+		line += n
+	}
+	return b.String()
 }
 
 // jsonView replaces NaN and infinities (which JSON cannot carry) by null.
@@ -119,26 +196,41 @@ func (rep *Report) jsonView() any {
 	}{rep.Options})
 	var params map[string]any
 	_ = json.Unmarshal(b, &params)
-	traces := make([]map[string]any, 0, len(rep.Traces))
-	for _, tr := range rep.Traces {
-		runs := make([]map[string]any, 0, len(tr.Runs))
-		for _, r := range tr.Runs {
-			runs = append(runs, map[string]any{
-				"policy": r.Policy, "cost": num(r.Cost), "cost_ratio": num(r.CostRatio),
-				"frontier_ratio": num(r.FrontierRatio), "frontier_clamped": r.FrontierClamped,
-				"utilization": num(r.Utilization), "overload_steps": r.OverloadSteps,
-				"overload_fraction": num(r.OverloadFraction), "unserved": num(r.Unserved),
-				"hot_steps": r.HotSteps, "scale_actions": r.ScaleActions, "mean_replicas": num(r.MeanReplicas),
-				"train_seconds": num(r.TrainSeconds), "decide_seconds": num(r.DecideSeconds),
-				"trainings": r.Trainings, "train_stops": r.TrainStops, "steps": r.Steps,
+	view := func(trs []TraceResult) []map[string]any {
+		traces := make([]map[string]any, 0, len(trs))
+		for _, tr := range trs {
+			runs := make([]map[string]any, 0, len(tr.Runs))
+			for _, r := range tr.Runs {
+				runs = append(runs, map[string]any{
+					"policy": r.Policy, "cost": num(r.Cost), "cost_ratio": num(r.CostRatio),
+					"frontier_ratio": num(r.FrontierRatio), "frontier_clamped": r.FrontierClamped, "gap_closed": num(r.GapClosed), "gap_at_overload": num(r.GapAtOverload),
+					"utilization": num(r.Utilization), "overload_fraction": num(r.OverloadFraction), "unserved": num(r.Unserved),
+					"scale_actions": r.ScaleActions, "actions_per_day": num(r.ActionsPerDay), "mean_replicas": num(r.MeanReplicas),
+					"under_share": num(r.UnderShare), "under_pods": num(r.UnderPods), "over_share": num(r.OverShare), "over_pods": num(r.OverPods),
+					"forecast_coverage": num(r.ForecastCoverage), "model_history": r.ModelHistory,
+					"budget_headroom": num(r.BudgetHeadroom), "budget_level": num(r.BudgetLevel),
+					"train_seconds": num(r.TrainSeconds), "decide_seconds": num(r.DecideSeconds), "ticks_per_second": num(r.TicksPerSecond()),
+					"trainings": r.Trainings, "train_stops": r.TrainStops, "ticks": r.Ticks, "seconds": r.Seconds,
+				})
+			}
+			traces = append(traces, map[string]any{
+				"trace": tr.Trace, "class": tr.Class, "samples": tr.Samples, "sample_period": tr.SamplePeriod.String(),
+				"scale": num(tr.Scale), "ticks": tr.Ticks, "warmup_time": tr.WarmupTime.String(),
+				"oracle_frontier_ratio": num(tr.OracleFrontierRatio), "unavoidable_overload": num(tr.Unavoidable),
+				"runs": runs, "frontier": tr.Frontier, "sweep_error": tr.SweepFailed,
 			})
 		}
-		traces = append(traces, map[string]any{
-			"trace": tr.Trace, "class": tr.Class, "steps": tr.Steps, "scale": num(tr.Scale),
-			"runs": runs, "frontier": tr.Frontier, "sweep_error": tr.SweepFailed,
-		})
+		return traces
 	}
-	return map[string]any{"parameters": params["parameters"], "traces": traces}
+	out := map[string]any{"parameters": params["parameters"], "traces": view(rep.Traces), "notes": rep.Notes}
+	var sweep []map[string]any
+	for _, s := range rep.Startup {
+		sweep = append(sweep, map[string]any{"startup_delay": s.Delay.String(), "traces": view(s.Traces)})
+	}
+	if sweep != nil {
+		out["startup_sweep"] = sweep
+	}
+	return out
 }
 
 func num(v float64) any {
@@ -146,4 +238,17 @@ func num(v float64) any {
 		return nil
 	}
 	return v
+}
+
+// durationText prints whole hours and minutes without trailing zeros (2m, not 2m0s).
+func durationText(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0s"
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.String()
 }

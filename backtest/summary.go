@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
+	"text/tabwriter"
+	"time"
 )
 
 // PaperClaims are the DEBI-HPA paper's headline figures, DEBI against HPA per load class: cost
@@ -16,26 +19,32 @@ var PaperClaims = map[string]struct{ Cost, Utilization float64 }{
 	"bursty":   {-36, 18.6},
 }
 
-// ClassRow is one policy's mean figures over the traces of one class.
+// ClassRow is one policy's figures over the traces of one class: medians of the ratios, means
+// of the rest.
 type ClassRow struct {
-	Class, Policy    string
-	Traces           int
-	CostChange       float64 // mean of (cost_ratio − 1), percent
-	UtilizationDelta float64 // mean of (utilization − hpa utilization), percentage points
-	Overload         float64 // mean overload fraction, percent
-	FrontierRatio    float64 // mean frontier ratio
-	ScaleActions     float64 // mean scale actions per 1,000 scored steps
+	Class, Policy string
+	Traces        int
+	FrontierRatio float64 // median frontier ratio
+	GapClosed     float64 // median gap closed
+	GapAtOverload float64 // median gap at the policy's own overload
+	Overload      float64 // mean overload time, percent
+	CostChange    float64 // mean of (cost_ratio − 1), percent
+	// UtilizationDelta is the mean of (utilization − hpa utilization), percentage points.
+	UtilizationDelta float64
+	ActionsPerDay    float64 // mean scaling actions per day
 }
 
-// Summary averages every policy's figures per trace class (traces of unknown class are
+// Summary summarises every policy's figures per trace class (traces of unknown class are
 // grouped as "other").
-func (rep *Report) Summary() []ClassRow {
+func (rep *Report) Summary() []ClassRow { return summarize(rep.Traces, rep.Options.Policies) }
+
+func summarize(traces []TraceResult, policies []string) []ClassRow {
 	type acc struct {
-		n                             int
-		cost, util, over, front, acts float64
+		front, gap, gapx          []float64
+		over, cost, util, actions float64
 	}
 	sums := map[[2]string]*acc{}
-	for _, tr := range rep.Traces {
+	for _, tr := range traces {
 		class := tr.Class
 		if class == "" {
 			class = "other"
@@ -53,24 +62,29 @@ func (rep *Report) Summary() []ClassRow {
 				a = &acc{}
 				sums[k] = a
 			}
-			a.n++
+			a.front = append(a.front, r.FrontierRatio)
+			a.gap = append(a.gap, r.GapClosed)
+			a.gapx = append(a.gapx, r.GapAtOverload)
+			a.over += 100 * r.OverloadFraction
 			a.cost += 100 * (r.CostRatio - 1)
 			a.util += 100 * (r.Utilization - hpaUtil)
-			a.over += 100 * r.OverloadFraction
-			a.front += r.FrontierRatio
-			a.acts += 1000 * float64(r.ScaleActions) / float64(max(r.Steps, 1))
+			a.actions += r.ActionsPerDay
 		}
 	}
 	order := map[string]int{}
-	for i, p := range rep.Options.Policies {
-		order[p] = i
+	for i, p := range policies {
+		order[strings.ToLower(p)] = i
+	}
+	if _, ok := order[OraclePolicy]; !ok {
+		order[OraclePolicy] = len(policies)
 	}
 	classOrder := map[string]int{"periodic": 0, "smooth": 1, "bursty": 2}
 	var rows []ClassRow
 	for k, a := range sums {
-		n := float64(a.n)
-		rows = append(rows, ClassRow{Class: k[0], Policy: k[1], Traces: a.n, CostChange: a.cost / n,
-			UtilizationDelta: a.util / n, Overload: a.over / n, FrontierRatio: a.front / n, ScaleActions: a.acts / n})
+		n := float64(len(a.front))
+		rows = append(rows, ClassRow{Class: k[0], Policy: k[1], Traces: len(a.front), FrontierRatio: median(a.front),
+			GapClosed: median(a.gap), GapAtOverload: median(a.gapx), Overload: a.over / n, CostChange: a.cost / n, UtilizationDelta: a.util / n,
+			ActionsPerDay: a.actions / n})
 	}
 	sort.Slice(rows, func(i, j int) bool {
 		ci, cj := classRank(classOrder, rows[i].Class), classRank(classOrder, rows[j].Class)
@@ -82,6 +96,19 @@ func (rep *Report) Summary() []ClassRow {
 	return rows
 }
 
+// median of the finite values (NaN when none).
+func median(v []float64) float64 {
+	s := slices.DeleteFunc(slices.Clone(v), func(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) })
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
 func classRank(m map[string]int, c string) int {
 	if r, ok := m[c]; ok {
 		return r
@@ -89,19 +116,101 @@ func classRank(m map[string]int, c string) int {
 	return len(m)
 }
 
-// WriteSummary prints the per-class table in Markdown with the paper's claims beside the debi
-// rows.
-func (rep *Report) WriteSummary(w io.Writer) error {
-	fmt.Fprintf(w, "%s\n\n", rep.caption())
-	fmt.Fprintln(w, "| class | policy | traces | cost vs hpa | utilization vs hpa | overload | frontier ratio | scale actions /1k steps | paper (DEBI vs HPA) |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---|")
-	for _, r := range rep.Summary() {
-		paper := ""
-		if c, ok := PaperClaims[r.Class]; ok && strings.HasSuffix(r.Policy, "debi") {
-			paper = fmt.Sprintf("cost %+.0f %%, utilization %+.1f pp", c.Cost, c.Utilization)
+// WriteScreen prints the default screen, at most 100 columns wide: the parameters, the
+// per-class summary with frontier_ratio and gap_closed first, the oracle's limit per trace, the
+// start-up sweep and the notes.
+func (rep *Report) WriteScreen(w io.Writer) error {
+	fmt.Fprintln(w, wrap(rep.caption(), 100))
+	fmt.Fprintln(w)
+	rep.writeClassTable(w, rep.Traces, rep.Options.StartupDelay)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "trace\tclass\tsamples\toracle\t>N_max\tenvelope targets")
+	for _, tr := range rep.Traces {
+		name := tr.Trace
+		if len(name) > 32 {
+			name = name[:32]
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %+.1f %% | %+.1f pp | %.1f %% | %s | %.1f | %s |\n",
-			r.Class, r.Policy, r.Traces, r.CostChange, r.UtilizationDelta, r.Overload, f3(r.FrontierRatio), r.ScaleActions, paper)
+		fmt.Fprintf(tw, "%s\t%s\t%d×%v\t%s\t%s\t%s\n", name, tr.Class, tr.Samples, durationText(tr.SamplePeriod),
+			f3(tr.OracleFrontierRatio), pct2(tr.Unavoidable), envelopeText(tr.Frontier))
 	}
+	tw.Flush()
+	for _, s := range rep.Startup {
+		fmt.Fprintln(w)
+		rep.writeClassTable(w, s.Traces, s.Delay)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, wrap("frontier = cost ÷ the cheapest fixed HPA target at the same overload (< 1 beats every one); "+
+		"gap = share of the oracle's saving captured; gap@x = the same against the envelope at the policy's own overload x; overload = share of time above u_sla; oracle = the "+
+		"oracle's frontier ratio; >N_max = time with demand above u_sla·N_max·R, overload no policy avoids; "+
+		"--format full gives every figure of every trace.", 100))
+	rep.writeNotes(w)
 	return nil
+}
+
+// envelopeText lists the sweep's targets on the envelope, compactly.
+func envelopeText(pts []FrontierPoint) string {
+	var on []string
+	for _, p := range pts {
+		if p.OnEnvelope {
+			on = append(on, fmt.Sprintf("%g", p.Target))
+		}
+	}
+	switch {
+	case len(on) == 0:
+		return "-"
+	case len(on) <= 4:
+		return strings.Join(on, " ")
+	}
+	return fmt.Sprintf("%d of %d, %s … %s", len(on), len(pts), on[0], on[len(on)-1])
+}
+
+func (rep *Report) writeClassTable(w io.Writer, traces []TraceResult, startup time.Duration) {
+	fmt.Fprintf(w, "Per class at start-up %v (frontier and gap: median over the class's traces)\n", durationText(startup))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "class\tpolicy\ttraces\tfrontier\tgap\tgap@x\toverload\tcost/hpa\tactions/day\t\n")
+	for _, r := range summarize(traces, rep.Options.Policies) {
+		pol := r.Policy
+		if len(pol) > 24 {
+			pol = pol[:24]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%.2f%%\t%+.1f%%\t%.1f\t\n", r.Class, pol, r.Traces, f3(r.FrontierRatio),
+			f3(r.GapClosed), f3(r.GapAtOverload), r.Overload, r.CostChange, r.ActionsPerDay)
+	}
+	tw.Flush()
+}
+
+// writeReport is the Markdown of docs/results.md.
+func (rep *Report) writeReport(w io.Writer) {
+	fmt.Fprintf(w, "%s\n\n", rep.caption())
+	for _, s := range rep.sets() {
+		fmt.Fprintf(w, "### Per class, start-up %v\n\n", durationText(s.Delay))
+		fmt.Fprintln(w, "| class | policy | traces | frontier ratio (median) | gap closed (median) | gap at own overload (median) | overload | cost vs hpa | utilization vs hpa | actions/day | paper (DEBI vs HPA) |")
+		fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+		for _, r := range summarize(s.Traces, rep.Options.Policies) {
+			paper := ""
+			if c, ok := PaperClaims[r.Class]; ok && strings.HasSuffix(r.Policy, "debi") {
+				paper = fmt.Sprintf("cost %+.0f %%, utilization %+.1f pp", c.Cost, c.Utilization)
+			}
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %.2f %% | %+.1f %% | %+.1f pp | %.1f | %s |\n",
+				r.Class, r.Policy, r.Traces, f3(r.FrontierRatio), f3(r.GapClosed), f3(r.GapAtOverload), r.Overload, r.CostChange, r.UtilizationDelta, r.ActionsPerDay, paper)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "### Per trace, start-up %v\n\n", durationText(rep.Options.StartupDelay))
+	fmt.Fprintln(w, "| trace | class | samples | oracle frontier ratio | overload no policy avoids (demand above N_max) | envelope targets |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---|")
+	for _, tr := range rep.Traces {
+		fmt.Fprintf(w, "| %s | %s | %d × %v | %s | %s | %s |\n", tr.Trace, tr.Class, tr.Samples, durationText(tr.SamplePeriod),
+			f3(tr.OracleFrontierRatio), pct2(tr.Unavoidable), envelopeText(tr.Frontier))
+	}
+	fmt.Fprintln(w)
+	rep.writeTraceMarkdown(w, rep.Traces)
+	fmt.Fprintf(w, "\n%s\n", footnote)
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "\n- %s", n)
+	}
+	if len(rep.Notes) > 0 {
+		fmt.Fprintln(w)
+	}
 }

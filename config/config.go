@@ -13,6 +13,7 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -24,6 +25,18 @@ import (
 	"github.com/debi-scaler/debi/forecast"
 	"github.com/debi-scaler/debi/policy"
 	"github.com/debi-scaler/debi/scaling"
+)
+
+// Defaults of a policy's time settings.
+const (
+	// DefaultHistoryStep is the default history step (rounded up to a multiple of
+	// global.interval).
+	DefaultHistoryStep = 5 * time.Minute
+	// DefaultLeadTime is the default actuation delay, METHOD §7's pod start-up default; set
+	// lead_time to the decision delay plus the pods' start-up time.
+	DefaultLeadTime = 2 * time.Minute
+	// DefaultSeason is the default seasonal period of the seasonal models: one day.
+	DefaultSeason = 24 * time.Hour
 )
 
 // Config is the whole file.
@@ -42,7 +55,9 @@ type Global struct {
 	// PrometheusURL is the Prometheus HTTP API the exporter queries (and the webhook reads fresh
 	// inputs from).
 	PrometheusURL string `yaml:"prometheus_url"`
-	// Interval is the control step: the exporter's loop period and one history point per step.
+	// Interval is the decision period: the exporter's loop period, at which every policy reads its
+	// inputs and decides (the controllers' sync period of the backtest). The model history of a
+	// policy advances more slowly, once per its history_step.
 	Interval time.Duration `yaml:"interval"`
 	// QueryTimeout bounds each PromQL query.
 	QueryTimeout time.Duration `yaml:"query_timeout"`
@@ -76,31 +91,69 @@ type Queries struct {
 type Policy struct {
 	Name   string `yaml:"name"`
 	Target Target `yaml:"target"`
-	// Algorithm is the policy name: hpa, apa, debi, <model>-debi, <model>-hpa, evt-<model>-hpa.
+	// Algorithm is the policy name: hpa, apa, debi, <model>-debi, <model>-hpa, evt-<model>-hpa,
+	// budget or <model>-budget (the overload-budget policy, METHOD §9: its decision side is
+	// scaling.budget, its quantile and calibration the policy's budget section).
 	Algorithm string `yaml:"algorithm"`
-	// Model is the forecaster of the debi algorithm (default holtwinters).
+	// Model is the forecaster of the debi and budget algorithms (default holtwinters);
+	// algorithm: budget with model: naive is naive-budget.
 	Model   string  `yaml:"model"`
 	Queries Queries `yaml:"queries"`
 	// Request is a fixed CPU request per pod in cores, used when queries.request is empty.
 	Request float64 `yaml:"request"`
-	// LeadTime is how far ahead the forecast looks (pod start-up time); rounded up to steps.
+	// HistoryStep is the sample period of the model history: the history, the forecast and the
+	// EVT fit advance once per history step, while the policy decides every global.interval
+	// (between history steps the latest forecast stands). A positive multiple of
+	// global.interval; the start-up history is loaded with query_range at this step.
+	// Default 5m, rounded up to a multiple of global.interval.
+	HistoryStep time.Duration `yaml:"history_step"`
+	// LeadTime is the actuation delay the forecast must cover: the decision delay (scrape, rule
+	// evaluation, Alertmanager's group_wait, the webhook) plus the pod start-up time. The
+	// forecast horizon is h = ceil(lead_time / history_step) + 1 history steps, and W2 is the
+	// largest forecast over the next h history steps (METHOD §2). Default 2m.
 	LeadTime time.Duration `yaml:"lead_time"`
-	// History is the number of steps the models and the EVT fit see.
+	// History is the number of history steps (of history_step each) the models and the EVT fit
+	// see, and the number of points loaded at start-up.
 	History int `yaml:"history"`
-	// Retrain is the number of steps between model training runs.
-	Retrain  int                   `yaml:"retrain"`
-	Scaling  scaling.Params        `yaml:"scaling"`
-	Metrics  scaling.MetricsPolicy `yaml:"metrics"`
-	Forecast forecast.Config       `yaml:"forecast"`
-	EVT      forecast.POTConfig    `yaml:"evt"`
+	// Retrain is the number of history steps between model training runs.
+	Retrain int `yaml:"retrain"`
+	// Season is the seasonal period of the seasonal models (holtwinters, seasonal-naive) as a
+	// duration, converted to history steps; forecast.season, in history steps, overrides it.
+	// Default 24h.
+	Season time.Duration `yaml:"season"`
+	// ObservationWindow is the window the demand query averages over (the rate window of
+	// queries.demand: 1m for the shipped recording rule). The budget policy extrapolates the
+	// observation by half of it to the demand now, as the backtest does. Default 1m.
+	ObservationWindow time.Duration         `yaml:"observation_window"`
+	Scaling           scaling.Params        `yaml:"scaling"`
+	Metrics           scaling.MetricsPolicy `yaml:"metrics"`
+	Forecast          forecast.Config       `yaml:"forecast"`
+	EVT               forecast.POTConfig    `yaml:"evt"`
+	// Budget is the model side of a budget policy (METHOD §9): the overload budget b, and how
+	// the forecast's own recent errors turn it into the calibrated upper quantile the policy
+	// sizes for. The decision side (u_sla, hold, min_saving) is scaling.budget.
+	// Read by budget and <model>-budget policies only; validated for every policy.
+	Budget forecast.CalibratorConfig `yaml:"budget"`
+}
+
+// givenKeys are the keys a policy's scaling.budget and budget sections set in the file, so that
+// a zero that means something (hold: 0s, min_saving: 0, calibration_gain: 0) is kept and only
+// what the file leaves out takes its default.
+type givenKeys struct {
+	Scaling struct {
+		Budget map[string]any `yaml:"budget"`
+	} `yaml:"scaling"`
+	Budget map[string]any `yaml:"budget"`
 }
 
 // ExporterConfig is the exporter's own section.
 type ExporterConfig struct {
 	// HistoryLookback is how far back the exporter loads history with query_range at start-up
-	// (default: history × interval of each policy, capped by this value when set).
+	// (default: history × history_step of each policy, capped by this value when set).
 	HistoryLookback time.Duration `yaml:"history_lookback"`
-	// MAEWindow is the number of steps of the rolling forecast-error figure.
+	// MAEWindow is the number of history steps of the rolling forecast-error figure: one
+	// absolute error per history step, the forecast of the demand h history steps ahead
+	// against the demand observed then.
 	MAEWindow int `yaml:"mae_window"`
 	// QueryOffset delays each step's queries behind its evaluation time, as Prometheus's
 	// rule_query_offset does: the step for time t runs at t+offset and queries at t, so samples
@@ -164,7 +217,15 @@ func Load(b []byte) (*Config, error) {
 		}
 		return nil, withYAMLPaths(b, err)
 	}
-	if err := c.setDefaultsAndValidate(); err != nil {
+	// The same document again, for the keys only (anchors and merge keys resolved by the
+	// decoder): the strict decode above has already rejected anything malformed.
+	var keys struct {
+		Policies []givenKeys `yaml:"policies"`
+	}
+	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&keys); err != nil {
+		return nil, withYAMLPaths(b, err)
+	}
+	if err := c.setDefaultsAndValidate(keys.Policies); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -216,8 +277,9 @@ func withYAMLPaths(b []byte, err error) error {
 	return errors.New(msg)
 }
 
-// setDefaultsAndValidate is the one place where defaults are filled and fields checked.
-func (c *Config) setDefaultsAndValidate() error {
+// setDefaultsAndValidate is the one place where defaults are filled and fields checked; given
+// holds the budget keys each policy sets.
+func (c *Config) setDefaultsAndValidate(given []givenKeys) error {
 	if c.Global.Interval == 0 {
 		c.Global.Interval = 15 * time.Second
 	}
@@ -261,7 +323,11 @@ func (c *Config) setDefaultsAndValidate() error {
 	for i := range c.Policies {
 		p := &c.Policies[i]
 		path := fmt.Sprintf("policies[%d]", i)
-		if err := c.policyDefaults(p, path); err != nil {
+		var keys givenKeys
+		if i < len(given) {
+			keys = given[i]
+		}
+		if err := c.policyDefaults(p, path, keys); err != nil {
 			return err
 		}
 		if j, dup := seen[p.Name]; dup {
@@ -276,7 +342,7 @@ func (c *Config) setDefaultsAndValidate() error {
 	return c.Webhook.setDefaultsAndValidate(c)
 }
 
-func (c *Config) policyDefaults(p *Policy, path string) error {
+func (c *Config) policyDefaults(p *Policy, path string, given givenKeys) error {
 	if strings.TrimSpace(p.Name) == "" {
 		return errorf(path+".name", "required")
 	}
@@ -295,6 +361,11 @@ func (c *Config) policyDefaults(p *Policy, path string) error {
 	if p.Algorithm == "" {
 		p.Algorithm = "debi"
 	}
+	if strings.EqualFold(strings.TrimSpace(p.Algorithm), "budget") && strings.TrimSpace(p.Model) != "" {
+		// As debi takes its model from model:, so does budget (policy.Parse names budget's
+		// model only in the algorithm's name).
+		p.Algorithm = strings.TrimSpace(p.Model) + "-budget"
+	}
 	spec, err := policy.Parse(p.Algorithm, p.Model)
 	if err != nil {
 		return &FieldError{Path: path + ".algorithm", Err: err}
@@ -310,8 +381,14 @@ func (c *Config) policyDefaults(p *Policy, path string) error {
 	// Defaults: zero values are filled from the paper's and Kubernetes' defaults field by field,
 	// so a policy names only what it changes.
 	fillParams(&p.Scaling, scaling.DefaultParams())
+	fillUnset(&p.Scaling.Budget, scaling.DefaultBudgetParams(), given.Scaling.Budget)
 	if err := p.Scaling.Validate(); err != nil {
+		// BudgetParams name their fields budget.u_sla …: the path is scaling.budget.u_sla.
 		return subfieldError(path+".scaling", err)
+	}
+	fillUnset(&p.Budget, forecast.DefaultCalibratorConfig(), given.Budget)
+	if err := p.Budget.Validate(); err != nil {
+		return subfieldError(path+".budget", err)
 	}
 	// An invalid metrics policy falls back to its defaults with a warning (the Elastic Scaler's
 	// rule: a bad setting never stops the scaler).
@@ -352,8 +429,34 @@ func (c *Config) policyDefaults(p *Policy, path string) error {
 	if p.Retrain < 0 {
 		return errorf(path+".retrain", "must not be negative, got %d", p.Retrain)
 	}
+	iv := c.Global.Interval
+	if p.HistoryStep == 0 {
+		// 5m, rounded up to whole intervals.
+		p.HistoryStep = (DefaultHistoryStep + iv - 1) / iv * iv
+	}
+	if p.HistoryStep < iv || p.HistoryStep%iv != 0 {
+		return errorf(path+".history_step", "must be a positive multiple of global.interval (%v), got %v", iv, p.HistoryStep)
+	}
+	if p.LeadTime == 0 {
+		p.LeadTime = DefaultLeadTime
+	}
 	if p.LeadTime < 0 {
 		return errorf(path+".lead_time", "must not be negative, got %v", p.LeadTime)
+	}
+	if p.Season == 0 {
+		p.Season = DefaultSeason
+	}
+	if p.ObservationWindow == 0 {
+		p.ObservationWindow = time.Minute
+	}
+	if p.ObservationWindow < 0 {
+		return errorf(path+".observation_window", "must not be negative, got %v", p.ObservationWindow)
+	}
+	if p.Season < 0 {
+		return errorf(path+".season", "must not be negative, got %v", p.Season)
+	}
+	if p.Forecast.Season < 0 {
+		return errorf(path+".forecast.season", "must not be negative, got %d", p.Forecast.Season)
 	}
 	if p.Request < 0 || math.IsNaN(p.Request) || math.IsInf(p.Request, 0) {
 		return errorf(path+".request", "must be a positive number of cores, got %v", p.Request)
@@ -471,6 +574,28 @@ func fillParams(p *scaling.Params, def scaling.Params) {
 	if p.MaxScaleDownRate == 0 {
 		p.MaxScaleDownRate = def.MaxScaleDownRate
 	}
+	if p.HPABehavior == "" {
+		p.HPABehavior = def.HPABehavior
+	}
+}
+
+// fillUnset copies from def every field of *p that the file leaves out: a field whose YAML key
+// is not among the keys set and whose value is zero. Unlike fillParams it goes by the keys, not
+// by zero values alone, so that hold: 0s, min_saving: 0 or calibration_gain: 0 stay settings
+// and an explicit invalid zero (u_sla: 0) is reported rather than hidden. It walks the fields
+// by reflection, so a field added to the struct takes its default without a change here.
+func fillUnset[T any](p *T, def T, set map[string]any) {
+	v, d := reflect.ValueOf(p).Elem(), reflect.ValueOf(def)
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if !f.IsExported() || key == "" || key == "-" {
+			continue
+		}
+		if _, given := set[key]; !given && v.Field(i).IsZero() {
+			v.Field(i).Set(d.Field(i))
+		}
+	}
 }
 
 // PolicyByName returns the policy of that name.
@@ -483,19 +608,20 @@ func (c *Config) PolicyByName(name string) (*Policy, bool) {
 	return nil, false
 }
 
-// RunnerConfig turns a policy into the policy.Runner configuration at the given step.
-func (p *Policy) RunnerConfig(step time.Duration) (policy.Config, error) {
+// RunnerConfig turns a loaded policy into the policy.Runner configuration: the runner's step is
+// the history step, its horizon policy.Horizon(lead_time, history_step), and the runner may be
+// stepped at every global.interval.
+func (p *Policy) RunnerConfig() (policy.Config, error) {
 	spec, err := policy.Parse(p.Algorithm, p.Model)
 	if err != nil {
 		return policy.Config{}, err
 	}
-	lead := 1
-	if p.LeadTime > 0 {
-		lead = int((p.LeadTime + step - 1) / step)
-	}
 	rc := policy.DefaultConfig(spec)
-	rc.Params, rc.Metrics, rc.Request, rc.Step = p.Scaling, p.Metrics, p.Request, step
-	rc.LeadSteps, rc.History, rc.Retrain, rc.Model, rc.POT = lead, p.History, p.Retrain, p.Forecast, p.EVT
+	rc.Params, rc.Metrics, rc.Request, rc.Step = p.Scaling, p.Metrics, p.Request, p.HistoryStep
+	rc.LeadSteps, rc.History, rc.Retrain = policy.Horizon(p.LeadTime, p.HistoryStep), p.History, p.Retrain
+	rc.Season, rc.Model, rc.POT, rc.Calibration = p.Season, p.Forecast, p.EVT, p.Budget
+	// The budget policy sizes for the actuation delay itself, not for whole history steps.
+	rc.LeadTime, rc.ObservationWindow = p.LeadTime, p.ObservationWindow
 	if rc.Request == 0 {
 		rc.Request = 1 // replaced by queries.request at every step
 	}

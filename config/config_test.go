@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/debi-scaler/debi/forecast"
 	"github.com/debi-scaler/debi/policy"
+	"github.com/debi-scaler/debi/scaling"
 )
 
 // TestBadFixtures loads every testdata/bad-*.yml; each starts with "# error: PATH" and must
@@ -73,12 +75,23 @@ func TestMinimalPolicyDefaults(t *testing.T) {
 	if c.Global.Interval.Seconds() != 15 || c.Exporter.Concurrency != 8 || c.Exporter.MAEWindow != 60 || p.History != 760 {
 		t.Errorf("defaults: interval %v concurrency %d mae %d history %d", c.Global.Interval, c.Exporter.Concurrency, c.Exporter.MAEWindow, p.History)
 	}
-	rc, err := p.RunnerConfig(c.Global.Interval)
+	if p.HistoryStep != 5*time.Minute || p.LeadTime != 2*time.Minute || p.Season != 24*time.Hour || p.Retrain != 120 {
+		t.Errorf("defaults: history_step %v lead_time %v season %v retrain %d", p.HistoryStep, p.LeadTime, p.Season, p.Retrain)
+	}
+	rc, err := p.RunnerConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rc.LeadSteps != 1 || rc.POT.Q != 0.1 || rc.POT.Tau != 0.2 {
-		t.Errorf("runner config: lead %d, evt %+v", rc.LeadSteps, rc.POT)
+	// h = ceil(2m / 5m) + 1 = 2 history steps of 5m.
+	if rc.Step != 5*time.Minute || rc.LeadSteps != 2 || rc.History != 760 || rc.Retrain != 120 || rc.Season != 24*time.Hour ||
+		rc.Model.Season != 0 || rc.POT.Q != 0.1 || rc.POT.Tau != 0.2 {
+		t.Errorf("runner config: step %v lead %d history %d retrain %d season %v (model %d), evt %+v",
+			rc.Step, rc.LeadSteps, rc.History, rc.Retrain, rc.Season, rc.Model.Season, rc.POT)
+	}
+	// The budget policy's actuation delay and observation window reach the runner as durations,
+	// as the backtest sets them: lead_time 2m, the 1m rate window of the default demand query.
+	if rc.LeadTime != 2*time.Minute || rc.ObservationWindow != time.Minute {
+		t.Errorf("runner config: lead time %v, observation window %v; want 2m and 1m", rc.LeadTime, rc.ObservationWindow)
 	}
 }
 
@@ -101,19 +114,75 @@ func TestMetricsFallback(t *testing.T) {
 	}
 }
 
-// TestLeadTime: the lead time is rounded up to whole steps, at least one.
+// TestLeadTime: the horizon covers the lead time (decision delay + start-up) in history steps,
+// h = ceil(lead_time / history_step) + 1 (METHOD §2), whatever the interval.
 func TestLeadTime(t *testing.T) {
 	for _, c := range []struct {
-		lead string
-		want int
-	}{{"0s", 1}, {"15s", 1}, {"16s", 2}, {"45s", 3}} {
-		cfg, err := Load([]byte("policies:\n  - {name: w, target: {namespace: s, name: w}, algorithm: hpa, request: 1, lead_time: " + c.lead + "}\n"))
+		interval, historyStep, lead string
+		want                        int
+	}{
+		{"15s", "15s", "15s", 2}, {"15s", "15s", "16s", 3}, {"15s", "15s", "45s", 4},
+		{"15s", "5m", "2m", 2}, {"15s", "5m", "5m", 2}, {"15s", "5m", "6m", 3},
+		{"15s", "1m", "90s", 3}, {"1s", "1s", "4s", 5}, {"1m", "", "", 2}, // defaults: 2m over 5m
+	} {
+		yml := "global: {interval: " + c.interval + "}\npolicies:\n  - {name: w, target: {namespace: s, name: w}, algorithm: hpa, request: 1"
+		if c.historyStep != "" {
+			yml += ", history_step: " + c.historyStep
+		}
+		if c.lead != "" {
+			yml += ", lead_time: " + c.lead
+		}
+		cfg, err := Load([]byte(yml + "}\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		rc, err := cfg.Policies[0].RunnerConfig(cfg.Global.Interval)
-		if err != nil || rc.LeadSteps != c.want {
-			t.Errorf("lead_time %s at 15s: %d steps (%v), want %d", c.lead, rc.LeadSteps, err, c.want)
+		rc, err := cfg.Policies[0].RunnerConfig()
+		if err != nil || rc.LeadSteps != c.want || rc.LeadSteps != policy.Horizon(cfg.Policies[0].LeadTime, rc.Step) {
+			t.Errorf("interval %s, history_step %s, lead_time %s: %d steps (%v), want %d", c.interval, c.historyStep, c.lead, rc.LeadSteps, err, c.want)
+		}
+	}
+}
+
+// TestHistoryStep: history_step is the runner's step, its default is 5m rounded up to whole
+// intervals, and season (a duration) reaches the runner, where forecast.season overrides it.
+func TestHistoryStep(t *testing.T) {
+	c, err := LoadFile("testdata/good-history-step.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := c.Policies[0].RunnerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Step != time.Minute || rc.LeadSteps != 3 || rc.History != 200 || rc.Retrain != 30 || rc.Season != time.Hour || rc.Model.Season != 0 {
+		t.Errorf("web: step %v lead %d history %d retrain %d season %v (model %d)", rc.Step, rc.LeadSteps, rc.History, rc.Retrain, rc.Season, rc.Model.Season)
+	}
+	r, err := policy.New(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One hour of 1m steps is 60; Holt-Winters needs two seasons.
+	if need, _ := r.ModelHistory(); r.Config().Model.Season != 60 || need != 120 {
+		t.Errorf("web: model season %d steps, needs %d steps; want 60 and 120", r.Config().Model.Season, need)
+	}
+	rc, err = c.Policies[1].RunnerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err = policy.New(rc); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Config().Model.Season; got != 48 {
+		t.Errorf("api: model season %d steps; forecast.season 48 must override season 1h", got)
+	}
+
+	for iv, want := range map[string]time.Duration{"1s": 5 * time.Minute, "15s": 5 * time.Minute, "45s": 315 * time.Second, "10m": 10 * time.Minute} {
+		cfg, err := Load([]byte("global: {interval: " + iv + "}\npolicies:\n  - {name: w, target: {namespace: s, name: w}, algorithm: hpa, request: 1}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Policies[0].HistoryStep; got != want {
+			t.Errorf("interval %s: default history_step %v, want %v", iv, got, want)
 		}
 	}
 }
@@ -129,5 +198,106 @@ func TestExampleConfig(t *testing.T) {
 	}
 	if len(c.Warnings()) != 0 {
 		t.Errorf("example config has warnings: %v", c.Warnings())
+	}
+	budget := false
+	for _, p := range c.Policies {
+		rc, err := p.RunnerConfig()
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		budget = budget || rc.Spec.Load == policy.LoadBudget
+	}
+	if !budget {
+		t.Error("the example shows no budget policy")
+	}
+}
+
+// TestBudgetPolicy: budget policies load; a budget setting the file leaves out takes its
+// default from forecast.DefaultCalibratorConfig and scaling.DefaultBudgetParams, a setting it
+// gives (zeros included, through anchors and merge keys) is kept, and RunnerConfig hands the
+// calibration to the runner.
+func TestBudgetPolicy(t *testing.T) {
+	c, err := LoadFile("testdata/good-budget.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defCal, defDec := forecast.DefaultCalibratorConfig(), scaling.DefaultBudgetParams()
+
+	web := c.Policies[0]
+	if web.Algorithm != "budget" || web.Model != policy.DefaultBudgetModel {
+		t.Errorf("web: algorithm %q model %q, want budget with %q", web.Algorithm, web.Model, policy.DefaultBudgetModel)
+	}
+	if web.Budget != defCal || web.Scaling.Budget != defDec {
+		t.Errorf("web: budget %+v, scaling.budget %+v; want the defaults %+v, %+v", web.Budget, web.Scaling.Budget, defCal, defDec)
+	}
+
+	api := c.Policies[1]
+	wantCal := defCal
+	wantCal.Budget, wantCal.Gain, wantCal.Method = 0.005, 0, forecast.QuantileEmpirical
+	if api.Budget != wantCal {
+		t.Errorf("api: budget %+v, want %+v (calibration_gain 0 kept, the rest defaulted)", api.Budget, wantCal)
+	}
+	wantDec := defDec
+	wantDec.SLAUtilization, wantDec.Hold, wantDec.MinSaving = 0.8, 0, 0
+	if api.Scaling.Budget != wantDec {
+		t.Errorf("api: scaling.budget %+v, want %+v (hold 0s and min_saving 0 kept)", api.Scaling.Budget, wantDec)
+	}
+
+	cart := c.Policies[2]
+	wantCal.Errors, wantCal.MinErrors = forecast.ErrorsAdditive, 50
+	if cart.Algorithm != "seasonal-naive-budget" || cart.Model != "seasonal-naive" || cart.Budget != wantCal {
+		t.Errorf("cart: algorithm %q model %q budget %+v; want seasonal-naive-budget with %+v (merged from api's)", cart.Algorithm, cart.Model, cart.Budget, wantCal)
+	}
+
+	for i, p := range c.Policies {
+		rc, err := p.RunnerConfig()
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		if rc.Spec.Load != policy.LoadBudget || rc.Spec.Algorithm != "budget" || rc.Calibration != p.Budget || rc.Params.Budget != p.Scaling.Budget ||
+			rc.LeadTime != p.LeadTime {
+			t.Errorf("policies[%d]: runner spec %+v calibration %+v params.budget %+v lead time %v", i, rc.Spec, rc.Calibration, rc.Params.Budget, rc.LeadTime)
+		}
+		r, err := policy.New(rc)
+		if err != nil {
+			t.Fatalf("%s: %v", p.Name, err)
+		}
+		r.Close()
+	}
+}
+
+// TestFillUnset: a key the file gives keeps its value, zero included; a key it leaves out takes
+// the default, whatever the default is (the defaults are still being tuned); a field without a
+// YAML key is left alone.
+func TestFillUnset(t *testing.T) {
+	type params struct {
+		U     float64       `yaml:"u"`
+		Hold  time.Duration `yaml:"hold"`
+		Save  float64       `yaml:"save,omitempty"`
+		On    bool          `yaml:"on"`
+		Inner int           `yaml:"-"`
+	}
+	def := params{U: 0.85, Hold: 3 * time.Minute, Save: 0.1, On: true, Inner: 7}
+	var p params
+	fillUnset(&p, def, map[string]any{"save": 0, "on": false})
+	if want := (params{U: 0.85, Hold: 3 * time.Minute}); p != want {
+		t.Errorf("got %+v, want %+v", p, want)
+	}
+	p = params{Hold: time.Minute}
+	fillUnset(&p, def, nil)
+	if want := (params{U: 0.85, Hold: time.Minute, Save: 0.1, On: true}); p != want {
+		t.Errorf("got %+v, want %+v", p, want)
+	}
+}
+
+// TestBudgetMinimalDefaults: a policy of any algorithm carries the default calibration, so that
+// the configuration reference shows it.
+func TestBudgetMinimalDefaults(t *testing.T) {
+	c, err := LoadFile("testdata/good-minimal.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Policies[0]; p.Budget != forecast.DefaultCalibratorConfig() || p.Scaling.Budget != scaling.DefaultBudgetParams() {
+		t.Errorf("budget %+v, scaling.budget %+v: want the defaults", p.Budget, p.Scaling.Budget)
 	}
 }

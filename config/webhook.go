@@ -65,6 +65,16 @@ type WebhookQueries struct {
 	// utilization at LoadReplicas. Default: the exporter's load="window" series. "none": no
 	// window term.
 	WindowLoad string `yaml:"window_load"`
+	// NowLoad returns, for budget policies, the load observed now, as utilization at
+	// LoadReplicas: the floor the algorithm never sizes below. Default: the exporter's
+	// load="w1" series (W1 is the observed load the runner hands budget as its floor).
+	// A missing or ambiguous answer holds the size: no decision without an observation.
+	NowLoad string `yaml:"now_load"`
+	// DownLoad returns, for budget policies, the calibrated quantile of the demand over the
+	// lead time plus the hold, as utilization at LoadReplicas: a scale-down must still fit it.
+	// Default: the exporter's load="down" series. A missing or ambiguous answer holds the size
+	// (never a scale-down on missing data).
+	DownLoad string `yaml:"down_load"`
 }
 
 // WebhookFallback names the alert annotations read when Prometheus cannot answer. A decision
@@ -134,6 +144,8 @@ const (
 	DefaultWebhookLoadQuery         = `debi_load_ratio{policy="{{.Policy}}",load="w"}`
 	DefaultWebhookLoadReplicasQuery = `debi_current_replicas{policy="{{.Policy}}"}`
 	DefaultWebhookWindowLoadQuery   = `debi_load_ratio{policy="{{.Policy}}",load="window"}`
+	DefaultWebhookNowLoadQuery      = `debi_load_ratio{policy="{{.Policy}}",load="w1"}`
+	DefaultWebhookDownLoadQuery     = `debi_load_ratio{policy="{{.Policy}}",load="down"}`
 	// QueryNone disables an optional query.
 	QueryNone = "none"
 )
@@ -203,9 +215,21 @@ func (w *WebhookConfig) setDefaultsAndValidate(c *Config) error {
 	if w.Queries.WindowLoad == "" {
 		w.Queries.WindowLoad = DefaultWebhookWindowLoadQuery
 	}
+	if w.Queries.NowLoad == "" {
+		w.Queries.NowLoad = DefaultWebhookNowLoadQuery
+	}
+	if w.Queries.DownLoad == "" {
+		w.Queries.DownLoad = DefaultWebhookDownLoadQuery
+	}
+	for _, q := range []struct{ field, tmpl string }{{"now_load", w.Queries.NowLoad}, {"down_load", w.Queries.DownLoad}} {
+		if q.tmpl == QueryNone {
+			return &fieldError{"webhook.queries." + q.field, "cannot be none: a budget policy holds its size without it"}
+		}
+	}
 	probe := &Policy{Name: "p", Target: Target{Kind: "Deployment", Namespace: "ns", Name: "n"}}
 	for _, q := range []struct{ field, tmpl string }{
 		{"load", w.Queries.Load}, {"load_replicas", w.Queries.LoadReplicas}, {"window_load", w.Queries.WindowLoad},
+		{"now_load", w.Queries.NowLoad}, {"down_load", w.Queries.DownLoad},
 	} {
 		if q.tmpl == QueryNone && q.field != "load" {
 			continue

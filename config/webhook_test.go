@@ -51,6 +51,19 @@ func TestWebhookDefaults(t *testing.T) {
 	if q, _ := RenderQuery(w.Queries.WindowLoad, p); q != `debi_load_ratio{policy="web",load="window"}` {
 		t.Errorf("default window_load query = %q", q)
 	}
+	// The budget inputs: W1 is the observed floor the runner hands budget; down the quantile
+	// over the lead time plus the hold.
+	if q, _ := RenderQuery(w.Queries.NowLoad, p); q != `debi_load_ratio{policy="web",load="w1"}` {
+		t.Errorf("default now_load query = %q", q)
+	}
+	if q, _ := RenderQuery(w.Queries.DownLoad, p); q != `debi_load_ratio{policy="web",load="down"}` {
+		t.Errorf("default down_load query = %q", q)
+	}
+	for _, f := range []string{"now_load", "down_load"} {
+		if _, err := Load([]byte(webhookBase + "webhook: {queries: {" + f + ": none}}\n")); err == nil || !strings.Contains(err.Error(), "webhook.queries."+f+": cannot be none") {
+			t.Errorf("%s: none must be refused, got %v", f, err)
+		}
+	}
 	c, err = Load([]byte(webhookBase + "webhook: {queries: {window_load: none}}\n"))
 	if err != nil || c.Webhook.Queries.WindowLoad != QueryNone {
 		t.Errorf("window_load: none = %q, %v", c.Webhook.Queries.WindowLoad, err)
@@ -107,6 +120,8 @@ func TestWebhookValidation(t *testing.T) {
 		{"negative timeout", "decision_timeout: -1s", "webhook.decision_timeout: must be positive"},
 		{"bad template", `queries: {load: 'x{{.Nope}}'}`, "webhook.queries.load:"},
 		{"bad promql", `queries: {window_load: 'sum(('}`, "webhook.queries.window_load:"},
+		{"bad now_load", `queries: {now_load: 'sum(('}`, "webhook.queries.now_load:"},
+		{"bad down_load", `queries: {down_load: 'x{{.Nope}}'}`, "webhook.queries.down_load:"},
 		{"resource with slash", "tidal: {resources: [{group: a/b, version: v1, resource: r}]}", "webhook.tidal.resources[0]: group, version and resource must not contain"},
 		{"missing resource", "tidal: {resources: [{group: g, version: v1}]}", "webhook.tidal.resources[0].resource: required"},
 		{"duplicate resource", "tidal: {resources: [{group: g, version: v1, resource: r}, {group: g, version: v1, resource: r}]}", "webhook.tidal.resources[1]: r.v1.g is already listed at webhook.tidal.resources[0]"},

@@ -23,6 +23,7 @@ import (
 
 	"github.com/debi-scaler/debi/backtest"
 	"github.com/debi-scaler/debi/grafana"
+	"github.com/debi-scaler/debi/policy"
 	"github.com/debi-scaler/debi/scaling"
 	"github.com/debi-scaler/debi/trace"
 )
@@ -34,6 +35,14 @@ const (
 	e2eMax     = 20
 	e2eNS      = "shop"
 	e2eName    = "web"
+	// e2eBudget is a budget policy in shadow on the same workload's series: the webhook decides
+	// it from Prometheus and writes nothing, and the dashboards' budget row reads its series.
+	e2eBudget = "web-budget"
+	// e2eLead is the policy's lead_time, decision delay + pod start-up: the pipeline's floor of
+	// about 3 s (scrape + rule evaluation + group_wait) and the simulator's 1 s start-up. With
+	// a 1 s history step the horizon is policy.Horizon(4s, 1s) = 5 steps, live and in the
+	// backtest alike.
+	e2eLead = 4 * time.Second
 )
 
 // TestClosedLoop runs the whole loop on 127.0.0.1 — simulator → Prometheus (debi's rules) →
@@ -41,7 +50,9 @@ const (
 // simulator — for a few hundred trace steps, and checks that the replicas the live loop set
 // track what the backtest decides for the same demand and parameters, once the backtest is given
 // the decision delay the pipeline adds (measured here, and reported with the latency of
-// recommendation → patch next to its floor: scrape + rule evaluation + group_wait).
+// recommendation → patch next to its floor: scrape + rule evaluation + group_wait). A budget
+// policy watches the same workload in shadow: the webhook decides it from Prometheus and writes
+// nothing, and the dashboards' budget row is checked against its series.
 func TestClosedLoop(t *testing.T) {
 	promDir := requireEnv(t, "DEBI_PROMETHEUS_DIR")
 	amDir := requireEnv(t, "DEBI_ALERTMANAGER_DIR")
@@ -58,7 +69,8 @@ func TestClosedLoop(t *testing.T) {
 	client := kubernetes.NewForConfigOrDie(rc)
 	demand := e2eDemand(t)
 	initial := int32(math.Ceil(demand[0] / (0.5 * e2eRequest)))
-	createDeployment(ctx, t, client, initial)
+	createDeployment(ctx, t, client, e2eName, initial, true)
+	createDeployment(ctx, t, client, e2eBudget, initial, false) // the shadow policy's target
 
 	sim := &Sim{Client: client, Namespace: e2eNS, Deployment: e2eName, Request: e2eRequest, Demand: demand, StartupDelay: 1}
 	simL, err := net.Listen("tcp", "127.0.0.1:0")
@@ -83,6 +95,10 @@ policies:
     algorithm: debi
     model: naive
     request: %g
+    # One history point per trace step (1 s), like the backtest's sample period; the horizon
+    # covers decision delay + start-up.
+    history_step: 1s
+    lead_time: %[7]s
     queries:
       # irate over 1 s scrapes: the closed loop runs one trace step per second, far faster than
       # the rate1m recording rule a cluster uses.
@@ -92,17 +108,33 @@ policies:
     # Windows in seconds, not minutes: one trace step per second.
     scaling: {min_replicas: 1, max_replicas: %[5]d, window: 10s}
     metrics: {window: 2s}
+  # An overload-budget policy on the same workload's series, in shadow (webhook.policies): the
+  # webhook decides it from W, W1 and the hold quantile in Prometheus and writes nothing.
+  - name: %[8]s
+    target: {namespace: %[2]s, name: %[8]s}
+    algorithm: naive-budget
+    request: %[4]g
+    history_step: 1s
+    lead_time: %[7]s
+    queries:
+      demand: sum(irate(container_cpu_usage_seconds_total{namespace="%[2]s",container="app"}[5s]))
+      replicas: max(kube_deployment_spec_replicas{namespace="%[2]s",deployment="%[3]s"})
+      ready_replicas: max(kube_deployment_status_replicas_ready{namespace="%[2]s",deployment="%[3]s"})
+    scaling: {min_replicas: 1, max_replicas: %[5]d, budget: {hold: 10s}}
+    metrics: {window: 2s}
 webhook:
   mode: act
   bearer_token_file: %[6]s
   tidal: {enabled: false}
   leader_election: {enabled: false}
+  policies:
+    - {name: %[8]s, mode: shadow}
   queries:
     # The exporter's W and window term, and the size they were computed at.
     load: 'debi_load_ratio{policy="{{.Policy}}",load="w"}'
     window_load: 'debi_load_ratio{policy="{{.Policy}}",load="window"}'
     load_replicas: 'debi_current_replicas{policy="{{.Policy}}"}'
-`, promURL, e2eNS, e2eName, e2eRequest, e2eMax, filepath.Join(dir, "token")))
+`, promURL, e2eNS, e2eName, e2eRequest, e2eMax, filepath.Join(dir, "token"), e2eLead, e2eBudget))
 	writeFile(t, filepath.Join(dir, "alertmanager.yml"), fmt.Sprintf(`
 route:
   receiver: 'null'
@@ -187,14 +219,24 @@ scrape_configs:
 	}
 	bestDelay, bestMatch, bestMAE := -1, -1.0, 0.0
 	var bestSeries []int32
-	for d := 0; d <= 8; d++ {
+	for d := 1; d <= 9; d++ {
+		// The live loop's clock: one sample and one decision per second, the decision reaching
+		// the Deployment d seconds later, a pod serving 1 s after that (the simulator's
+		// StartupDelay); the exporter's horizon (lead_time over its 1 s history step) and
+		// retraining (the default 120 history steps).
 		o := backtest.DefaultOptions()
-		o.Request, o.Step, o.Warmup, o.StartupDelay, o.DecisionDelay = e2eRequest, time.Second, 0, 1, d
+		o.Request, o.Warmup, o.Tick, o.SamplePeriod = e2eRequest, 0, time.Second, time.Second
+		o.StartupDelay, o.DecisionDelay, o.MetricWindow, o.Demand = time.Second, time.Duration(d)*time.Second, 0, backtest.DemandStep
+		o.Horizon, o.Retrain = policy.Horizon(e2eLead, time.Second), 120*time.Second
 		o.Params = scaling.DefaultParams()
 		o.Params.MaxReplicas, o.Params.Window = e2eMax, 10*time.Second
 		o.Metrics.Window = 2 * time.Second
 		o.DebiModel, o.KeepSeries, o.Scale = "naive", true, 1
-		run, err := backtest.SimulateFrom(ctx, served, "debi", o, initial)
+		w, err := backtest.NewWorld(served, time.Second, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := backtest.SimulateFrom(ctx, w, "debi", o, initial)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,13 +246,14 @@ scrape_configs:
 		}
 	}
 	lat := latencies(ctx, t, promURL, recs)
-	t.Logf("closed loop vs backtest: best decision delay %d steps (s); %.0f%% of steps within ±1 replica, mean |Δ| %.2f replicas",
+	t.Logf("closed loop vs backtest: best decision delay %ds; %.0f%% of steps within ±1 replica, mean |Δ| %.2f replicas",
 		bestDelay, 100*bestMatch, bestMAE)
 	if len(lat) > 0 {
 		t.Logf("recommendation → replicas patched: median %.1fs, p99 %.1fs over %d changes; floor = scrape 1s + rule evaluation 1s + group_wait 1s (+ exporter interval 1s)",
 			quantile(lat, 0.5), quantile(lat, 0.99), len(lat))
 	}
 	checkDashboards(ctx, t, promURL)
+	checkBudgetShadow(ctx, t, promURL)
 	if bestMatch < 0.9 || bestMAE > 0.75 {
 		t.Fatalf("live replicas do not track the backtest: best %.0f%% within ±1, mean |Δ| %.2f (delay %d)\nlive:     %v\nbacktest: %v",
 			100*bestMatch, bestMAE, bestDelay, live, bestSeries)
@@ -231,10 +274,14 @@ func checkDashboards(ctx context.Context, t *testing.T, promURL string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vars := map[string]string{"policy": "web", "__range": "2m", "__range_s": "120", "__rate_interval": "15s"}
+	vars := map[string]string{"policy": e2eName, "__range": "2m", "__range_s": "120", "__rate_interval": "15s"}
+	budgetVars := map[string]string{"policy": e2eBudget, "__range": "2m", "__range_s": "120", "__rate_interval": "15s"}
 	failed := 0
 	for _, q := range qs {
 		expr := grafana.Expand(q.Expr, vars)
+		if q.Row == grafana.BudgetRow {
+			expr = grafana.Expand(q.Expr, budgetVars) // series only budget policies publish
+		}
 		out, err := promQuery(ctx, promURL, expr)
 		if err != nil || !nonEmpty(out) {
 			failed++
@@ -242,6 +289,34 @@ func checkDashboards(ctx context.Context, t *testing.T, promURL string) {
 		}
 	}
 	t.Logf("dashboards: %d panel queries run against the closed loop's Prometheus, %d empty or failing", len(qs), failed)
+}
+
+// checkBudgetShadow checks the budget policy's live path: the exporter published its burn, the
+// rules recorded the burn rate, and the webhook decided it in shadow from Prometheus (W, W1
+// and the hold quantile), writing nothing to its target.
+func checkBudgetShadow(ctx context.Context, t *testing.T, promURL string) {
+	t.Helper()
+	for _, q := range []string{
+		fmt.Sprintf(`debi_budget_observed_seconds_total{policy=%q} > 60`, e2eBudget),
+		fmt.Sprintf(`policy:debi_budget_burn_rate:ratio_rate5m{policy=%q}`, e2eBudget),
+		fmt.Sprintf(`debi_load_ratio{policy=%q,load="down"}`, e2eBudget),
+		fmt.Sprintf(`debi_webhook_decisions_total{policy=%q,source="prometheus"} > 0`, e2eBudget),
+	} {
+		out, err := promQuery(ctx, promURL, q)
+		if err != nil || !nonEmpty(out) {
+			t.Errorf("budget policy in shadow: %s returned nothing (err %v)", q, err)
+		}
+	}
+	out, err := promQuery(ctx, promURL, fmt.Sprintf(`sum(debi_webhook_patches_total{policy=%q})`, e2eBudget))
+	if err == nil && nonEmpty(out) {
+		if v := parseVector(out); len(v) > 0 && v[0] > 0 {
+			t.Errorf("the shadow budget policy wrote %v times", v[0])
+		}
+	}
+	out, _ = promQuery(ctx, promURL, fmt.Sprintf(`debi_budget_overloaded_seconds_total{policy=%[1]q} / debi_budget_observed_seconds_total{policy=%[1]q}`, e2eBudget))
+	if v := parseVector(out); len(v) > 0 {
+		t.Logf("budget policy in shadow: overloaded %.1f%% of the observed time at the acting policy's sizes", 100*v[0])
+	}
 }
 
 func nonEmpty(body string) bool {
@@ -283,14 +358,17 @@ func e2eDemand(t *testing.T) []float64 {
 	return out
 }
 
-func createDeployment(ctx context.Context, t *testing.T, c kubernetes.Interface, replicas int32) {
+// createDeployment creates the Deployment name in e2eNS, and the namespace first when asked.
+func createDeployment(ctx context.Context, t *testing.T, c kubernetes.Interface, name string, replicas int32, namespace bool) {
 	t.Helper()
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e2eNS}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	if namespace {
+		if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e2eNS}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	labels := map[string]string{"app": e2eName}
+	labels := map[string]string{"app": name}
 	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: e2eName, Namespace: e2eNS},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e2eNS},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},

@@ -18,6 +18,9 @@ type policySnap struct {
 	labels            []string // policy, namespace, workload_type, workload
 	algorithm, model  string
 	horizon           float64
+	historyStep       float64
+	historyRequired   float64
+	historyHave       float64
 	w1, w2, w3, w, ww float64
 	demand, forecast  float64
 	highWater         float64
@@ -39,6 +42,18 @@ type policySnap struct {
 	historyPoints     float64
 	steps             float64
 	queryErrors       [numQueries]float64
+
+	// The overload-budget policy's figures (budget true): the calibrated quantiles over the
+	// lead time and over the lead time plus the hold, the point forecast and margin behind the
+	// first, the calibrated level α, the configured budget b, the load the scale-down gate
+	// reads, and the budget's burn as counters of live seconds.
+	budget                 bool
+	quantile, quantileDown float64
+	budgetForecast, margin float64
+	level, overloadBudget  float64
+	errors                 float64
+	wDown                  float64
+	overloaded, observed   float64
 }
 
 var policyLabels = []string{"policy", "namespace", "workload_type", "workload"}
@@ -53,12 +68,15 @@ var (
 	descInfo = desc("debi_policy_info", "Scaling policy of a workload; always 1.", "algorithm", "model")
 
 	// The loads of the method, one series each, told apart by the load label: w1 (observed, after
-	// stabilisation), w2 (forecast at the horizon), w3 (extreme-value high-water level), w (fed to
-	// the scaling rule: W1, max(W2, W1) or max(min(W2, W3), W1) by algorithm) and window (mean
-	// observed load over the algorithm's window).
-	descLoad        = desc("debi_load_ratio", "Load of the method (label load: w1 observed, w2 forecast, w3 high-water, w fed to the rule, window mean), as utilization at the current size.", "load")
-	descDemand      = desc("debi_demand_cores", "CPU demand behind a load (label load: w1 observed, w2 forecast, w3 high-water).", "load")
-	descHorizon     = desc("debi_forecast_horizon_seconds", "Horizon of the forecast load w2: the lead time rounded up to steps.")
+	// stabilisation), w2 (the largest forecast over the horizon), w3 (extreme-value high-water
+	// level), w (fed to the scaling rule: W1, max(W2, W1) or max(min(W2, W3), W1) by algorithm)
+	// and window (mean observed load over the algorithm's window).
+	// Budget policies add down (the calibrated quantile over the lead time plus the hold, which
+	// a scale-down must fit); their w is the calibrated quantile over the lead time and w1 the
+	// observed floor.
+	descLoad        = desc("debi_load_ratio", "Load of the method (label load: w1 observed, w2 largest forecast over the horizon, w3 high-water, w fed to the rule, window mean, down the budget policy's quantile over the lead time plus the hold), as utilization at the current size.", "load")
+	descDemand      = desc("debi_demand_cores", "CPU demand behind a load (label load: w1 observed, w2 largest forecast over the horizon, w3 high-water).", "load")
+	descHorizon     = desc("debi_forecast_horizon_seconds", "Horizon of the forecast load w2: h history steps of debi_model_history_step_seconds, h = ceil(lead_time / history_step) + 1 (decision delay and pod start-up covered).")
 	descRequest     = desc("debi_request_cores", "CPU request of one pod used for the loads.")
 	descTarget      = desc("debi_target_utilization_ratio", "Target utilization of the scaling rule (dynamic for debi).")
 	descRecommended = desc("debi_recommended_replicas", "Recommended replica count; never below the current count while inputs are missing.")
@@ -67,8 +85,8 @@ var (
 	descStale       = desc("debi_policy_stale", "1 when the published values are not from the latest step because an input was missing.")
 	descLastSuccess = desc("debi_policy_last_success_timestamp_seconds", "Evaluation time of the last step with every input present.")
 	descSteps       = desc("debi_policy_steps_total", "Steps fed to the policy's runner, start-up history included.")
-	descHistory     = desc("debi_policy_history_points", "Points loaded from Prometheus's history at start-up.")
-	descMAE         = desc("debi_forecast_mean_absolute_error_cores", "Rolling mean absolute error of the demand forecast against the demand observed at its horizon.")
+	descHistory     = desc("debi_policy_history_points", "Points loaded from Prometheus's history at start-up, one per history step.")
+	descMAE         = desc("debi_forecast_mean_absolute_error_cores", "Rolling mean absolute error, over exporter.mae_window history steps, of the point demand forecast made one horizon earlier against the demand observed at its horizon.")
 	descQueryErrors = desc("debi_query_errors_total", "Failed or empty input queries of the policy.", "query")
 
 	descXi        = desc("debi_evt_shape", "Shape ξ of the generalized Pareto fit of demand excesses (0 on fallback).")
@@ -80,12 +98,29 @@ var (
 	descTrainDuration = desc("debi_model_train_duration_seconds", "Duration of the last finished training run of the forecast model.")
 	descLastTrain     = desc("debi_model_last_train_timestamp_seconds", "Step time at which the last training run finished.")
 	descTrainFailures = desc("debi_model_train_failures_total", "Training runs of the forecast model that failed.")
+
+	descHistoryStep     = desc("debi_model_history_step_seconds", "History step of the policy: its model history, forecast and EVT fit advance once per history step while it decides every interval.")
+	descHistoryRequired = desc("debi_model_history_required_steps", "History steps the forecast model needs (its minimum history, at least the horizon + 1): the model forecasts nothing until debi_model_history_steps >= this.")
+	descHistorySteps    = desc("debi_model_history_steps", "History steps the forecast model has, start-up history included: the model forecasts nothing until this is >= debi_model_history_required_steps.")
+
+	// The overload-budget policy (METHOD §9).
+	descBudgetQuantile       = desc("debi_budget_quantile_cores", "Calibrated upper quantile of the demand the budget policy sizes for (label window: lead over the lead time, hold over the lead time plus the hold, which a scale-down must fit).", "window")
+	descBudgetForecast       = desc("debi_budget_forecast_cores", "Largest point forecast of the demand over the lead time, before the margin.")
+	descBudgetMargin         = desc("debi_budget_margin", "Calibrated factor on the forecast: debi_budget_quantile_cores{window=\"lead\"} = debi_budget_forecast_cores × this.")
+	descBudgetLevel          = desc("debi_budget_level", "Calibrated level α: the margin is the (1 − α) quantile of the forecast's recent errors, α adapted online so that realized overload tracks the budget.")
+	descBudgetOverloadBudget = desc("debi_budget_overload_budget", "Configured overload budget b: the share of time the workload may run above u_sla.")
+	descBudgetErrorSamples   = desc("debi_budget_error_samples", "Recent forecast errors (samples) the margin is computed from; below the policy's budget.min_errors the margin is budget.cold_margin.")
+	descBudgetOverloaded     = desc("debi_budget_overloaded_seconds_total", "Live seconds whose observed demand exceeded u_sla × ready replicas × request (at max_replicas too): the overload budget burnt.")
+	descBudgetObserved       = desc("debi_budget_observed_seconds_total", "Live seconds with an observed demand: the time the overload budget is a share of.")
 )
 
 var allDescs = []*prometheus.Desc{
 	descInfo, descLoad, descDemand, descHorizon, descRequest, descTarget, descRecommended,
 	descCurrent, descReady, descStale, descLastSuccess, descSteps, descHistory, descMAE, descQueryErrors,
 	descXi, descSigma, descThreshold, descFallback, descExcesses, descTrainDuration, descLastTrain, descTrainFailures,
+	descHistoryStep, descHistoryRequired, descHistorySteps,
+	descBudgetQuantile, descBudgetForecast, descBudgetMargin, descBudgetLevel, descBudgetOverloadBudget, descBudgetErrorSamples,
+	descBudgetOverloaded, descBudgetObserved,
 }
 
 // collector emits the latest snapshot.
@@ -146,6 +181,21 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descTrainDuration, p.trainDuration)
 			gauge(descLastTrain, p.lastTrain)
 			counter(descTrainFailures, p.trainFailures)
+			gauge(descHistoryStep, p.historyStep)
+			gauge(descHistoryRequired, p.historyRequired)
+			gauge(descHistorySteps, p.historyHave)
+		}
+		if p.budget {
+			gauge(descLoad, p.wDown, "down")
+			gauge(descBudgetQuantile, p.quantile, "lead")
+			gauge(descBudgetQuantile, p.quantileDown, "hold")
+			gauge(descBudgetForecast, p.budgetForecast)
+			gauge(descBudgetMargin, p.margin)
+			gauge(descBudgetLevel, p.level)
+			gauge(descBudgetOverloadBudget, p.overloadBudget)
+			gauge(descBudgetErrorSamples, p.errors)
+			counter(descBudgetOverloaded, p.overloaded)
+			counter(descBudgetObserved, p.observed)
 		}
 	}
 }
@@ -163,15 +213,21 @@ func (ps *policyState) snap() policySnap {
 	nan := math.NaN()
 	p := policySnap{
 		labels: ps.labels, algorithm: ps.cfg.Algorithm, model: ps.cfg.Model, horizon: ps.horizon,
-		w1: nan, w2: nan, w3: nan, w: nan, ww: nan, demand: nan, forecast: nan, highWater: nan, target: nan,
+		historyStep: ps.histStep.Seconds(),
+		w1:          nan, w2: nan, w3: nan, w: nan, ww: nan, demand: nan, forecast: nan, highWater: nan, target: nan,
 		request: nan, recommended: nan, current: nan, ready: nan,
 		mae: ps.mae.value(), lastSuccess: nan, lastTrain: nan, trainDuration: nan,
 		trainFailures: ps.trainFailures, historyPoints: float64(ps.historyPoints), steps: float64(ps.steps),
 		queryErrors: ps.queryErrors, stale: 0,
+		budget: ps.budget, quantile: nan, quantileDown: nan, budgetForecast: nan, margin: nan, level: nan,
+		overloadBudget: ps.cfg.Budget.Budget, errors: nan, wDown: nan,
+		overloaded: ps.overloadedSeconds, observed: ps.observedSeconds,
 	}
 	if ps.stale || ps.last == nil {
 		p.stale = 1
 	}
+	need, have := ps.runner.ModelHistory()
+	p.historyRequired, p.historyHave = float64(need), float64(have)
 	if ps.request > 0 {
 		p.request = ps.request
 	}
@@ -189,6 +245,10 @@ func (ps *policyState) snap() policySnap {
 		p.w1, p.w2, p.w3, p.w, p.ww = r.W1, r.W2, r.W3, r.W, r.WindowW
 		p.demand, p.forecast, p.highWater = r.Demand, r.DemandForecast, r.HighWater
 		p.target = r.Decision.Target
+		if b := r.Budget; b != nil {
+			p.quantile, p.quantileDown, p.budgetForecast, p.margin = b.Quantile, b.QuantileDown, b.Forecast, b.Margin
+			p.level, p.errors, p.wDown = b.Alpha, float64(b.Errors), ps.lastWDown
+		}
 		if pot := r.POT; pot != nil {
 			p.evt = true
 			p.evtXi, p.evtSigma, p.evtThreshold = pot.Xi, pot.Sigma, pot.Threshold

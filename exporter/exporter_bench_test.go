@@ -62,7 +62,10 @@ func benchConfig(n int, algorithm string) string {
 	var b strings.Builder
 	b.WriteString("global: {interval: 15s}\npolicies:\n")
 	for i := range n {
-		fmt.Fprintf(&b, "  - {name: p%d, target: {namespace: ns%d, name: w%d}, algorithm: %s}\n", i, i%50, i, algorithm)
+		// history_step = interval: every loop is a new history step with a forecast and an EVT
+		// fit, the worst case. A season of 288 steps (a Holt-Winters needs two) fits the 760
+		// points of history.
+		fmt.Fprintf(&b, "  - {name: p%d, target: {namespace: ns%d, name: w%d}, algorithm: %s, history_step: 15s, forecast: {season: 288}}\n", i, i%50, i, algorithm)
 	}
 	return b.String()
 }

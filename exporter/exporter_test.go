@@ -3,6 +3,7 @@ package exporter
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -32,13 +33,18 @@ func demandTrace(t time.Time) float64 {
 	return d
 }
 
+// histStep is the history step of oneCfg: the model history advances every other step.
+const histStep = 30 * time.Second
+
 const oneCfg = `
 global: {interval: 15s}
+exporter: {mae_window: 4}
 policies:
   - name: web
     target: {namespace: shop, name: web}
     algorithm: exporter-test-drift-debi
     request: 0.5
+    history_step: 30s
     lead_time: 30s
     history: 40
     scaling: {min_replicas: 2, max_replicas: 40, window: 30s}
@@ -103,12 +109,13 @@ func metricValue(m *dto.Metric) float64 {
 }
 
 // replay is the reference: a policy.Runner with training in line (the backtest's path) fed
-// one observation per grid time from the same inputs, by the rule the exporter documents:
-// a step needs the replica count and a request, missing ready replicas mean "all ready", a
-// missing demand is a NaN sample. It returns the results of the steps with every input present.
-func replay(t testing.TB, p *config.Policy, iv time.Duration, from, to time.Time, get func(time.Time) [numQueries]float64) map[int64]policy.Result {
+// one observation at each of the given times from the same inputs, by the rule the exporter
+// documents: a step needs the replica count and a request, missing ready replicas mean "all
+// ready", a missing demand is a NaN sample. It returns the results of the steps with every
+// input present.
+func replay(t testing.TB, p *config.Policy, times []time.Time, get func(time.Time) [numQueries]float64) map[int64]policy.Result {
 	t.Helper()
-	rc, err := p.RunnerConfig(iv)
+	rc, err := p.RunnerConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +126,7 @@ func replay(t testing.TB, p *config.Policy, iv time.Duration, from, to time.Time
 	}
 	req := p.Request
 	out := map[int64]policy.Result{}
-	for ts := from; !ts.After(to); ts = ts.Add(iv) {
+	for _, ts := range times {
 		v := get(ts)
 		if v[qRequest] > 0 {
 			req = v[qRequest]
@@ -136,9 +143,22 @@ func replay(t testing.TB, p *config.Policy, iv time.Duration, from, to time.Time
 		}
 		res, err := r.Step(context.Background(), policy.Observation{Time: ts, Demand: v[qDemand],
 			Current: int32(math.Round(v[qReplicas])), Ready: int32(math.Round(ready))})
+		if res.Budget != nil {
+			b := *res.Budget // the runner's own, overwritten by its next step
+			res.Budget = &b
+		}
 		if err == nil && !math.IsNaN(v[qDemand]) {
 			out[ts.UnixMilli()] = res
 		}
+	}
+	return out
+}
+
+// times returns n times from first, every step.
+func times(first time.Time, n int, step time.Duration) []time.Time {
+	out := make([]time.Time, n)
+	for i := range out {
+		out[i] = first.Add(time.Duration(i) * step)
 	}
 	return out
 }
@@ -151,10 +171,12 @@ func near(a, b float64) bool {
 }
 
 // TestStepMatchesRunner drives the exporter through its history load and 30 live steps and
-// checks every published figure against a reference runner fed the same inputs.
+// checks every published figure against a reference runner fed the same inputs: the start-up
+// history as one observation per history step (30 s), then one per interval (15 s), the
+// schedule docs/exporter.md documents.
 func TestStepMatchesRunner(t *testing.T) {
 	replicas := func(ts time.Time) float64 { // the workload is resized now and then
-		return float64(6 + int(ts.Sub(t0)/step/7)) // 1 … 10
+		return float64(max(1, 6+int(ts.Sub(t0)/step/7))) // 1 … 10
 	}
 	f := &fakeQuerier{byExpr: map[string]series{
 		"demand":   func(ts time.Time) (float64, bool, error) { return demandTrace(ts), true, nil },
@@ -163,23 +185,38 @@ func TestStepMatchesRunner(t *testing.T) {
 	}}
 	e, reg := newTestExporter(t, oneCfg, f)
 	p := &e.policies[0].cfg
-	ref := replay(t, *p, step, t0.Add(-39*step), t0.Add(30*step), func(ts time.Time) [numQueries]float64 {
+	// 40 history steps end with the live one at t0 (on the 30 s grid): 39 history points at
+	// t0 − 39·30 s … t0 − 30 s, then live steps every 15 s.
+	schedule := append(times(t0.Add(-39*histStep), 39, histStep), times(t0, 30, step)...)
+	ref := replay(t, *p, schedule, func(ts time.Time) [numQueries]float64 {
 		return [numQueries]float64{replicas(ts), replicas(ts) - 1, math.NaN(), demandTrace(ts)}
 	})
-	var absErrs []float64
-	forecasts := map[int64]float64{}
 	compared := 0
+	var prevW2 float64
 	for i := range 30 {
 		ts := t0.Add(time.Duration(i) * step)
 		e.Step(context.Background(), ts)
 		e.Wait() // the exporter trains in the background; the reference in line
+		if i == 1 {
+			// Step 1 is inside step 0's history step: its forecast is step 0's, which may have
+			// been made before the first training run was swapped in.
+			prevW2, _ = value(t, reg, "debi_demand_cores", "web", "load", "w2")
+			continue
+		}
 		if i == 0 {
 			if n, _ := value(t, reg, "debi_policy_history_points", "web"); n != 39 {
-				t.Fatalf("history points = %v, want 39 (40 steps of history, the last one live)", n)
+				t.Fatalf("history points = %v, want 39 (40 history steps, the last one live)", n)
 			}
+			if q := f.ranges(); len(q) != 3 || q[0].Step != histStep || !q[0].Start.Equal(t0.Add(-39*histStep)) || !q[0].End.Equal(t0.Add(-histStep)) {
+				t.Fatalf("history range queries = %+v, want 3 (no request query) of %v … %v step %v", q, t0.Add(-39*histStep), t0.Add(-histStep), histStep)
+			}
+			prevW2, _ = value(t, reg, "debi_demand_cores", "web", "load", "w2")
 			continue // the first training run may still have been in flight during step 0
 		}
 		want := ref[ts.UnixMilli()]
+		if want.NewSample != (i%2 == 0) {
+			t.Fatalf("step %d: reference NewSample = %v; the history step is two intervals", i, want.NewSample)
+		}
 		for _, c := range []struct {
 			name  string
 			want  float64
@@ -193,7 +230,11 @@ func TestStepMatchesRunner(t *testing.T) {
 			{"debi_demand_cores", want.Demand, []string{"load", "w1"}},
 			{"debi_demand_cores", want.DemandForecast, []string{"load", "w2"}},
 			{"debi_demand_cores", want.HighWater, []string{"load", "w3"}},
-			{"debi_forecast_horizon_seconds", 30, nil},
+			// h = ceil(30 s / 30 s) + 1 = 2 history steps of 30 s.
+			{"debi_forecast_horizon_seconds", 60, nil},
+			{"debi_model_history_step_seconds", 30, nil},
+			{"debi_model_history_required_steps", driftSpan + 1, nil},
+			{"debi_model_history_steps", 40, nil}, // history: 40, full from the first live step on
 			{"debi_target_utilization_ratio", want.Decision.Target, nil},
 			{"debi_recommended_replicas", float64(want.Decision.Replicas), nil},
 			{"debi_current_replicas", replicas(ts), nil},
@@ -202,30 +243,46 @@ func TestStepMatchesRunner(t *testing.T) {
 			{"debi_evt_shape", want.POT.Xi, nil},
 			{"debi_policy_stale", 0, nil},
 			{"debi_policy_last_success_timestamp_seconds", float64(ts.Unix()), nil},
+			{"debi_policy_steps_total", float64(39 + i + 1), nil},
 		} {
 			got, ok := value(t, reg, c.name, "web", c.extra...)
 			if !ok || !near(got, c.want) {
 				t.Fatalf("step %d: %s = %v (present %v), want %v", i, c.name, got, ok, c.want)
 			}
 		}
-		compared++
-		// Rolling MAE over the live steps: |D(t) − forecast made 2 steps (30 s) earlier|.
-		forecasts[ts.UnixMilli()] = want.DemandForecast
-		if f, ok := forecasts[ts.Add(-2*step).UnixMilli()]; ok {
-			absErrs = append(absErrs, math.Abs(want.Demand-f))
+		// Between history steps the forecast stands while the observed load moves on.
+		w2, _ := value(t, reg, "debi_demand_cores", "web", "load", "w2")
+		if i%2 == 1 && w2 != prevW2 {
+			t.Fatalf("step %d: the forecast moved between history steps (%v → %v)", i, prevW2, w2)
 		}
+		prevW2 = w2
+		compared++
 	}
-	if compared != 29 {
-		t.Fatalf("compared %d steps, want 29", compared)
+	if compared != 28 {
+		t.Fatalf("compared %d steps, want 28", compared)
 	}
-	// The exporter's MAE window also holds history steps; check the last live error instead
-	// of the mean: the window's sum moved by exactly it in the last step.
-	if len(absErrs) == 0 {
-		t.Fatal("no forecast errors computed")
+	// Rolling MAE, once per history step k: |D(k) − point forecast of D(k) made h = 2 history
+	// steps earlier|, over the last mae_window = 4 history steps (all live by the end).
+	ends := map[int64]float64{}
+	var absErrs []float64
+	for _, ts := range schedule {
+		r, ok := ref[ts.UnixMilli()]
+		if !ok || !r.NewSample {
+			continue
+		}
+		k := ts.UnixNano() / int64(histStep)
+		if f, ok := ends[k-2]; ok && !math.IsNaN(f) {
+			absErrs = append(absErrs, math.Abs(r.Demand-f))
+		}
+		ends[k] = r.DemandForecastEnd
 	}
+	if len(absErrs) < 4 {
+		t.Fatalf("%d forecast errors in the reference, want at least 4", len(absErrs))
+	}
+	wantMAE := (absErrs[len(absErrs)-1] + absErrs[len(absErrs)-2] + absErrs[len(absErrs)-3] + absErrs[len(absErrs)-4]) / 4
 	mae, ok := value(t, reg, "debi_forecast_mean_absolute_error_cores", "web")
-	if !ok || !(mae > 0) {
-		t.Fatalf("forecast MAE = %v (present %v), want a positive number", mae, ok)
+	if !ok || !near(mae, wantMAE) || !(mae > 0) {
+		t.Fatalf("forecast MAE = %v (present %v), want %v", mae, ok, wantMAE)
 	}
 	if rec, _ := value(t, reg, "debi_recommended_replicas", "web"); rec < 2 {
 		t.Fatalf("recommended %v below min_replicas", rec)
@@ -413,12 +470,23 @@ func TestHistoryRetried(t *testing.T) {
 	f.setDown(false)
 	e.Step(context.Background(), t0.Add(step))
 	e.Wait()
-	// 40 steps of history end with the live one: 39 points before t0+15s.
-	if v, _ := value(t, reg, "debi_policy_history_points", "web"); v != 39 {
-		t.Fatalf("history points after recovery = %v, want 39", v)
+	// t0+15s is inside the 30 s history step that began at t0: the history holds the 40 history
+	// steps t0 − 39·30 s … t0, and the live step takes no new point.
+	if v, _ := value(t, reg, "debi_policy_history_points", "web"); v != 40 {
+		t.Fatalf("history points after recovery = %v, want 40", v)
 	}
-	if v, _ := value(t, reg, "debi_policy_steps_total", "web"); v != 40 {
-		t.Fatalf("steps = %v, want 40 (39 history + 1 live)", v)
+	if q := f.ranges(); len(q) == 0 || !q[0].Start.Equal(t0.Add(-39*histStep)) || !q[0].End.Equal(t0) || q[0].Step != histStep {
+		t.Fatalf("history range = %+v, want %v … %v step %v", q, t0.Add(-39*histStep), t0, histStep)
+	}
+	if v, _ := value(t, reg, "debi_policy_steps_total", "web"); v != 41 {
+		t.Fatalf("steps = %v, want 41 (40 history + 1 live)", v)
+	}
+	if v, _ := value(t, reg, "debi_model_history_steps", "web"); v != 40 {
+		t.Fatalf("model history = %v steps, want 40", v)
+	}
+	e.Step(context.Background(), t0.Add(2*step)) // a new history step
+	if v, _ := value(t, reg, "debi_model_history_steps", "web"); v != 40 {
+		t.Fatalf("model history = %v steps after a new history step, want 40 (history: 40)", v)
 	}
 }
 
@@ -456,5 +524,148 @@ func TestLoopSkipsWhenBehind(t *testing.T) {
 	// Steps at t0 and t0+75s; t0+15s … t0+60s were skipped.
 	if got := testutil.ToFloat64(e.metrics.skipped); got != 4 {
 		t.Fatalf("skipped = %v, want 4", got)
+	}
+}
+
+// TestHistoryStep: the model history advances once per history step (30 s) while the exporter
+// steps every interval (15 s); between history steps the forecast stands; the start-up history
+// is capped by exporter.history_lookback.
+func TestHistoryStep(t *testing.T) {
+	f := &fakeQuerier{byExpr: map[string]series{
+		"demand":   func(ts time.Time) (float64, bool, error) { return demandTrace(ts), true, nil },
+		"replicas": constant(6), "ready": constant(6),
+	}}
+	e, reg := newTestExporter(t, `
+global: {interval: 15s}
+exporter: {history_lookback: 5m}
+policies:
+  - name: web
+    target: {namespace: shop, name: web}
+    algorithm: exporter-test-drift-debi
+    request: 0.5
+    history_step: 30s
+    lead_time: 45s
+    history: 100
+    metrics: {window: 15s}
+    queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}
+`, f)
+	get := func(name string, extra ...string) float64 {
+		t.Helper()
+		v, ok := value(t, reg, name, "web", extra...)
+		if !ok {
+			t.Fatalf("%s not published", name)
+		}
+		return v
+	}
+	var w1, w2 float64
+	for i := range 8 {
+		ts := t0.Add(time.Duration(i) * step)
+		e.Step(context.Background(), ts)
+		e.Wait()
+		if i == 0 {
+			// 5 minutes of 30 s history steps before t0: 9 points, then t0's own.
+			if n := get("debi_policy_history_points"); n != 9 {
+				t.Fatalf("history points = %v, want 9 (history_lookback 5m of 30 s steps, the last one live)", n)
+			}
+		}
+		// 10 history points at t0, one more every 30 s.
+		if have, want := get("debi_model_history_steps"), float64(10+i/2); have != want {
+			t.Fatalf("step %d: debi_model_history_steps = %v, want %v", i, have, want)
+		}
+		// The first training run, started during the history load, runs in the background: its
+		// model forecasts from the next history step on.
+		nw1 := get("debi_demand_cores", "load", "w1")
+		nw2, ok := value(t, reg, "debi_demand_cores", "web", "load", "w2")
+		if !ok && i >= 2 {
+			t.Fatalf("step %d: no forecast", i)
+		}
+		if i%2 == 1 {
+			if nw2 != w2 && !(isNaN(nw2) && isNaN(w2)) {
+				t.Fatalf("step %d: between history steps the forecast moved: %v → %v", i, w2, nw2)
+			}
+			if nw1 == w1 {
+				t.Fatalf("step %d: the observed demand did not move (%v): the test proves nothing", i, w1)
+			}
+		}
+		w1, w2 = nw1, nw2
+	}
+	// h = ceil(45 s / 30 s) + 1 = 3 history steps of 30 s; the drift model needs 6 points.
+	for name, want := range map[string]float64{
+		"debi_forecast_horizon_seconds":     90,
+		"debi_model_history_step_seconds":   30,
+		"debi_model_history_required_steps": driftSpan + 1,
+	} {
+		if got := get(name); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", problems, err)
+	}
+}
+
+// TestModelHistoryWarning: a model that needs more history than the policy is given (its own
+// minimum, or the horizon's) says so at start, in the log and in
+// debi_model_history_required_steps; a policy that fits says nothing.
+func TestModelHistoryWarning(t *testing.T) {
+	f := &fakeQuerier{byExpr: map[string]series{"demand": constant(1), "replicas": constant(2), "ready": constant(2)}}
+	c := loadConfig(t, `
+global: {interval: 15s}
+policies:
+  - name: seasonal
+    target: {namespace: shop, name: a}
+    algorithm: seasonal-naive-debi
+    request: 1
+    history_step: 30s
+    season: 1h     # 120 history steps > history 40
+    history: 40
+    queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}
+  - name: far
+    target: {namespace: shop, name: b}
+    algorithm: exporter-test-drift-debi
+    request: 1
+    history_step: 30s
+    lead_time: 10m # h = 21 history steps: 22 needed > history 20
+    history: 20
+    queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}
+  - name: fits
+    target: {namespace: shop, name: c}
+    algorithm: exporter-test-drift-debi
+    request: 1
+    history_step: 30s
+    history: 20
+    queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}
+`)
+	var logs syncBuffer
+	reg := prometheus.NewRegistry()
+	e, err := New(c, c.Policies, f, slog.New(slog.NewTextHandler(&logs, nil)), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	warned := func(pol string) bool {
+		for line := range strings.Lines(out) {
+			if strings.Contains(line, "level=WARN") && strings.Contains(line, "needs more history") && strings.Contains(line, "policy="+pol+" ") {
+				return true
+			}
+		}
+		return false
+	}
+	if !warned("seasonal") || !warned("far") || warned("fits") {
+		t.Fatalf("warnings (want for seasonal and far, not fits):\n%s", out)
+	}
+	e.Step(context.Background(), t0)
+	e.Wait()
+	for pol, want := range map[string]float64{"seasonal": 120, "far": 22, "fits": driftSpan + 1} {
+		if got, _ := value(t, reg, "debi_model_history_required_steps", pol); got != want {
+			t.Errorf("%s: debi_model_history_required_steps = %v, want %v", pol, got, want)
+		}
+	}
+	// The seasonal model has its 40 points and still no forecast.
+	if have, _ := value(t, reg, "debi_model_history_steps", "seasonal"); have != 40 {
+		t.Errorf("seasonal: debi_model_history_steps = %v, want 40", have)
+	}
+	if _, ok := value(t, reg, "debi_load_ratio", "seasonal", "load", "w2"); ok {
+		t.Error("seasonal: W2 published without enough history")
 	}
 }

@@ -59,6 +59,14 @@ type fakeQuerier struct {
 	multi  map[string]bool // expressions that return two series
 	down   bool            // every query fails, as with Prometheus unreachable
 	calls  int
+	rangeQ []v1.Range // the ranges of the successful range queries, in order
+}
+
+// ranges returns the ranges of the range queries answered so far.
+func (f *fakeQuerier) ranges() []v1.Range {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]v1.Range(nil), f.rangeQ...)
 }
 
 var errDown = errors.New("connection refused")
@@ -103,6 +111,9 @@ func (f *fakeQuerier) QueryRange(_ context.Context, expr string, r v1.Range, _ .
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	f.mu.Lock()
+	f.rangeQ = append(f.rangeQ, r)
+	f.mu.Unlock()
 	ss := &model.SampleStream{Metric: model.Metric{"a": "1"}}
 	for t := r.Start; !t.After(r.End); t = t.Add(r.Step) {
 		v, ok, err := s(t)

@@ -141,8 +141,9 @@ scrape_configs:
 // TestIntegration runs the exporter against a real Prometheus that scrapes a trace-driven
 // workload and the exporter and evaluates the rules of rules/. It checks, through Prometheus's
 // HTTP API, that the published W1, W2, W3, W and recommended replicas equal what a
-// policy.Runner computes from the same inputs, and that DebiScaleRecommended fires during the
-// burst and resolves after it.
+// policy.Runner computes from the same inputs (the history advancing once per 2 s history
+// step while the exporter decides every second), and that DebiScaleRecommended fires during
+// the burst and resolves after it.
 func TestIntegration(t *testing.T) {
 	dir := os.Getenv("DEBI_PROMETHEUS_DIR")
 	if dir == "" {
@@ -168,11 +169,15 @@ func TestIntegration(t *testing.T) {
 	prom := v1.NewAPI(client)
 
 	// The policy uses the default queries (the recording rules of rules/ and kube-state-metrics)
-	// and the default request query.
+	// and the default request query. A budget policy watches the same workload (its queries are
+	// web's defaults) in shadow: its u_sla of 0.3 makes the burst, which rate1m smooths to at
+	// most 1.05 cores on 2 pods of 1 core, an overload (above 0.6 core), and min_errors above
+	// what the test collects keeps its margin at cold_margin, so that its quantiles depend on no
+	// forecast made before the exporter's first background training (see budgetCfg).
 	cfgFile := filepath.Join(t.TempDir(), "debi.yml")
 	if err := os.WriteFile(cfgFile, []byte(fmt.Sprintf(`
 global:
-  prometheus_url: http://%s
+  prometheus_url: http://%[1]s
   interval: 1s
   query_timeout: 800ms
 exporter:
@@ -180,10 +185,24 @@ exporter:
 policies:
   - name: web
     target: {namespace: shop, name: web}
-    algorithm: %s-debi
+    algorithm: %[2]s-debi
+    history_step: 2s
     lead_time: 2s
     scaling: {min_replicas: 2, max_replicas: 20, window: 2s}
     metrics: {window: 3s}
+  - name: web-budget
+    target: {namespace: shop, name: web-budget}
+    algorithm: %[2]s-budget
+    history_step: 2s
+    lead_time: 2s
+    scaling: {min_replicas: 2, max_replicas: 20, budget: {u_sla: 0.3, hold: 4s}}
+    metrics: {window: 3s}
+    budget: {min_errors: 700}
+    queries:
+      demand: 'sum(namespace_workload:debi_cpu_usage_cores:rate1m{namespace="shop",workload_type="deployment",workload="web"})'
+      replicas: 'max(kube_deployment_spec_replicas{namespace="shop",deployment="web"})'
+      ready_replicas: 'max(kube_deployment_status_replicas_ready{namespace="shop",deployment="web"})'
+      request: 'max(namespace_workload:debi_cpu_request_per_pod_cores:avg{namespace="shop",workload_type="deployment",workload="web"})'
 `, promAddr, testModel)), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -196,11 +215,15 @@ policies:
 	// range queries have something to load.
 	time.Sleep(6*time.Second - time.Since(wl.start))
 	var logBuf syncBuffer
+	// The exporter queries the real Prometheus through a recorder, so that the reference can be
+	// fed at the times the exporter observed (its start-up history and its first live step
+	// depend on when it started); the values the reference sees it queries itself.
+	rec := &recordingQuerier{Querier: prom}
 	logger := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
 	go func() {
-		runErr <- Run(ctx, Options{ConfigFile: cfgFile, Listener: expL}, logger, prometheus.NewRegistry())
+		runErr <- Run(ctx, Options{ConfigFile: cfgFile, Listener: expL, Querier: rec}, logger, prometheus.NewRegistry())
 	}()
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -225,7 +248,7 @@ policies:
 		}
 		firing := false
 		for _, a := range res.Alerts {
-			if a.Labels["alertname"] == "DebiScaleRecommended" && a.State == v1.AlertStateFiring {
+			if a.Labels["alertname"] == "DebiScaleRecommended" && a.Labels["policy"] == "web" && a.State == v1.AlertStateFiring {
 				firing = true
 				fired = a
 			}
@@ -257,7 +280,10 @@ policies:
 
 	dumpTimeline(t, prom, wl.start)
 	checkAlertFollowsRecommendation(t, prom, exporterStart, end)
-	compareWithRunner(t, prom, cfg, wl.start, exporterStart, end)
+	checkHistoryStep(t, prom, exporterStart, end)
+	schedule, nHist := rec.schedule(t, cfg)
+	compareWithRunner(t, prom, cfg, schedule, wl.start, exporterStart, end)
+	compareBudget(t, prom, cfg, schedule, schedule[nHist], wl.start, exporterStart, end)
 	t.Logf("integration test took %v", time.Since(began).Round(time.Second))
 }
 
@@ -268,8 +294,9 @@ func dumpTimeline(t *testing.T, prom v1.API, start time.Time) {
 	r := v1.Range{Start: start.Truncate(time.Second), End: time.Now(), Step: time.Second}
 	cols := []string{
 		`namespace_workload:debi_cpu_usage_cores:rate1m`,
-		`debi_load_ratio{load="w1"}`, `debi_load_ratio{load="w2"}`, `debi_load_ratio{load="w3"}`, `debi_load_ratio{load="w"}`,
-		`debi_recommended_replicas`, `ALERTS{alertname="DebiScaleRecommended",alertstate="firing"}`,
+		`debi_load_ratio{policy="web",load="w1"}`, `debi_load_ratio{policy="web",load="w2"}`, `debi_load_ratio{policy="web",load="w3"}`,
+		`debi_load_ratio{policy="web",load="w"}`, `debi_recommended_replicas{policy="web"}`,
+		`ALERTS{alertname="DebiScaleRecommended",alertstate="firing",policy="web"}`,
 	}
 	vals := make([]map[int64]float64, len(cols))
 	for i, q := range cols {
@@ -303,11 +330,11 @@ func checkAlertFollowsRecommendation(t *testing.T, prom v1.API, start, end time.
 	t.Helper()
 	start = start.Truncate(time.Second) // whole ms, so that the points' keys are exact
 	r := v1.Range{Start: start, End: end, Step: time.Second}
-	diff, err := rangeValues(context.Background(), prom, `debi_recommended_replicas - debi_current_replicas`, r)
+	diff, err := rangeValues(context.Background(), prom, `debi_recommended_replicas{policy="web"} - debi_current_replicas{policy="web"}`, r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	firing, err := rangeValues(context.Background(), prom, `ALERTS{alertname="DebiScaleRecommended",alertstate="firing"}`, r)
+	firing, err := rangeValues(context.Background(), prom, `ALERTS{alertname="DebiScaleRecommended",alertstate="firing",policy="web"}`, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,11 +399,10 @@ func checkAlert(t *testing.T, a v1.Alert) {
 // compareWithRunner replays the policy with a policy.Runner on inputs read from Prometheus by
 // the test itself (instant queries at every grid time since the workload started) and checks
 // every published step of the exporter, as Prometheus stored it, against the replay.
-func compareWithRunner(t *testing.T, prom v1.API, cfg *config.Config, wlStart, expStart, end time.Time) {
+func compareWithRunner(t *testing.T, prom v1.API, cfg *config.Config, schedule []time.Time, wlStart, expStart, end time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	p := &cfg.Policies[0]
-	iv := cfg.Global.Interval
 
 	// What the exporter published, as Prometheus scraped it: at each point of a range query all
 	// series come from the same scrape.
@@ -413,16 +439,22 @@ func compareWithRunner(t *testing.T, prom v1.API, cfg *config.Config, wlStart, e
 		pubs[ls] = published{ls, 0, get("w1"), get("w2"), get("w3"), get("w"), get("rec")}
 	}
 
-	// The reference, from the test's own queries at the grid times.
-	from := time.UnixMilli(wlStart.UnixMilli() / iv.Milliseconds() * iv.Milliseconds())
-	last := from
+	// The reference, from the test's own queries at the times the exporter observed.
+	var last time.Time
 	for ls := range pubs {
 		if ts := time.UnixMilli(int64(math.Round(ls * 1e3))); ts.After(last) {
 			last = ts
 		}
 	}
+	for len(schedule) > 0 && schedule[len(schedule)-1].After(last) {
+		schedule = schedule[:len(schedule)-1]
+	}
+	// Before the workload started there were no replicas to observe: nothing was fed then.
+	for len(schedule) > 0 && schedule[0].Before(wlStart.Add(-time.Second)) {
+		schedule = schedule[1:]
+	}
 	q := p.Queries
-	ref := replay(t, p, iv, from, last, func(ts time.Time) [numQueries]float64 {
+	ref := replay(t, p, schedule, func(ts time.Time) [numQueries]float64 {
 		var v [numQueries]float64
 		for k, expr := range [numQueries]string{q.Replicas, q.ReadyReplicas, q.Request, q.Demand} {
 			x, err := instantValue(ctx, prom, expr, ts)
@@ -470,6 +502,273 @@ func compareWithRunner(t *testing.T, prom v1.API, cfg *config.Config, wlStart, e
 	t.Logf("compared %d exporter steps with the runner (%d recommending a scale-up) over %v", compared, scaled, end.Sub(expStart).Round(time.Second))
 	if compared < 30 || scaled < 3 {
 		t.Fatalf("compared %d steps (%d recommending a scale-up); want at least 30 (3)", compared, scaled)
+	}
+}
+
+// compareBudget checks the budget policy's series as Prometheus scraped them against a
+// policy.Runner fed the inputs the test reads itself at the times the exporter observed: the
+// quantiles over the lead time and the hold, the forecast, margin and level, the scale-down
+// gate's load (load="down"), W, W1 and the recommendation at every fresh step whose history step
+// had a forecast (the exporter trains in the background), the burn counters at every fresh
+// step, and the burn-rate recording rule at the end.
+func compareBudget(t *testing.T, prom v1.API, cfg *config.Config, schedule []time.Time, firstLive, wlStart, expStart, end time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	p := &cfg.Policies[1]
+	r := v1.Range{Start: expStart, End: end, Step: 250 * time.Millisecond}
+	series := map[string]string{
+		"lastSuccess": `debi_policy_last_success_timestamp_seconds{policy="web-budget"}`,
+		"stale":       `debi_policy_stale{policy="web-budget"}`,
+		"w2":          `debi_load_ratio{policy="web-budget",load="w2"}`,
+		"w":           `debi_load_ratio{policy="web-budget",load="w"}`,
+		"w1":          `debi_load_ratio{policy="web-budget",load="w1"}`,
+		"down":        `debi_load_ratio{policy="web-budget",load="down"}`,
+		"lead":        `debi_budget_quantile_cores{policy="web-budget",window="lead"}`,
+		"hold":        `debi_budget_quantile_cores{policy="web-budget",window="hold"}`,
+		"forecast":    `debi_budget_forecast_cores{policy="web-budget"}`,
+		"margin":      `debi_budget_margin{policy="web-budget"}`,
+		"level":       `debi_budget_level{policy="web-budget"}`,
+		"b":           `debi_budget_overload_budget{policy="web-budget"}`,
+		"rec":         `debi_recommended_replicas{policy="web-budget"}`,
+		"observed":    `debi_budget_observed_seconds_total{policy="web-budget"}`,
+		"overloaded":  `debi_budget_overloaded_seconds_total{policy="web-budget"}`,
+	}
+	vals := map[string]map[int64]float64{}
+	for k, q := range series {
+		m, err := rangeValues(ctx, prom, q, r)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		vals[k] = m
+	}
+	// One published step per last-success time (all series of a range point come from one
+	// scrape of one snapshot).
+	pubs := map[int64]map[string]float64{}
+	for ts, ls := range vals["lastSuccess"] {
+		if v, ok := vals["stale"][ts]; !ok || v != 0 {
+			continue
+		}
+		pub := map[string]float64{}
+		for k := range series {
+			pub[k] = math.NaN()
+			if v, ok := vals[k][ts]; ok {
+				pub[k] = v
+			}
+		}
+		pubs[int64(math.Round(ls*1e3))] = pub
+	}
+	var last time.Time
+	for ms := range pubs {
+		if ts := time.UnixMilli(ms); ts.After(last) {
+			last = ts
+		}
+	}
+	for len(schedule) > 0 && schedule[len(schedule)-1].After(last) {
+		schedule = schedule[:len(schedule)-1]
+	}
+	for len(schedule) > 0 && schedule[0].Before(wlStart.Add(-time.Second)) {
+		schedule = schedule[1:]
+	}
+	q := p.Queries
+	inputs := map[int64][numQueries]float64{}
+	ref := replay(t, p, schedule, func(ts time.Time) [numQueries]float64 {
+		var v [numQueries]float64
+		for k, expr := range [numQueries]string{q.Replicas, q.ReadyReplicas, q.Request, q.Demand} {
+			x, err := instantValue(ctx, prom, expr, ts)
+			if err != nil {
+				x = math.NaN()
+			}
+			v[k] = x
+		}
+		inputs[ts.UnixMilli()] = v
+		return v
+	})
+	// The burn counts live steps only, not the start-up history.
+	var live []time.Time
+	for _, ts := range schedule {
+		if !ts.Before(firstLive) {
+			live = append(live, ts)
+		}
+	}
+
+	keys := make([]int64, 0, len(pubs))
+	for k := range pubs {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	sla := p.Scaling.Budget.SLAUtilization
+	compared, overloadedSteps := 0, 0
+	for _, ms := range keys {
+		pub := pubs[ms]
+		want, ok := ref[ms]
+		if !ok || want.Budget == nil {
+			t.Fatalf("exporter published a fresh budget step at %v that the replay has no result for", time.UnixMilli(ms).Sub(wlStart))
+		}
+		// The burn: one second per live step with a demand, overloaded above u_sla·Nr·R.
+		observed, overloaded := 0.0, 0.0
+		for _, ts := range live {
+			if ts.UnixMilli() > ms {
+				break
+			}
+			v := inputs[ts.UnixMilli()]
+			if _, stepped := ref[ts.UnixMilli()]; !stepped {
+				continue
+			}
+			observed++
+			ready := v[qReady]
+			if math.IsNaN(ready) {
+				ready = v[qReplicas]
+			}
+			if v[qDemand] > sla*math.Round(ready)*v[qRequest] {
+				overloaded++
+			}
+		}
+		if pub["observed"] != observed || pub["overloaded"] != overloaded {
+			t.Errorf("step %v: burn counters %v overloaded of %v observed s, want %v of %v",
+				time.UnixMilli(ms).Sub(wlStart), pub["overloaded"], pub["observed"], overloaded, observed)
+		}
+		if pub["b"] != p.Budget.Budget {
+			t.Errorf("step %v: debi_budget_overload_budget %v, want %v", time.UnixMilli(ms).Sub(wlStart), pub["b"], p.Budget.Budget)
+		}
+		if math.IsNaN(pub["w2"]) && !math.IsNaN(want.W2) {
+			continue // this history step's forecast came before the first background training
+		}
+		b := want.Budget
+		n := math.Round(inputs[ms][qReplicas])
+		for _, c := range []struct {
+			name      string
+			got, want float64
+		}{
+			{"quantile lead", pub["lead"], b.Quantile}, {"quantile hold", pub["hold"], b.QuantileDown},
+			{"forecast", pub["forecast"], b.Forecast}, {"margin", pub["margin"], b.Margin}, {"level", pub["level"], b.Alpha},
+			{"W", pub["w"], want.W}, {"W1", pub["w1"], want.W1},
+			{"down", pub["down"], b.QuantileDown / (math.Max(n, 1) * inputs[ms][qRequest])},
+			{"recommended replicas", pub["rec"], float64(want.Decision.Replicas)},
+		} {
+			if !near(c.got, c.want) {
+				t.Errorf("step %v: budget %s published %v, runner %v", time.UnixMilli(ms).Sub(wlStart), c.name, c.got, c.want)
+			}
+		}
+		compared++
+		if pub["overloaded"] > 0 {
+			overloadedSteps++
+		}
+	}
+	t.Logf("compared %d budget steps with the runner (%d after the first overload)", compared, overloadedSteps)
+	if compared < 20 || overloadedSteps == 0 {
+		t.Fatalf("compared %d budget steps (%d after an overload); want at least 20 (1)", compared, overloadedSteps)
+	}
+	// The recording rule: the burn over 5 minutes is a share of the time, in units of b.
+	burn, err := instantValue(ctx, prom, `policy:debi_budget_burn_rate:ratio_rate5m{policy="web-budget"}`, end)
+	if err != nil || !(burn > 0) || burn > 1/p.Budget.Budget {
+		t.Errorf("policy:debi_budget_burn_rate:ratio_rate5m = %v (%v), want in (0, 1/b]", burn, err)
+	}
+}
+
+// recordingQuerier passes queries through and records their times in order.
+type recordingQuerier struct {
+	Querier
+	mu     sync.Mutex
+	events []queryEvent
+}
+
+// queryEvent is one query: an instant query at t, or a successful range query over r.
+type queryEvent struct {
+	t     time.Time
+	r     v1.Range
+	isRng bool
+}
+
+func (q *recordingQuerier) Query(ctx context.Context, expr string, ts time.Time, opts ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
+	q.mu.Lock()
+	q.events = append(q.events, queryEvent{t: ts})
+	q.mu.Unlock()
+	return q.Querier.Query(ctx, expr, ts, opts...)
+}
+
+func (q *recordingQuerier) QueryRange(ctx context.Context, expr string, r v1.Range, opts ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
+	v, w, i, err := q.Querier.QueryRange(ctx, expr, r, opts...)
+	if err == nil {
+		q.mu.Lock()
+		q.events = append(q.events, queryEvent{r: r, isRng: true})
+		q.mu.Unlock()
+	}
+	return v, w, i, err
+}
+
+// schedule is the sequence of observation times the exporter fed its runner: the points of
+// its start-up range queries, then the times of its live instant queries (those of the
+// start-up query check come before the range queries). It checks the documented shape: the
+// history on the history-step grid, ending before the first live step, which is at most one
+// history step later; live steps every interval without a gap.
+//
+// It returns the schedule and the number of history points at its start.
+func (q *recordingQuerier) schedule(t *testing.T, cfg *config.Config) ([]time.Time, int) {
+	t.Helper()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	hs, iv := cfg.Policies[0].HistoryStep, cfg.Global.Interval
+	var out []time.Time
+	var hist *v1.Range
+	for _, ev := range q.events {
+		switch {
+		case ev.isRng && hist == nil:
+			hist = &ev.r
+			for ts := ev.r.Start; !ts.After(ev.r.End); ts = ts.Add(ev.r.Step) {
+				out = append(out, ts)
+			}
+		case ev.isRng:
+			if *hist != ev.r {
+				t.Fatalf("history range queries over %+v and %+v", *hist, ev.r)
+			}
+		case hist != nil && ev.t.After(out[len(out)-1]):
+			out = append(out, ev.t)
+		}
+	}
+	if hist == nil {
+		t.Fatal("the exporter loaded no history")
+	}
+	nHist := int(hist.End.Sub(hist.Start)/hs) + 1
+	if hist.Step != hs || hist.Start.UnixMilli()%hs.Milliseconds() != 0 || hist.End.UnixMilli()%hs.Milliseconds() != 0 {
+		t.Fatalf("history range %+v: want step %v on its grid", *hist, hs)
+	}
+	if len(out) <= nHist+30 {
+		t.Fatalf("%d live steps recorded", len(out)-nHist)
+	}
+	if first := out[nHist]; first.Sub(hist.End) <= 0 || first.Sub(hist.End) > hs {
+		t.Fatalf("first live step %v, history ends %v: want it within one history step after", first, hist.End)
+	}
+	for i := nHist + 1; i < len(out); i++ {
+		if out[i].Sub(out[i-1]) != iv {
+			t.Fatalf("live steps %v and %v: want one every %v", out[i-1], out[i], iv)
+		}
+	}
+	t.Logf("the exporter queried %d history steps (%v … %v, step %v) and ran %d live steps from %v", nHist,
+		hist.Start.Format(time.TimeOnly), hist.End.Format(time.TimeOnly), hs, len(out)-nHist, out[nHist].Format(time.TimeOnly))
+	return out, nHist
+}
+
+// checkHistoryStep checks, through Prometheus, the history-step series of the policy: the model
+// history grows by one point per 2 s history step although the exporter steps every second,
+// and the horizon is h = ceil(lead_time 2 s / 2 s) + 1 = 2 history steps = 4 s.
+func checkHistoryStep(t *testing.T, prom v1.API, start, end time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	for q, want := range map[string]float64{
+		`debi_model_history_step_seconds{policy="web"}`:   2,
+		`debi_forecast_horizon_seconds{policy="web"}`:     4,
+		`debi_model_history_required_steps{policy="web"}`: driftSpan + 1,
+	} {
+		v, err := instantValue(ctx, prom, q, end)
+		if err != nil || v != want {
+			t.Errorf("%s = %v (%v), want %v", q, v, err, want)
+		}
+	}
+	a, errA := instantValue(ctx, prom, `debi_model_history_steps{policy="web"}`, start.Add(5*time.Second))
+	b, errB := instantValue(ctx, prom, `debi_model_history_steps{policy="web"}`, end)
+	span := end.Sub(start.Add(5 * time.Second)).Seconds()
+	if errA != nil || errB != nil || math.Abs((b-a)-span/2) > 2 {
+		t.Errorf("debi_model_history_steps grew from %v to %v over %.0f s (%v %v): want one per 2 s history step", a, b, span, errA, errB)
 	}
 }
 

@@ -36,9 +36,14 @@ var queryNames = [numQueries]string{"replicas", "ready_replicas", "request", "de
 //
 // Steps are evaluated on a fixed grid, t = k·interval since the Unix epoch, and every query of
 // the step for t is evaluated at t (instant queries with an explicit time, range queries whose
-// points fall on the grid). The runner of a policy therefore sees exactly the sequence of
-// observations that instant queries at the grid times return, whether they came from the
-// start-up history or from live steps: any step can be replayed from Prometheus's data.
+// points fall on the grid). A policy's model history advances on a coarser grid, once per its
+// history_step (a multiple of the interval, so that grid is part of the step grid): the runner
+// takes a history point at the first step of each history step and decides at every step. The
+// start-up history is loaded with range queries on the history-step grid and fed as one
+// observation per history step: the points a runner stepped all along would have taken as
+// history (though each point's stabilised demand sees only the history points in its metrics
+// window). The runner of a policy therefore sees exactly the sequence of observations that
+// instant queries at those grid times return: any step can be replayed from Prometheus's data.
 type Exporter struct {
 	cfg      *config.Config
 	q        Querier
@@ -71,9 +76,11 @@ type policyState struct {
 	path   string   // policies[i] in the configuration file, for errors
 	labels []string // policy, namespace, workload_type, workload
 	runner *policy.Runner
-	lead   int
-	// horizon is the forecast horizon in seconds.
-	horizon float64
+	// histStep is the history step (the runner's Config.Step); lead the horizon h in history
+	// steps; horizon the same in seconds.
+	histStep time.Duration
+	lead     int
+	horizon  float64
 
 	request float64 // last known CPU request per pod (0: none yet)
 	current int32
@@ -95,8 +102,25 @@ type policyState struct {
 	queryErrors   [numQueries]float64
 	failing       bool // for logging transitions only
 
-	forecasts []float64 // ring: the forecast made at step k is at k % lead
+	// forecasts is a ring of the point forecasts of D(k+h) made at history step k, at k % lead:
+	// at history step k+h the one made h history steps earlier is scored.
+	forecasts []pastForecast
 	mae       maeWindow
+
+	// The overload-budget policy's side (budget true): u_sla; the load its scale-down gate read
+	// at the step of last (the quantile over the lead time plus the hold, as utilization at that
+	// step's size); and the budget's burn, in live seconds observed and overloaded.
+	budget            bool
+	sla               float64
+	lastWDown         float64
+	observedSeconds   float64
+	overloadedSeconds float64
+}
+
+// pastForecast is the point forecast made at history step index (NaN: none).
+type pastForecast struct {
+	index int64
+	value float64
 }
 
 // maeWindow is a rolling mean of absolute errors over the last n values.
@@ -145,26 +169,40 @@ func New(cfg *config.Config, policies []config.Policy, q Querier, logger *slog.L
 	}
 	for i := range policies {
 		p := &policies[i]
-		rc, err := p.RunnerConfig(e.interval)
+		rc, err := p.RunnerConfig()
 		if err != nil {
 			return nil, fmt.Errorf("policy %q: %w", p.Name, err)
 		}
+		if rc.Step < e.interval || rc.Step%e.interval != 0 {
+			// config.Load guarantees it; a hand-built configuration might not.
+			return nil, fmt.Errorf("policy %q: history_step %v is not a positive multiple of the interval %v", p.Name, rc.Step, e.interval)
+		}
 		rc.AsyncTraining = true
-		rc.Logger = logger.With("policy", p.Name)
+		rc.Logger = logger.With("policy", p.Name) // the runner warns when its model needs more history than it is given
 		r, err := policy.New(rc)
 		if err != nil {
 			return nil, fmt.Errorf("policy %q: %w", p.Name, err)
 		}
 		ps := &policyState{
-			cfg: p, path: configPath(cfg, p.Name), runner: r, lead: rc.LeadSteps,
+			cfg: p, path: configPath(cfg, p.Name), runner: r, histStep: rc.Step, lead: rc.LeadSteps,
 			labels:    []string{p.Name, p.Target.Namespace, p.Target.WorkloadType(), p.Target.Name},
-			horizon:   (time.Duration(rc.LeadSteps) * e.interval).Seconds(),
+			horizon:   (time.Duration(rc.LeadSteps) * rc.Step).Seconds(),
 			request:   p.Request,
-			forecasts: make([]float64, rc.LeadSteps),
+			forecasts: make([]pastForecast, rc.LeadSteps),
 			mae:       newMAEWindow(cfg.Exporter.MAEWindow),
+			budget:    rc.Spec.Load == policy.LoadBudget,
+			sla:       rc.Params.Budget.SLAUtilization,
+			lastWDown: math.NaN(),
 		}
 		for j := range ps.forecasts {
-			ps.forecasts[j] = math.NaN()
+			ps.forecasts[j] = pastForecast{math.MinInt64, math.NaN()}
+		}
+		if need, _ := r.ModelHistory(); need > rc.History && need == rc.LeadSteps+1 {
+			// The runner warns when the model's own minimum exceeds the history; the horizon can
+			// as well.
+			logger.Warn("the forecast horizon needs more history than the policy's history: no forecast until it has accumulated",
+				"policy", p.Name, "needed_steps", need, "history_steps", rc.History, "history_step", rc.Step,
+				"needed", time.Duration(need)*rc.Step)
 		}
 		e.policies = append(e.policies, ps)
 	}
@@ -220,8 +258,11 @@ func configPath(cfg *config.Config, name string) string {
 
 // gridTime is the latest step time at or before t: a multiple of the interval since the Unix
 // epoch.
-func (e *Exporter) gridTime(t time.Time) time.Time {
-	iv := e.interval.Milliseconds()
+func (e *Exporter) gridTime(t time.Time) time.Time { return gridTime(t, e.interval) }
+
+// gridTime is the latest multiple of step since the Unix epoch at or before t.
+func gridTime(t time.Time, step time.Duration) time.Time {
+	iv := step.Milliseconds()
 	if iv <= 0 {
 		return t
 	}
@@ -378,25 +419,16 @@ func (e *Exporter) stepPolicy(ctx context.Context, ps *policyState, t time.Time)
 	e.feed(ctx, ps, t, &in, false)
 }
 
-// loadHistory loads the policy's history with range queries on the step grid and feeds it
-// through the same path as live steps, so that models start warm and the published state is
-// the one at the last history point. It reports whether the queries succeeded (an empty
-// history is a success: there is nothing to load).
+// loadHistory loads the policy's history with range queries on the history-step grid and feeds
+// it through the same path as live steps, one observation per history step, so that models
+// start warm and the published state is the one at the last history point. It reports whether
+// the queries succeeded (an empty history is a success: there is nothing to load).
 func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time) bool {
-	lookback := time.Duration(ps.cfg.History) * e.interval
-	if lb := e.cfg.Exporter.HistoryLookback; lb > 0 && lb < lookback {
-		lookback = lb
-	}
-	// History points on the grid in (t − lookback, t): with the live step, lookback worth.
-	first := t.Add(-lookback + e.interval)
-	start, end := e.gridTime(first), t.Add(-e.interval)
-	if start.Before(first) {
-		start = start.Add(e.interval)
-	}
-	if end.Before(start) {
+	start, end, ok := historyRange(t, ps.histStep, ps.cfg.History, e.cfg.Exporter.HistoryLookback)
+	if !ok {
 		return true
 	}
-	r := v1.Range{Start: start, End: end, Step: e.interval}
+	r := v1.Range{Start: start, End: end, Step: ps.histStep}
 	var series [numQueries]map[int64]float64
 	for k, expr := range ps.queries() {
 		if expr == "" {
@@ -415,7 +447,7 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 		series[k] = m
 	}
 	n := 0
-	for ts := start; !ts.After(end); ts = ts.Add(e.interval) {
+	for ts := start; !ts.After(end); ts = ts.Add(ps.histStep) {
 		var in inputs
 		for k := range numQueries {
 			v, ok := series[k][ts.UnixMilli()]
@@ -429,8 +461,27 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 		}
 	}
 	ps.historyPoints = n
-	e.log.Debug("history loaded", "policy", ps.cfg.Name, "points", n, "from", start, "to", end)
+	e.log.Debug("history loaded", "policy", ps.cfg.Name, "points", n, "from", start, "to", end, "history_step", ps.histStep)
 	return true
+}
+
+// historyRange is the start-up history of a policy whose first live step is at t: the
+// history-step grid times in (t − lookback, t), lookback = history × histStep (capped by
+// maxLookback when positive). With the point the live step takes when t is on that grid, or
+// the one at the start of t's history step otherwise, the runner holds history points. ok is
+// false when the range is empty.
+func historyRange(t time.Time, histStep time.Duration, history int, maxLookback time.Duration) (start, end time.Time, ok bool) {
+	lookback := time.Duration(history) * histStep
+	if maxLookback > 0 && maxLookback < lookback {
+		lookback = maxLookback
+	}
+	from := t.Add(-lookback)
+	start = gridTime(from, histStep)
+	if !start.After(from) {
+		start = start.Add(histStep)
+	}
+	end = gridTime(t.Add(-time.Millisecond), histStep)
+	return start, end, !end.Before(start)
 }
 
 // feed turns one step's inputs into an observation, steps the runner and updates the policy's
@@ -487,8 +538,26 @@ func (e *Exporter) feed(ctx context.Context, ps *policyState, t time.Time, in *i
 		demand = math.NaN()
 	}
 	res, err := ps.runner.Step(ctx, policy.Observation{Time: t, Demand: demand, Current: ps.current, Ready: ps.ready})
-	step := ps.steps
 	ps.steps++
+	wDown := math.NaN()
+	if res.Budget != nil {
+		// The runner's own state, valid until its next step: ps.last must keep this step's.
+		b := *res.Budget
+		res.Budget = &b
+		// The load budget's scale-down gate read, with the runner's own arithmetic (the
+		// quantile over the capacity at the current size), so that the webhook, which reads it
+		// back as load="down", decides exactly as the runner did.
+		wDown = res.Budget.QuantileDown / (float64(max(ps.current, 1)) * ps.request)
+	}
+	if ps.budget && !history && !math.IsNaN(demand) && !math.IsInf(demand, 0) && demand >= 0 {
+		// The budget's burn, live steps only (the start-up history is one point per history
+		// step, not time the exporter observed): the step's interval is observed, and
+		// overloaded when the demand exceeded u_sla·Nr·R, the runner's test, at max_replicas too.
+		ps.observedSeconds += e.interval.Seconds()
+		if demand > ps.sla*float64(ps.ready)*ps.request {
+			ps.overloadedSeconds += e.interval.Seconds()
+		}
+	}
 	if res.Training != nil {
 		ps.lastTrain, ps.trainDuration = t, res.Training.Duration
 	}
@@ -505,14 +574,14 @@ func (e *Exporter) feed(ctx context.Context, ps *policyState, t time.Time, in *i
 		}
 	case in.err[qDemand] != nil:
 		ps.stale = true
-		ps.last = &res
+		ps.last, ps.lastWDown = &res, wDown
 		ps.recommended = max(res.Decision.Replicas, ps.current)
 		if !history {
 			e.logFailure(ps, fmt.Errorf("demand: %w", in.err[qDemand]))
 		}
 	default:
 		ps.stale = false
-		ps.last = &res
+		ps.last, ps.lastWDown = &res, wDown
 		ps.recommended = res.Decision.Replicas
 		ps.lastSuccess = t
 		if ps.failing && !history {
@@ -520,12 +589,17 @@ func (e *Exporter) feed(ctx context.Context, ps *policyState, t time.Time, in *i
 		}
 		ps.failing = false
 	}
-	// Rolling forecast error: the forecast made lead steps ago against today's demand.
-	slot := int(step % uint64(ps.lead))
-	if f := ps.forecasts[slot]; err == nil && !math.IsNaN(f) && !math.IsNaN(res.Demand) {
-		ps.mae.add(math.Abs(res.Demand - f))
+	// Rolling forecast error, once per history step: the point forecast of D(k) made h history
+	// steps earlier against the demand the history took at k. Between history steps the
+	// forecast stands and nothing is scored.
+	if err == nil && res.NewSample {
+		k := t.UnixNano() / int64(ps.histStep) // the runner's history-step index
+		slot := int(k % int64(ps.lead))
+		if f := ps.forecasts[slot]; f.index == k-int64(ps.lead) && !math.IsNaN(f.value) && !math.IsNaN(res.Demand) {
+			ps.mae.add(math.Abs(res.Demand - f.value))
+		}
+		ps.forecasts[slot] = pastForecast{k, res.DemandForecastEnd}
 	}
-	ps.forecasts[slot] = res.DemandForecast
 	return true
 }
 

@@ -106,6 +106,10 @@ func base(uid, title, desc string, withPolicy bool) *dashboard.DashboardBuilder 
 // sel is the label matcher of the policy dashboard.
 const sel = `policy=~"$policy"`
 
+// BudgetRow is the title of the policy dashboard's row for overload-budget policies: its panels
+// read series that only budget policies publish, so they are empty for other policies.
+const BudgetRow = "Overload budget"
+
 // policyDashboard is one policy step by step: what the exporter saw and predicted, what the
 // method made of it, what it costs, and what the webhook did.
 func policyDashboard() (dashboard.Dashboard, error) {
@@ -203,6 +207,53 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			q{expr: `time() - debi_policy_last_success_timestamp_seconds{` + sel + `}`, legend: "{{policy}} seconds since last success"},
 			q{expr: `sum by (policy, query) (rate(debi_query_errors_total{` + sel + `}[$__rate_interval])) * 60`, legend: "{{policy}} {{query}} errors/min"},
 		).Min(0)).
+		WithRow(row(&id, BudgetRow)).
+		WithPanel(series(id.next(), "Budget: quantile vs capacity vs demand",
+			"Budget policies (METHOD §9). The calibrated upper quantile of the demand the policy sizes for over the lead time, and over the lead time plus the hold (a scale-down must still fit it), the point forecast under the margin, the observed demand, and the capacity of the ready replicas at u_sla (ready × request × u_sla, the budget's target). Demand above that capacity burns the overload budget.",
+			"short", 24, 9,
+			q{expr: `debi_budget_quantile_cores{window="lead", ` + sel + `}`, legend: "{{policy}} quantile over the lead time"},
+			q{expr: `debi_budget_quantile_cores{window="hold", ` + sel + `}`, legend: "{{policy}} quantile over lead time + hold"},
+			q{expr: `debi_budget_forecast_cores{` + sel + `}`, legend: "{{policy}} forecast"},
+			q{expr: `debi_demand_cores{load="w1", ` + sel + `} and ignoring (load) debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} observed"},
+			q{expr: readyCap + ` * debi_target_utilization_ratio{` + sel + `} and debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} ready capacity at u_sla"},
+		).AxisLabel("cores").Min(0)).
+		WithPanel(series(id.next(), "Budget: margin",
+			"The calibrated factor on the forecast (quantile = forecast × margin): the (1 − α) quantile of the forecast's own recent errors, cold_margin until min_errors errors are in. The number of errors it comes from is in the legend's table.",
+			"short", 8, 8,
+			q{expr: `debi_budget_margin{` + sel + `}`, legend: "{{policy}} margin"},
+			q{expr: `debi_budget_error_samples{` + sel + `}`, legend: "{{policy}} errors kept"},
+		).Min(0).Decimals(2)).
+		WithPanel(series(id.next(), "Budget: calibrated level vs budget",
+			"The calibrated level α (adaptive conformal inference, α ← α + γ(b − overloaded)) against the configured budget b. α below b: the policy overloaded more often than b and widened its margin; above b: it narrowed it.",
+			"percentunit", 8, 8,
+			q{expr: `debi_budget_level{` + sel + `}`, legend: "{{policy}} level α"},
+			q{expr: `debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} budget b"},
+		).Min(0).Decimals(2)).
+		WithPanel(series(id.next(), "Budget: burn rate",
+			"Share of the observed time above u_sla, in units of the budget b (rules/debi.rules.yaml), over 1 h and over the last day. 1 spends a day's budget in a day; the ticket fires above 3 over 6 h (and 30 m), the page above 14.4 over 1 h (and 5 m): docs/exporter.md, runbook.",
+			"short", 8, 8,
+			q{expr: `policy:debi_budget_burn_rate:ratio_rate1h{` + sel + `}`, legend: "{{policy}} burn 1h"},
+			q{expr: `policy:debi_budget_burn_rate:ratio_rate1d{` + sel + `}`, legend: "{{policy}} burn 1d"},
+		).Min(0).Decimals(1).
+			Thresholds(dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
+				{Value: nil, Color: "green"}, {Value: ptr(1.0), Color: "#EAB839"}, {Value: ptr(3.0), Color: "orange"}, {Value: ptr(14.4), Color: "red"},
+			})).
+			ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeDashed))).
+		WithPanel(singleStat(id.next(), "Budget: overload over the range",
+			"Share of the observed time above u_sla over the dashboard's time range (the burn counters), against the budget b: what the calibration aims at.",
+			"percentunit", 8,
+			q{expr: `sum(increase(debi_budget_overloaded_seconds_total{` + sel + `}[$__range])) / sum(increase(debi_budget_observed_seconds_total{` + sel + `}[$__range]))`, instant: true},
+		).Decimals(2)).
+		WithPanel(singleStat(id.next(), "Budget: the day's budget spent",
+			"Overload in the last 24 hours as a share of a day's budget (b × 24 h); above 100 % DebiOverloadBudgetExhausted fires once the last hour overspends too.",
+			"percentunit", 8,
+			q{expr: `sum(increase(debi_budget_overloaded_seconds_total{` + sel + `}[1d])) / sum(86400 * debi_budget_overload_budget{` + sel + `})`, instant: true},
+		).Decimals(0)).
+		WithPanel(singleStat(id.next(), "Budget: overload budget b",
+			"The configured overload budget: the share of time the workload may run above u_sla (policies[].budget.overload_budget).",
+			"percentunit", 8,
+			q{expr: `max(debi_budget_overload_budget{` + sel + `})`, instant: true},
+		).Decimals(2)).
 		WithRow(row(&id, "Webhook actions")).
 		WithPanel(series(id.next(), "Webhook decisions",
 			"Decisions per minute by load source (prometheus: fresh inputs; annotation: the alert's fallback; tidal) and result.",
@@ -258,6 +309,14 @@ func fleetDashboard() (dashboard.Dashboard, error) {
 			"W as utilization at the current size; compare with each policy's target.", "percentunit", 12, 8,
 			q{expr: `debi_load_ratio{load="w"}`, legend: "{{policy}}"},
 		).Min(0)).
+		WithPanel(series(id.next(), "Overload budget burn rate by policy (1h)",
+			"Budget policies: the share of the last hour above u_sla, in units of each policy's budget b. The page fires above 14.4 (with the 5 m window agreeing), the ticket above 3 over 6 h.", "short", 12, 8,
+			q{expr: `policy:debi_budget_burn_rate:ratio_rate1h`, legend: "{{policy}}"},
+		).Min(0).
+			Thresholds(dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
+				{Value: nil, Color: "green"}, {Value: ptr(3.0), Color: "orange"}, {Value: ptr(14.4), Color: "red"},
+			})).
+			ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeDashed))).
 		WithPanel(series(id.next(), "Forecast error by policy (MAE ÷ demand)",
 			"Rolling mean absolute error of the demand forecast relative to the observed demand.", "percentunit", 12, 8,
 			q{expr: `debi_forecast_mean_absolute_error_cores / ignoring (load) debi_demand_cores{load="w1"}`, legend: "{{policy}}"},

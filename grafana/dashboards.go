@@ -75,6 +75,9 @@ type Query struct {
 	Dashboard string
 	// Panel is the panel title.
 	Panel string
+	// Row is the title of the row the panel is in ("" above the first row); the panels of
+	// BudgetRow read series only budget policies publish.
+	Row string
 	// RefID is the query's refId within the panel (A, B, …).
 	RefID string
 	// Expr is the expression as stored, with Grafana variables such as $policy and
@@ -111,25 +114,30 @@ func Queries() ([]Query, error) {
 				out = append(out, Query{Dashboard: f.Name, Panel: "annotation: " + a.Name, RefID: "Anno", Expr: a.Expr})
 			}
 		}
-		var walk func([]jsonPanel)
-		walk = func(ps []jsonPanel) {
+		// Rows are flat (a row panel, then its panels) or collapsed (a row panel holding them).
+		var walk func(ps []jsonPanel, row string)
+		walk = func(ps []jsonPanel, row string) {
 			for _, p := range ps {
+				if p.Type == "row" {
+					row = p.Title
+				}
 				for _, t := range p.Targets {
 					if strings.TrimSpace(t.Expr) == "" {
 						continue
 					}
-					out = append(out, Query{Dashboard: f.Name, Panel: p.Title, RefID: t.RefID, Expr: t.Expr, Instant: t.Instant})
+					out = append(out, Query{Dashboard: f.Name, Panel: p.Title, Row: row, RefID: t.RefID, Expr: t.Expr, Instant: t.Instant})
 				}
-				walk(p.Panels)
+				walk(p.Panels, row)
 			}
 		}
-		walk(d.Panels)
+		walk(d.Panels, "")
 	}
 	return out, nil
 }
 
 type jsonPanel struct {
 	Title   string `json:"title"`
+	Type    string `json:"type"`
 	Targets []struct {
 		RefID   string `json:"refId"`
 		Expr    string `json:"expr"`

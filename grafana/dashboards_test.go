@@ -250,3 +250,30 @@ func TestExpand(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetRow: the policy dashboard has an overload-budget row, and every query in it reads a
+// series only budget policies publish (a debi_budget_ series or a burn rate recorded from
+// them), so that it is empty, not misleading, for a policy of another algorithm: the live tests
+// run those panels against a budget policy.
+func TestBudgetRow(t *testing.T) {
+	qs, err := Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, q := range qs {
+		if q.Row != BudgetRow {
+			continue
+		}
+		n++
+		if q.Dashboard != "debi-policy.json" {
+			t.Errorf("%s / %q: the budget row belongs to the policy dashboard", q.Dashboard, q.Panel)
+		}
+		if !strings.Contains(q.Expr, "debi_budget_") {
+			t.Errorf("%s / %q %s reads no budget series: %s", q.Dashboard, q.Panel, q.RefID, q.Expr)
+		}
+	}
+	if n < 8 {
+		t.Errorf("%d queries in the %q row, want the quantiles, margin, level and burn rates", n, BudgetRow)
+	}
+}

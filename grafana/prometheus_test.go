@@ -22,12 +22,27 @@ import (
 
 // exposition is what an exporter and a webhook publish for two policies, with the label sets of
 // exporter/collector.go and webhook/metrics.go: enough for every panel query to find its series.
+// shop-web is a debi policy; shop-db a budget policy, which also publishes the budget series.
 func exposition(step int) string {
 	var b strings.Builder
 	for i, p := range []string{"shop-web", "shop-db"} {
 		l := fmt.Sprintf(`policy=%q,namespace="shop",workload_type="deployment",workload=%q`, p, strings.TrimPrefix(p, "shop-"))
 		d := 1.5 + float64(i) + 0.1*float64(step%5)
-		fmt.Fprintf(&b, "debi_policy_info{%s,algorithm=\"debi\",model=\"holtwinters\"} 1\n", l)
+		alg := []string{"debi", "budget"}[i]
+		fmt.Fprintf(&b, "debi_policy_info{%s,algorithm=%q,model=\"holtwinters\"} 1\n", l, alg)
+		if alg == "budget" {
+			fmt.Fprintf(&b, "debi_load_ratio{%s,load=\"down\"} 0.8\n", l)
+			fmt.Fprintf(&b, "debi_budget_quantile_cores{%s,window=\"lead\"} %g\n", l, d*1.5)
+			fmt.Fprintf(&b, "debi_budget_quantile_cores{%s,window=\"hold\"} %g\n", l, d*1.8)
+			for _, m := range []string{"debi_budget_forecast_cores 2", "debi_budget_margin 1.4", "debi_budget_level 0.008",
+				"debi_budget_overload_budget 0.01", "debi_budget_error_samples 120"} {
+				name, v, _ := strings.Cut(m, " ")
+				fmt.Fprintf(&b, "%s{%s} %s\n", name, l, v)
+			}
+			// One step in 50 overloaded: burn rate 2.
+			fmt.Fprintf(&b, "debi_budget_observed_seconds_total{%s} %d\n", l, 15*step)
+			fmt.Fprintf(&b, "debi_budget_overloaded_seconds_total{%s} %g\n", l, 0.3*float64(step))
+		}
 		for load, v := range map[string]float64{"w1": 0.5, "w2": 0.6, "w3": 0.7, "w": 0.6, "window": 0.55} {
 			fmt.Fprintf(&b, "debi_load_ratio{%s,load=%q} %g\n", l, load, v)
 		}
@@ -116,7 +131,7 @@ func TestQueriesReturnData(t *testing.T) {
 	defer cancel()
 	// Ready once rates have samples to work with and the recording rules have run.
 	for {
-		v, _, _, err := prom.Query(ctx, `count_over_time(debi_current_replicas{policy="shop-web"}[1m]) >= 4 and on() count(policy:debi_replicas_delta:diff) > 0`, time.Now())
+		v, _, _, err := prom.Query(ctx, `count_over_time(debi_current_replicas{policy="shop-web"}[1m]) >= 4 and on() count(policy:debi_replicas_delta:diff) > 0 and on() count(policy:debi_budget_burn_rate:ratio_rate1d) > 0`, time.Now())
 		if err == nil && v.(model.Vector).Len() > 0 {
 			break
 		}
@@ -130,8 +145,12 @@ func TestQueriesReturnData(t *testing.T) {
 		t.Fatal(err)
 	}
 	vars := map[string]string{"policy": "shop-web", "__range": "1m", "__range_s": "60", "__rate_interval": "30s"}
+	budgetVars := map[string]string{"policy": "shop-db", "__range": "1m", "__range_s": "60", "__rate_interval": "30s"}
 	for _, q := range qs {
 		expr := Expand(q.Expr, vars)
+		if q.Row == BudgetRow {
+			expr = Expand(q.Expr, budgetVars) // series only budget policies publish
+		}
 		v, warn, _, err := prom.Query(ctx, expr, time.Now())
 		if err != nil {
 			t.Errorf("%s / %q %s: %v\n%s", q.Dashboard, q.Panel, q.RefID, err, expr)
@@ -141,7 +160,7 @@ func TestQueriesReturnData(t *testing.T) {
 			t.Logf("%s / %q %s: warnings %v", q.Dashboard, q.Panel, q.RefID, warn)
 		}
 		if vec, ok := v.(model.Vector); ok && vec.Len() == 0 {
-			t.Errorf("%s / %q %s returns nothing for policy shop-web:\n%s", q.Dashboard, q.Panel, q.RefID, expr)
+			t.Errorf("%s / %q %s returns nothing:\n%s", q.Dashboard, q.Panel, q.RefID, expr)
 		}
 	}
 }

@@ -20,5 +20,7 @@ if [ -x hack/rules-test.sh ]; then
   echo "== rules: promtool check rules + promtool test rules"
   hack/rules-test.sh
 fi
+echo "== differential HPA test against k8s.io/kubernetes v1.37.2"
+hack/hpadiff.sh
 echo "== go test"
 go test -count=1 -timeout 20m ${GOTESTFLAGS:-} ./...

@@ -28,10 +28,17 @@ const (
 	LoadObserved  LoadMode = "observed"  // W1
 	LoadForecast  LoadMode = "forecast"  // max(W2, W1)
 	LoadEffective LoadMode = "effective" // max(min(W2, W3), W1)
+	// LoadBudget feeds budget the calibrated upper quantile of the demand over the lead time
+	// (METHOD §9), the observed load as its floor, and the quantile over the lead time plus
+	// the hold to its scale-down gate.
+	LoadBudget LoadMode = "budget"
 )
 
 // DefaultDebiModel is the forecaster of the plain "debi" policy when none is configured.
 const DefaultDebiModel = "holtwinters"
+
+// DefaultBudgetModel is the forecaster of the plain "budget" policy.
+const DefaultBudgetModel = "holtwinters"
 
 // Spec is a parsed policy name.
 type Spec struct {
@@ -39,6 +46,9 @@ type Spec struct {
 	Algorithm string   `json:"algorithm"`
 	Model     string   `json:"model,omitempty"`
 	Load      LoadMode `json:"load"`
+	// Raw feeds the observed demand to the rule as it comes, without the metrics policy's
+	// stabilisation: Kubernetes' HPA acts on the metrics-server value itself.
+	Raw bool `json:"raw,omitempty"`
 }
 
 // Parse reads a policy name: "hpa", "apa", "debi" (Algorithm 2 on the effective load with
@@ -57,10 +67,17 @@ func Parse(name, debiModel string) (Spec, error) {
 		return nil
 	}
 	switch {
-	case n == "hpa" || n == "apa":
+	case n == "hpa":
+		return Spec{Name: n, Algorithm: n, Load: LoadObserved, Raw: true}, nil
+	case n == "apa":
 		return Spec{Name: n, Algorithm: n, Load: LoadObserved}, nil
 	case n == "debi":
 		return Spec{Name: n, Algorithm: "debi", Model: strings.ToLower(debiModel), Load: LoadEffective}, model(debiModel)
+	case n == "budget":
+		return Spec{Name: n, Algorithm: "budget", Model: DefaultBudgetModel, Load: LoadBudget}, nil
+	case strings.HasSuffix(n, "-budget") && len(n) > len("-budget"):
+		m := strings.TrimSuffix(n, "-budget")
+		return Spec{Name: n, Algorithm: "budget", Model: m, Load: LoadBudget}, model(m)
 	case strings.HasPrefix(n, "evt-") && strings.HasSuffix(n, "-hpa") && len(n) > len("evt--hpa"):
 		m := strings.TrimSuffix(strings.TrimPrefix(n, "evt-"), "-hpa")
 		return Spec{Name: n, Algorithm: "hpa", Model: m, Load: LoadEffective}, model(m)
@@ -71,7 +88,7 @@ func Parse(name, debiModel string) (Spec, error) {
 		m := strings.TrimSuffix(n, "-debi")
 		return Spec{Name: n, Algorithm: "debi", Model: m, Load: LoadEffective}, model(m)
 	}
-	return Spec{}, fmt.Errorf("unknown policy %q: want hpa, apa, debi, <model>-debi, <model>-hpa or evt-<model>-hpa with a model in %s",
+	return Spec{}, fmt.Errorf("unknown policy %q: want hpa, apa, debi, budget, <model>-debi, <model>-hpa, evt-<model>-hpa or <model>-budget with a model in %s",
 		name, strings.Join(forecast.Names(), ", "))
 }
 
@@ -82,16 +99,30 @@ type Config struct {
 	Metrics scaling.MetricsPolicy
 	// Request is the CPU request of one pod, R, in cores.
 	Request float64
-	// Step is the control interval: one history point per step.
+	// Step is the sample period of the history: one history point per step. Step may be called
+	// more often (every controller tick); a new history point, and a new forecast, is taken
+	// when a new step begins, and between them the latest forecast stands.
 	Step time.Duration
-	// LeadSteps is the forecast horizon h in steps (at least 1).
+	// LeadSteps is the forecast horizon h in steps (at least 1): W2 is the largest forecast over
+	// t+1 … t+h (METHOD §2). Horizon computes it from the actuation delay.
 	LeadSteps int
 	// History is how many steps of demand the models and the EVT fit see (760).
 	History int
 	// Retrain is the number of steps between training runs (0: train once).
 	Retrain int
-	Model   forecast.Config
-	POT     forecast.POTConfig
+	// Season is the seasonal period of the seasonal models as a duration (default one day),
+	// converted to steps of Step unless Model.Season is set.
+	Season time.Duration
+	// LeadTime is the actuation delay (decision delay + pod start-up) the budget policy sizes
+	// for; 0 takes (LeadSteps − 1)·Step.
+	LeadTime time.Duration
+	// ObservationWindow is the window the observed demand is a mean over (a rate(...[1m]));
+	// the budget policy extrapolates the observation by half of it to the demand now.
+	ObservationWindow time.Duration
+	Model             forecast.Config
+	POT               forecast.POTConfig
+	// Calibration is the budget policy's quantile and its online calibration (METHOD §9).
+	Calibration forecast.CalibratorConfig
 	// AsyncTraining trains a clone of the model in the background and swaps it in when done
 	// (live); otherwise training runs inside Step (backtest, deterministic).
 	AsyncTraining bool
@@ -109,8 +140,29 @@ func DefaultConfig(spec Spec) Config {
 		LeadSteps: 1,
 		History:   760,
 		Retrain:   120,
+		Season:    24 * time.Hour,
 		POT:       forecast.DefaultPOTConfig(),
+
+		Calibration: forecast.DefaultCalibratorConfig(),
 	}
+}
+
+// Horizon is the forecast horizon h in steps that covers an actuation delay (decision delay +
+// pod start-up, METHOD §2 [fix]): capacity ordered now serves only after lead, so the forecast
+// must reach past it, h = ceil(lead/step) + 1.
+func Horizon(lead, step time.Duration) int {
+	if step <= 0 || lead <= 0 {
+		return 1
+	}
+	return int((lead+step-1)/step) + 1
+}
+
+// SeasonSteps converts a seasonal period to steps of step (at least 1).
+func SeasonSteps(season, step time.Duration) int {
+	if season <= 0 || step <= 0 {
+		return 0
+	}
+	return max(1, int((season+step/2)/step))
 }
 
 // Validate checks the configuration; errors name the field.
@@ -126,6 +178,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("history must be at least 2 steps, got %d", c.History)
 	case c.Retrain < 0:
 		return fmt.Errorf("retrain must not be negative, got %d", c.Retrain)
+	case c.Season < 0:
+		return fmt.Errorf("season must not be negative, got %v", c.Season)
 	}
 	if err := c.Params.Validate(); err != nil {
 		return err
@@ -133,6 +187,11 @@ func (c Config) Validate() error {
 	if c.Spec.Load == LoadEffective {
 		if err := c.POT.Validate(); err != nil {
 			return fmt.Errorf("evt: %w", err)
+		}
+	}
+	if c.Spec.Load == LoadBudget {
+		if err := c.Calibration.Validate(); err != nil {
+			return fmt.Errorf("budget: %w", err)
 		}
 	}
 	if !scaling.Known(c.Spec.Algorithm) {
@@ -156,8 +215,16 @@ type Result struct {
 	Time time.Time `json:"time"`
 	// Demand is the stabilised observed demand in cores.
 	Demand float64 `json:"demand"`
-	// DemandForecast is the forecast of D(t+h) in cores (NaN without a model or before training).
-	DemandForecast float64 `json:"demand_forecast"`
+	// DemandForecast is the largest forecast of D over t+1 … t+h in cores, the demand W2 stands
+	// for (NaN without a model or before training); DemandForecastEnd is the point forecast of
+	// D(t+h) alone, for scoring the model against what came.
+	DemandForecast    float64 `json:"demand_forecast"`
+	DemandForecastEnd float64 `json:"demand_forecast_end"`
+	// NewSample says this step began a new history step: the models saw a new point.
+	NewSample bool `json:"new_sample"`
+	// Budget is the overload-budget policy's quantile side (nil for other policies). It points
+	// at the runner's own state: read it before the next Step.
+	Budget *BudgetState `json:"budget,omitempty"`
 	// HighWater is the EVT high-water demand z in cores (NaN unless the policy uses EVT).
 	HighWater              float64 `json:"high_water"`
 	W1, W2, W3, W, WindowW float64
@@ -169,6 +236,22 @@ type Result struct {
 	TrainError error `json:"-"`
 	// ForecastError is why W2 is missing, when the policy has a model.
 	ForecastError error `json:"-"`
+}
+
+// BudgetState is what the budget policy sized for at one step (METHOD §9).
+type BudgetState struct {
+	// Quantile is the calibrated upper quantile of the demand over the lead time (cores);
+	// QuantileDown over the lead time plus the hold, which a scale-down must still fit.
+	Quantile, QuantileDown float64
+	// Forecast is the largest point forecast over the lead time, Margin the calibrated factor
+	// on it (Quantile = Forecast·Margin), Alpha the calibrated level (the margin is the (1−α)
+	// quantile of the forecast's recent errors).
+	Forecast, Margin, Alpha float64
+	// Exceeded and Observed count the steps whose observed demand exceeded u_sla·Nr·R, and
+	// all steps observed: the budget used so far is Exceeded/Observed.
+	Exceeded, Observed int
+	// Errors is the number of forecast errors the margin comes from.
+	Errors int
 }
 
 // ErrNoData is returned (wrapped) by Step when no usable demand sample is in the window: the
@@ -187,6 +270,22 @@ type Runner struct {
 	scratch []float64
 	hist2   []float64 // EVT and training copy
 	pred    []float64
+
+	// The forecast and high-water level of the latest history step, in cores: between steps
+	// (ticks faster than Step) they stand.
+	lastIndex    int64
+	lastTime     time.Time
+	fcMax, fcEnd float64
+	fcErr        error
+	pot          *forecast.POTResult
+
+	// The budget policy's side: one calibrator for the lead-time window and one for the
+	// lead time plus the hold, and rings of the window forecasts made at past history steps.
+	calUp, calDown *forecast.Calibrator
+	hUp, hDown     int
+	fUp, fDown     []float64 // rings indexed by history step
+	budget         BudgetState
+	tb             tickBudget
 
 	model       atomic.Pointer[modelBox]
 	training    atomic.Bool
@@ -222,18 +321,58 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, alg: alg, log: log, pred: make([]float64, cfg.LeadSteps), lastTrainS: -1, keep: cfg.History}
+	r := &Runner{cfg: cfg, alg: alg, log: log, pred: make([]float64, cfg.LeadSteps), lastTrainS: -1, keep: cfg.History,
+		lastIndex: math.MinInt64, fcMax: math.NaN(), fcEnd: math.NaN()}
+	if cfg.Spec.Load == LoadBudget {
+		r.hUp = cfg.LeadSteps
+		r.hDown = cfg.LeadSteps + int((cfg.Params.Budget.Hold+cfg.Step-1)/cfg.Step)
+		r.pred = make([]float64, r.hDown)
+		if r.calUp, err = forecast.NewCalibrator(cfg.Calibration); err != nil {
+			return nil, fmt.Errorf("budget: %w", err)
+		}
+		r.calDown, _ = forecast.NewCalibrator(cfg.Calibration)
+		r.fUp, r.fDown = make([]float64, r.hDown+1), make([]float64, r.hDown+1)
+		for i := range r.fUp {
+			r.fUp[i], r.fDown[i] = math.NaN(), math.NaN()
+		}
+		r.keep = max(r.keep, r.hDown+1)
+		r.tb = tickBudget{lead: cfg.LeadTime, hold: cfg.Params.Budget.Hold, step: cfg.Step, base: math.NaN()}
+		if r.tb.lead == 0 {
+			r.tb.lead = time.Duration(cfg.LeadSteps-1) * cfg.Step
+		}
+	}
 	if cfg.Spec.Model != "" {
-		f, err := forecast.New(cfg.Spec.Model, cfg.Model)
+		mc := cfg.Model
+		if mc.Season == 0 {
+			mc.Season = SeasonSteps(cfg.Season, cfg.Step)
+		}
+		r.cfg.Model = mc
+		f, err := forecast.New(cfg.Spec.Model, mc)
 		if err != nil {
 			return nil, err
 		}
 		r.model.Store(&modelBox{f: f})
 		// A seasonal model needs whole seasons: keep what it needs, while the EVT fit still sees
 		// the last cfg.History steps only.
-		r.keep = max(r.keep, f.MinHistory()+cfg.LeadSteps)
+		r.keep = max(r.keep, f.MinHistory()+len(r.pred))
+		if f.MinHistory() > cfg.History {
+			log.Warn("the model needs more history than the policy's history: no forecast until it has accumulated",
+				"policy", cfg.Spec.Name, "model", cfg.Spec.Model, "needed_steps", f.MinHistory(), "history_steps", cfg.History,
+				"needed", time.Duration(f.MinHistory())*cfg.Step)
+		}
 	}
 	return r, nil
+}
+
+// ModelHistory returns how many history steps the policy's model needs before it can forecast
+// and how many it has (0, 0 without a model). A model whose need exceeds Config.History says
+// so here and in a warning at New: it forecasts nothing until then.
+func (r *Runner) ModelHistory() (needed, have int) {
+	box := r.model.Load()
+	if box == nil {
+		return 0, 0
+	}
+	return max(box.f.MinHistory(), r.cfg.LeadSteps+1), len(r.history)
 }
 
 // Config returns the runner's configuration (after normalisation).
@@ -258,18 +397,28 @@ func (r *Runner) Wait() { r.trainWG.Wait() }
 func (r *Runner) History() []float64 { return append([]float64(nil), r.history...) }
 
 // Step records the observation and decides. A missing observation keeps the current size and
-// returns an error wrapping ErrNoData with the result.
+// returns an error wrapping ErrNoData with the result. Step may be called at every controller
+// tick: the history (and so the forecast and the high-water fit) advances once per Config.Step,
+// at the first call of each step, and between steps the latest forecast stands.
 func (r *Runner) Step(ctx context.Context, obs Observation) (Result, error) {
-	r.steps++
-	res := Result{Time: obs.Time, DemandForecast: math.NaN(), HighWater: math.NaN(),
+	res := Result{Time: obs.Time, DemandForecast: math.NaN(), DemandForecastEnd: math.NaN(), HighWater: math.NaN(),
 		W2: math.NaN(), W3: math.NaN(), WindowW: math.NaN()}
 	r.samples = append(r.samples, scaling.Sample{Time: obs.Time, Value: obs.Demand})
 	keep := max(r.cfg.Metrics.Window, r.cfg.Params.Window)
 	r.samples = pruneSamples(r.samples, obs.Time.Add(-keep))
 
-	demand, err := r.cfg.Metrics.Stabilize(r.samples, obs.Time, r.scratch[:0])
-	if cap(r.scratch) < len(r.samples) {
-		r.scratch = make([]float64, 0, 2*len(r.samples))
+	var demand float64
+	var err error
+	if r.cfg.Spec.Raw {
+		demand = obs.Demand
+		if math.IsNaN(demand) || math.IsInf(demand, 0) || demand < 0 {
+			err = fmt.Errorf("%w: the latest sample is %v", scaling.ErrMissingData, demand)
+		}
+	} else {
+		demand, err = r.cfg.Metrics.Stabilize(r.samples, obs.Time, r.scratch[:0])
+		if cap(r.scratch) < len(r.samples) {
+			r.scratch = make([]float64, 0, 2*len(r.samples))
+		}
 	}
 	if err != nil {
 		res.Demand, res.W1, res.W = math.NaN(), math.NaN(), math.NaN()
@@ -278,9 +427,11 @@ func (r *Runner) Step(ctx context.Context, obs Observation) (Result, error) {
 		return res, fmt.Errorf("%w: %w", ErrNoData, err)
 	}
 	res.Demand = demand
-	r.history = append(r.history, demand)
-	if len(r.history) > r.keep {
-		r.history = append(r.history[:0], r.history[len(r.history)-r.keep:]...)
+	r.lastTime = obs.Time
+	if idx := obs.Time.UnixNano() / int64(r.cfg.Step); idx > r.lastIndex {
+		r.lastIndex = idx
+		res.NewSample = true
+		r.advance(ctx, demand, &res)
 	}
 
 	capacity := float64(max(obs.Current, 1)) * r.cfg.Request
@@ -288,25 +439,148 @@ func (r *Runner) Step(ctx context.Context, obs Observation) (Result, error) {
 	if r.cfg.Params.Window > 0 {
 		res.WindowW = meanSince(r.samples, obs.Time.Add(-r.cfg.Params.Window)) / capacity
 	}
+	if r.model.Load() != nil {
+		res.DemandForecast, res.DemandForecastEnd, res.ForecastError = r.fcMax, r.fcEnd, r.fcErr
+		res.W2 = r.fcMax / capacity
+	}
+	if r.pot != nil {
+		res.POT = r.pot
+		res.HighWater = r.pot.Z
+		res.W3 = r.pot.Z / capacity
+	}
+	in := scaling.Input{Time: obs.Time, Current: obs.Current, Ready: obs.Ready, WindowW: res.WindowW, WNow: res.W1}
+	switch r.cfg.Spec.Load {
+	case LoadObserved:
+		res.W = res.W1
+	case LoadForecast:
+		res.W = scaling.ForecastLoad(res.W1, res.W2)
+	case LoadBudget:
+		if r.cfg.Calibration.Scoring == forecast.ScoringTick {
+			r.tickBudget(obs)
+		} else {
+			r.observeBudget(obs)
+		}
+		b := &r.budget
+		res.Budget = b // the runner's own: valid until the next Step
+		res.W = b.Quantile / capacity
+		in.WDown = b.QuantileDown / capacity
+	default:
+		res.W = scaling.EffectiveLoad(res.W1, res.W2, res.W3)
+	}
+	in.W = res.W
+	res.Decision = r.alg.Recommend(in)
+	return res, nil
+}
 
+// observeBudget counts this step against the budget (was the observed demand above u_sla·Nr·R?),
+// adapts the calibration and sizes the quantiles with the current margins.
+func (r *Runner) observeBudget(obs Observation) {
+	exceeded := obs.Demand > r.cfg.Params.Budget.SLAUtilization*float64(obs.Ready)*r.cfg.Request
+	// An overload at max_replicas is no miss of the quantile: no size could have avoided it,
+	// and counting it would only drive the level down until every other hour pays for it.
+	if !(exceeded && obs.Current >= r.cfg.Params.MaxReplicas) {
+		r.calUp.Observe(exceeded)
+		r.calDown.Observe(exceeded)
+	}
+	b := &r.budget
+	b.Exceeded, b.Observed = r.calUp.Exceeded()
+	b.Alpha = r.calUp.Alpha()
+	b.Margin = math.NaN()
+	b.Errors = r.calUp.Errors()
+	k := len(r.fUp)
+	up, down := r.fUp[(r.steps-1+k)%k], r.fDown[(r.steps-1+k)%k]
+	b.Forecast = up
+	b.Quantile = r.calUp.Upper(up)
+	b.QuantileDown = r.calDown.Upper(down)
+	if up > 0 {
+		b.Margin = b.Quantile / up
+	}
+}
+
+// recordBudget keeps the window forecasts of this history step (the model's, or the last
+// value when the model has none yet) and scores the ones whose windows have just closed.
+func (r *Runner) recordBudget(demand float64) {
+	k := len(r.fUp)
+	up, down := demand, demand
+	if !math.IsNaN(r.fcMax) {
+		up, down = math.Inf(-1), math.Inf(-1)
+		for i, f := range r.pred {
+			if math.IsNaN(f) {
+				continue
+			}
+			f = math.Max(f, 0)
+			if i < r.hUp {
+				up = math.Max(up, f)
+			}
+			down = math.Max(down, f)
+		}
+		if math.IsInf(up, 0) || math.IsInf(down, 0) {
+			up, down = demand, demand
+		}
+	}
+	// Score the forecasts made h steps ago against the largest demand of the h steps since.
+	score := func(cal *forecast.Calibrator, ring []float64, h int) {
+		if r.steps <= h || len(r.history) < h {
+			return
+		}
+		f := ring[(r.steps-1-h+k)%k]
+		if math.IsNaN(f) {
+			return
+		}
+		actual := math.Inf(-1)
+		for _, v := range r.history[len(r.history)-h:] {
+			actual = math.Max(actual, v)
+		}
+		_ = cal.AddError(actual, f)
+	}
+	score(r.calUp, r.fUp, r.hUp)
+	score(r.calDown, r.fDown, r.hDown)
+	r.fUp[(r.steps-1)%k], r.fDown[(r.steps-1)%k] = up, down
+}
+
+// advance takes a new history point: trains when due, forecasts the next LeadSteps steps and
+// refits the high-water level.
+func (r *Runner) advance(ctx context.Context, demand float64, res *Result) {
+	r.steps++
+	r.history = append(r.history, demand)
+	if len(r.history) > r.keep {
+		r.history = append(r.history[:0], r.history[len(r.history)-r.keep:]...)
+	}
 	if box := r.model.Load(); box != nil {
 		r.maybeTrain(ctx)
-		r.collectTraining(&res)
+		r.collectTraining(res)
+		r.fcMax, r.fcEnd, r.fcErr = math.NaN(), math.NaN(), nil
 		if box = r.model.Load(); box.trained {
 			if err := box.f.Predict(r.history, r.pred); err != nil {
-				res.ForecastError = err
+				r.fcErr = err
 			} else {
-				f := r.pred[len(r.pred)-1]
-				if f < 0 || math.IsNaN(f) {
-					f = math.Max(0, f) // a negative demand forecast means "none"
+				// W2 is the largest forecast over the horizon (METHOD §2 [fix]): a spike the model
+				// sees coming inside the actuation delay must be ordered now. A negative demand
+				// forecast means none.
+				hi := math.Inf(-1)
+				for _, f := range r.pred {
+					if !math.IsNaN(f) {
+						hi = math.Max(hi, f)
+					}
 				}
-				if !math.IsInf(f, 0) && !math.IsNaN(f) {
-					res.DemandForecast = f
-					res.W2 = f / capacity
+				end := r.pred[len(r.pred)-1]
+				if !math.IsInf(hi, 0) {
+					r.fcMax = math.Max(0, hi)
+				}
+				if !math.IsInf(end, 0) && !math.IsNaN(end) {
+					r.fcEnd = math.Max(0, end)
 				}
 			}
 		} else {
-			res.ForecastError = errors.New("model not trained yet")
+			need, have := r.ModelHistory()
+			r.fcErr = fmt.Errorf("model not trained yet (%d of the %d history steps it needs)", have, need)
+		}
+	}
+	if r.cfg.Spec.Load == LoadBudget {
+		if r.cfg.Calibration.Scoring == forecast.ScoringTick {
+			r.tb.newPath(r.lastTime, demand, r.pred, !math.IsNaN(r.fcMax))
+		} else {
+			r.recordBudget(demand)
 		}
 	}
 	if r.cfg.Spec.Load == LoadEffective {
@@ -314,23 +588,11 @@ func (r *Runner) Step(ctx context.Context, obs Observation) (Result, error) {
 		if len(evtHist) > r.cfg.History {
 			evtHist = evtHist[len(evtHist)-r.cfg.History:]
 		}
-		pot, err := forecast.HighWater(evtHist, r.cfg.POT)
-		if err == nil {
-			res.POT = &pot
-			res.HighWater = pot.Z
-			res.W3 = pot.Z / capacity
+		r.pot = nil
+		if pot, err := forecast.HighWater(evtHist, r.cfg.POT); err == nil {
+			r.pot = &pot
 		}
 	}
-	switch r.cfg.Spec.Load {
-	case LoadObserved:
-		res.W = res.W1
-	case LoadForecast:
-		res.W = scaling.ForecastLoad(res.W1, res.W2)
-	default:
-		res.W = scaling.EffectiveLoad(res.W1, res.W2, res.W3)
-	}
-	res.Decision = r.alg.Recommend(scaling.Input{Time: obs.Time, Current: obs.Current, Ready: obs.Ready, W: res.W, WindowW: res.WindowW})
-	return res, nil
 }
 
 // maybeTrain starts a training run when the model has never been trained and enough history
@@ -421,4 +683,130 @@ func meanSince(s []scaling.Sample, cutoff time.Time) float64 {
 		return math.NaN()
 	}
 	return sum / float64(n)
+}
+
+// tickBudget is the budget policy scored at every decision rather than at every history step:
+// the forecast path of the last history step, anchored at the load observed now, gives the
+// demand expected at t + lead (what capacity ordered now will meet) and the largest over
+// [t, t + lead + hold] (what a scale-down must still fit); each is scored against what was
+// observed when its time came.
+type tickBudget struct {
+	lead, hold, step time.Duration
+	// The path: base at t0, then path[j] at t0 + (j+1)·step.
+	t0   time.Time
+	base float64
+	path []float64
+	ok   bool // path holds a model forecast (else the path is flat at base)
+	// Pending forecasts: up ones wait for their time, down ones keep the largest observation
+	// since they were made.
+	up      []pendingForecast
+	down    []pendingForecast
+	prev    time.Time
+	prevObs float64
+	fu, fd  float64
+}
+
+type pendingForecast struct {
+	due      time.Time
+	forecast float64
+	seen     float64 // down: the largest observation since the forecast was made
+}
+
+func (tb *tickBudget) newPath(t time.Time, base float64, pred []float64, ok bool) {
+	tb.t0, tb.base, tb.ok = t, base, ok
+	tb.path = append(tb.path[:0], pred...)
+}
+
+// at is the path's value at τ: linear between its points, flat past its ends.
+func (tb *tickBudget) at(tau time.Time) float64 {
+	if !tb.ok || len(tb.path) == 0 || !tau.After(tb.t0) {
+		return tb.base
+	}
+	x := float64(tau.Sub(tb.t0)) / float64(tb.step)
+	j := int(x) // between point j−1 (base for j = 0) and point j
+	if j >= len(tb.path) {
+		return tb.path[len(tb.path)-1]
+	}
+	lo := tb.base
+	if j > 0 {
+		lo = tb.path[j-1]
+	}
+	return lo + (x-float64(j))*(tb.path[j]-lo)
+}
+
+// maxOver is the path's largest value over [a, b]: its ends and the points inside.
+func (tb *tickBudget) maxOver(a, b time.Time) float64 {
+	m := math.Max(tb.at(a), tb.at(b))
+	if tb.ok {
+		for j, v := range tb.path {
+			if tj := tb.t0.Add(time.Duration(j+1) * tb.step); tj.After(a) && tj.Before(b) {
+				m = math.Max(m, v)
+			}
+		}
+	}
+	return m
+}
+
+func (r *Runner) tickBudget(obs Observation) {
+	tb := &r.tb
+	d := obs.Demand
+	// The observation is a mean over the last ObservationWindow: under a trend the demand now is
+	// about half a window ahead of it.
+	dt := 15 * time.Second
+	if !tb.prev.IsZero() && obs.Time.After(tb.prev) {
+		dt = obs.Time.Sub(tb.prev)
+		if w := r.cfg.ObservationWindow; w > 0 && !math.IsNaN(tb.prevObs) {
+			d = math.Max(0, d+(d-tb.prevObs)*float64(w/2)/float64(dt))
+		}
+	}
+	tb.prev, tb.prevObs = obs.Time, obs.Demand
+	exceeded := d > r.cfg.Params.Budget.SLAUtilization*float64(obs.Ready)*r.cfg.Request
+	if !(exceeded && obs.Current >= r.cfg.Params.MaxReplicas) {
+		r.calUp.Observe(exceeded)
+		r.calDown.Observe(exceeded)
+	}
+	// Score what has come due.
+	n := 0
+	for _, p := range tb.up {
+		if p.due.After(obs.Time) {
+			tb.up[n] = p
+			n++
+			continue
+		}
+		_ = r.calUp.AddError(d, p.forecast)
+	}
+	tb.up = tb.up[:n]
+	n = 0
+	for _, p := range tb.down {
+		p.seen = math.Max(p.seen, d)
+		if p.due.After(obs.Time) {
+			tb.down[n] = p
+			n++
+			continue
+		}
+		_ = r.calDown.AddError(p.seen, p.forecast)
+	}
+	tb.down = tb.down[:n]
+	// Forecast from now: the path anchored at what is observed now.
+	if math.IsNaN(tb.base) {
+		tb.base, tb.t0 = d, obs.Time
+	}
+	off := d - tb.at(obs.Time)
+	upAt := obs.Time.Add(tb.lead)
+	fu := math.Max(0, math.Max(tb.at(upAt), tb.at(upAt.Add(dt)))+off)
+	fd := math.Max(0, tb.maxOver(obs.Time, obs.Time.Add(tb.lead+tb.hold))+off)
+	fd = math.Max(fd, fu)
+	tb.up = append(tb.up, pendingForecast{due: upAt.Add(dt), forecast: fu})
+	tb.down = append(tb.down, pendingForecast{due: obs.Time.Add(tb.lead + tb.hold), forecast: fd, seen: math.Inf(-1)})
+	b := &r.budget
+	b.Exceeded, b.Observed = r.calUp.Exceeded()
+	b.Alpha = r.calUp.Alpha()
+	b.Errors = r.calUp.Errors()
+	b.Forecast = fu
+	b.Quantile = r.calUp.Upper(fu)
+	b.QuantileDown = math.Max(r.calDown.Upper(fd), b.Quantile)
+	b.Margin = math.NaN()
+	if fu > 0 {
+		b.Margin = b.Quantile / fu
+	}
 }

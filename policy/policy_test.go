@@ -25,6 +25,8 @@ func TestParse(t *testing.T) {
 		{"seasonal-naive-hpa", "hpa", "seasonal-naive", LoadForecast},
 		{"evt-holtwinters-hpa", "hpa", "holtwinters", LoadEffective},
 		{"naive-debi", "debi", "naive", LoadEffective},
+		{"budget", "budget", DefaultBudgetModel, LoadBudget},
+		{"arima-budget", "budget", "arima", LoadBudget},
 	} {
 		s, err := Parse(tc.in, "")
 		if err != nil {
@@ -191,5 +193,163 @@ func TestAsyncTrainingOutlivesStepContext(t *testing.T) {
 	res, _ := r.Step(context.Background(), Observation{Time: t0.Add(3 * time.Minute), Demand: 2, Current: 2, Ready: 2})
 	if res.TrainError != nil || math.IsNaN(res.DemandForecast) {
 		t.Fatalf("model not trained: err %v, forecast %v", res.TrainError, res.DemandForecast)
+	}
+}
+
+// TestHorizon is METHOD §2's [fix]: the horizon reaches past the actuation delay,
+// h = ceil(lead/step) + 1.
+func TestHorizon(t *testing.T) {
+	for _, tc := range []struct {
+		lead, step time.Duration
+		want       int
+	}{
+		{0, time.Minute, 1},                        // no delay: the next step
+		{2 * time.Minute, 5 * time.Minute, 2},      // ceil(2/5) + 1
+		{2 * time.Minute, time.Minute, 3},          // 2 + 1
+		{135 * time.Second, time.Minute, 4},        // ceil(2.25) + 1
+		{5 * time.Minute, 15 * time.Second, 21},    // 20 + 1
+		{time.Minute, 0, 1},                        // no step: guard
+		{24 * time.Hour, 5 * time.Minute, 288 + 1}, // a day of 5-minute steps
+		{24*time.Hour + 1, 5 * time.Minute, 289 + 1} /* just over: one more */} {
+		if got := Horizon(tc.lead, tc.step); got != tc.want {
+			t.Errorf("Horizon(%v, %v) = %d, want %d", tc.lead, tc.step, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		season, step time.Duration
+		want         int
+	}{{24 * time.Hour, 5 * time.Minute, 288}, {24 * time.Hour, time.Minute, 1440}, {24 * time.Hour, 15 * time.Second, 5760}, {time.Second, time.Minute, 1}} {
+		if got := SeasonSteps(tc.season, tc.step); got != tc.want {
+			t.Errorf("SeasonSteps(%v, %v) = %d, want %d", tc.season, tc.step, got, tc.want)
+		}
+	}
+}
+
+// TestW2IsLargestOverHorizon: a spike the model sees coming inside the horizon is ordered now,
+// although the horizon's last point is low again.
+func TestW2IsLargestOverHorizon(t *testing.T) {
+	r := newRunner(t, "seasonal-naive-hpa", func(c *Config) { c.Model.Season = 4; c.LeadSteps = 4 })
+	var res Result
+	// Period 1, 1, 9, 1: the history ends on a 1 whose next three steps are 1, 1, 9.
+	for i := range 16 {
+		d := 1.0
+		if i%4 == 2 {
+			d = 9
+		}
+		res, _ = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * time.Minute), Demand: d, Current: 2, Ready: 2})
+	}
+	if res.DemandForecast != 9 || res.DemandForecastEnd != 1 {
+		t.Fatalf("forecast over t+1…t+4 = 1, 1, 9, 1: got max %v, end %v; want 9 and 1", res.DemandForecast, res.DemandForecastEnd)
+	}
+	if res.W2 != 9.0/2 {
+		t.Fatalf("W2 = %v, want 9 cores over 2 pods of 1 core", res.W2)
+	}
+}
+
+// TestTicksBetweenSamples: called at 15 s ticks, the runner takes one history point per
+// 5-minute step; between steps the forecast stands while W1 follows every tick.
+func TestTicksBetweenSamples(t *testing.T) {
+	r := newRunner(t, "naive-hpa", func(c *Config) { c.Step = 5 * time.Minute })
+	newSamples := 0
+	var last Result
+	for i := range 60 { // 15 minutes of ticks
+		d := float64(1 + i) // demand rises every tick
+		res, err := r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: d, Current: 4, Ready: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.NewSample {
+			newSamples++
+			if i%20 != 0 {
+				t.Fatalf("tick %d began a history step; want only ticks 0, 20, 40", i)
+			}
+		} else if i > 20 && res.DemandForecast != last.DemandForecast {
+			t.Fatalf("tick %d: the forecast moved (%v → %v) between history steps", i, last.DemandForecast, res.DemandForecast)
+		}
+		last = res
+	}
+	if newSamples != 3 || len(r.History()) != 3 {
+		t.Fatalf("%d new steps, %d history points over 15 minutes of 5-minute steps; want 3", newSamples, len(r.History()))
+	}
+	// The stabilised W1 (60 s mean of the last ticks) moved with the load at the last tick.
+	if last.Demand < 55 {
+		t.Fatalf("W1 demand %v at the last tick: it should follow the ticks (≈59)", last.Demand)
+	}
+}
+
+// TestModelHistoryShortfall: a daily Holt-Winters on one-minute steps needs two days of history;
+// the runner says so rather than silently forecasting nothing.
+func TestModelHistoryShortfall(t *testing.T) {
+	r := newRunner(t, "holtwinters-hpa", nil)
+	need, have := r.ModelHistory()
+	if need != 2*1440 || have != 0 {
+		t.Fatalf("needed %d, have %d; want 2880 (two days of 1-minute steps) and 0", need, have)
+	}
+	res, _ := r.Step(context.Background(), Observation{Time: t0, Demand: 1, Current: 1, Ready: 1})
+	if res.ForecastError == nil || !strings.Contains(res.ForecastError.Error(), "2880") {
+		t.Fatalf("forecast error %v should name the history it needs", res.ForecastError)
+	}
+	r5 := newRunner(t, "holtwinters-hpa", func(c *Config) { c.Step = 5 * time.Minute })
+	if need, _ := r5.ModelHistory(); need != 2*288 {
+		t.Fatalf("5-minute steps: needed %d, want 576", need)
+	}
+}
+
+// TestHPAActsOnTheRawObservation: Kubernetes' HPA acts on the metrics-server value as it comes;
+// the metrics policy's stabilisation is the Elastic Scaler's (apa, debi).
+func TestHPAActsOnTheRawObservation(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		want   float64
+	}{{"hpa", 4}, {"apa", 3}} {
+		r := newRunner(t, tc.policy, nil)
+		var res Result
+		for i, d := range []float64{2, 3, 4} { // 20 s apart: all inside the 60 s window
+			res, _ = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 20 * time.Second), Demand: d, Current: 1, Ready: 1})
+		}
+		if res.Demand != tc.want {
+			t.Errorf("%s: observed demand %v, want %v", tc.policy, res.Demand, tc.want)
+		}
+	}
+}
+
+// TestBudgetRunner: the budget policy sizes for the calibrated quantile of the demand at
+// t + lead time, anchored at the observation now: on a steady ramp its quantile leads the
+// observed load by about the lead time's growth, its calibration counts every tick, and the
+// recommended size covers the quantile at u_sla.
+func TestBudgetRunner(t *testing.T) {
+	r := newRunner(t, "naive-budget", func(c *Config) {
+		c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+	})
+	var res Result
+	for i := range 2000 { // a ramp of 0.01 core per 15 s tick, from 10 cores
+		d := 10 + 0.01*float64(i)
+		var err error
+		res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: d, Current: 40, Ready: 40})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := res.Budget
+	if b == nil {
+		t.Fatal("no budget state")
+	}
+	if b.Observed != 2000 || b.Exceeded != 0 {
+		t.Fatalf("observed %d, exceeded %d: want every tick counted, none above 0.9·40 pods", b.Observed, b.Exceeded)
+	}
+	// Now 29.99 cores observed; the nowcast adds half the 60 s window of the trend, 0.02 core,
+	// and the naive path carries it flat over the lead time: 30.01 cores. The ramp the naive
+	// forecast misses is what the calibrated margin is for.
+	if math.Abs(b.Forecast-30.01) > 1e-9 {
+		t.Fatalf("forecast %v, want 30.01 cores (the nowcast, carried flat)", b.Forecast)
+	}
+	if b.Errors < 100 || !(b.Quantile > b.Forecast) {
+		t.Fatalf("%d errors, quantile %v: on a ramp the naive forecast is always low, so the margin must lift it", b.Errors, b.Quantile)
+	}
+	if !(b.Quantile >= b.Forecast) || b.QuantileDown < b.Quantile {
+		t.Fatalf("quantile %v, down %v, forecast %v: want forecast ≤ quantile ≤ down", b.Quantile, b.QuantileDown, b.Forecast)
+	}
+	if want := int32(math.Ceil(b.Quantile / 0.9)); res.Decision.Replicas < want && res.Decision.Replicas != 40 {
+		t.Fatalf("decided %d pods for a quantile of %v cores", res.Decision.Replicas, b.Quantile)
 	}
 }

@@ -31,6 +31,10 @@ type Input struct {
 	// WindowW is the mean observed load over the algorithm's window (debi's 5-minute window,
 	// METHOD §5.5), as utilization at the current size; NaN when not available.
 	WindowW float64
+	// WNow is the load observed now (budget's floor) and WDown the load a scale-down must
+	// still fit (budget: the calibrated quantile over the lead time plus the hold); both
+	// utilizations at the current size, read only by budget.
+	WNow, WDown float64
 }
 
 // Decision is an algorithm's answer. Replicas is always an absolute count.
@@ -72,6 +76,20 @@ const (
 	RoundCeil    Rounding = "ceil"    // never plan a pod above its target
 )
 
+// HPABehavior selects which HPA object hpa models (Params.HPABehavior).
+type HPABehavior string
+
+// HPA behaviours.
+const (
+	// BehaviorDefault is an autoscaling/v2 HPA with behavior set to the API defaults, modelled
+	// with the ScaleUp*/ScaleDown* parameters.
+	BehaviorDefault HPABehavior = "default"
+	// BehaviorNone is an HPA without behavior (kubectl autoscale): the controller's legacy path,
+	// ScaleDownStabilization as its --horizontal-pod-autoscaler-downscale-stabilization and at
+	// most max(2·current, 4) per sync; the other ScaleUp*/ScaleDown* parameters are not used.
+	BehaviorNone HPABehavior = "none"
+)
+
 // Params holds every algorithm's parameters; each algorithm reads the ones it uses.
 // The YAML names are the ones of debi's configuration file.
 type Params struct {
@@ -103,6 +121,9 @@ type Params struct {
 	// ScaleDownPercent and ScaleDownPeriod are HPA's default scale-down policy (100 % per 15 s).
 	ScaleDownPercent float64       `yaml:"scale_down_percent" json:"scale_down_percent"`
 	ScaleDownPeriod  time.Duration `yaml:"scale_down_period" json:"scale_down_period"`
+	// HPABehavior is the HPA modelled: "default" (behavior set to the API defaults, shaped by
+	// the scale_* parameters) or "none" (no behavior, as kubectl autoscale creates).
+	HPABehavior HPABehavior `yaml:"hpa_behavior" json:"hpa_behavior"`
 
 	// UpTolerance, DownTolerance, MaxScaleUpRate and MaxScaleDownRate are the Elastic Scaler
 	// APA's parameters: no scale-up below Target·(1+UpTolerance), no scale-down above
@@ -111,6 +132,9 @@ type Params struct {
 	DownTolerance    float64 `yaml:"down_tolerance" json:"down_tolerance"`
 	MaxScaleUpRate   float64 `yaml:"max_scale_up_rate" json:"max_scale_up_rate"`
 	MaxScaleDownRate float64 `yaml:"max_scale_down_rate" json:"max_scale_down_rate"`
+
+	// Budget holds the decision parameters of the overload-budget algorithm (METHOD §9).
+	Budget BudgetParams `yaml:"budget" json:"budget"`
 }
 
 // DefaultParams are the paper's settings (METHOD §7) and Kubernetes' HPA defaults.
@@ -131,10 +155,12 @@ func DefaultParams() Params {
 		ScaleUpPeriod:          15 * time.Second,
 		ScaleDownPercent:       100,
 		ScaleDownPeriod:        15 * time.Second,
+		HPABehavior:            BehaviorDefault,
 		UpTolerance:            0.1,
 		DownTolerance:          0.1,
 		MaxScaleUpRate:         2,
 		MaxScaleDownRate:       2,
+		Budget:                 DefaultBudgetParams(),
 	}
 }
 
@@ -175,6 +201,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("scale_down_percent must be in [0, 100], got %v", p.ScaleDownPercent)
 	case p.ScaleDownPeriod <= 0:
 		return fmt.Errorf("scale_down_period must be positive, got %v", p.ScaleDownPeriod)
+	case p.HPABehavior != BehaviorDefault && p.HPABehavior != BehaviorNone:
+		return fmt.Errorf("hpa_behavior must be %q or %q, got %q", BehaviorDefault, BehaviorNone, p.HPABehavior)
 	case !fin(p.UpTolerance) || p.UpTolerance < 0:
 		return fmt.Errorf("up_tolerance must not be negative, got %v", p.UpTolerance)
 	case !fin(p.DownTolerance) || p.DownTolerance < 0 || p.DownTolerance >= 1:
@@ -183,6 +211,9 @@ func (p Params) Validate() error {
 		return fmt.Errorf("max_scale_up_rate must be at least 1, got %v", p.MaxScaleUpRate)
 	case !fin(p.MaxScaleDownRate) || p.MaxScaleDownRate < 1:
 		return fmt.Errorf("max_scale_down_rate must be at least 1, got %v", p.MaxScaleDownRate)
+	}
+	if err := p.Budget.Validate(); err != nil {
+		return err
 	}
 	return nil
 }

@@ -101,8 +101,11 @@ type policyState struct {
 	pol  *config.Policy
 	mode string
 	alg  scaling.Algorithm
+	// budget is an overload-budget policy: it also reads the observed load and the scale-down
+	// gate's quantile (qNow, qDown).
+	budget bool
 	// rendered queries
-	qLoad, qLoadReplicas, qWindow string
+	qLoad, qLoadReplicas, qWindow, qNow, qDown string
 }
 
 // ControllerOptions are a Controller's collaborators.
@@ -142,12 +145,17 @@ func NewController(cfg *config.Config, o ControllerOptions) (*Controller, error)
 		if err != nil {
 			return nil, fmt.Errorf("policies[%d] (%s): %w", i, p.Name, err)
 		}
-		ps := &policyState{pol: p, mode: cfg.Webhook.ModeFor(p.Name), alg: alg}
+		ps := &policyState{pol: p, mode: cfg.Webhook.ModeFor(p.Name), alg: alg, budget: spec.Load == policy.LoadBudget}
+		wq := cfg.Webhook.Queries
 		for _, q := range []struct {
-			dst  *string
-			tmpl string
-		}{{&ps.qLoad, cfg.Webhook.Queries.Load}, {&ps.qLoadReplicas, cfg.Webhook.Queries.LoadReplicas}, {&ps.qWindow, cfg.Webhook.Queries.WindowLoad}} {
-			if q.tmpl == "" || q.tmpl == config.QueryNone {
+			dst    *string
+			tmpl   string
+			budget bool // read by budget policies only
+		}{
+			{&ps.qLoad, wq.Load, false}, {&ps.qLoadReplicas, wq.LoadReplicas, false}, {&ps.qWindow, wq.WindowLoad, false},
+			{&ps.qNow, wq.NowLoad, true}, {&ps.qDown, wq.DownLoad, true},
+		} {
+			if q.tmpl == "" || q.tmpl == config.QueryNone || (q.budget && !ps.budget) {
 				continue
 			}
 			if *q.dst, err = config.RenderQuery(q.tmpl, p); err != nil {
@@ -420,11 +428,7 @@ func (c *Controller) event(ps *policyState, cur ScaleInfo, d decision, res Write
 	}
 	t := ps.pol.Target
 	ref := &corev1.ObjectReference{APIVersion: t.APIVersion, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name, UID: cur.UID}
-	w := "n/a"
-	if !math.IsNaN(d.w) {
-		w = strconv.FormatFloat(d.w, 'f', 3, 64)
-	}
-	in := fmt.Sprintf("W=%s (source %s), target utilization=%.3f", w, d.source, d.target)
+	in := fmt.Sprintf("W=%s (source %s), target utilization=%.3f", fmtLoad(d.w), d.source, d.target)
 	if d.note != "" {
 		in += ", " + d.note
 	}
@@ -439,10 +443,14 @@ func (c *Controller) event(ps *policyState, cur ScaleInfo, d decision, res Write
 }
 
 // alertDecision reads fresh W from Prometheus (the alert is a trigger, not the data) and falls
-// back to the alert's annotations, labelled as such, when Prometheus cannot answer.
+// back to the alert's annotations, labelled as such, when Prometheus cannot answer. A budget
+// policy also reads the observed load and the quantile over the lead time plus the hold; without
+// either (missing, ambiguous, or the annotation fallback, which carries neither) it holds the
+// size, as the algorithm does without an observation: never a scale-down on missing data.
 func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Alert, cur ScaleInfo) (decision, error) {
 	d := decision{source: "prometheus", w: math.NaN()}
 	w, basis, window := math.NaN(), 0.0, math.NaN()
+	wNow, wDown := math.NaN(), math.NaN()
 	var promErr error
 	if c.query == nil {
 		promErr = errors.New("no Prometheus configured (global.prometheus_url)")
@@ -459,6 +467,15 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 				window = x
 			} else {
 				c.log.Warn("window_load query failed; no window term", "policy", ps.pol.Name, "err", err)
+			}
+		}
+		if ps.budget {
+			now, errNow := c.query(ctx, ps.qNow)
+			down, errDown := c.query(ctx, ps.qDown)
+			if errNow == nil && errDown == nil {
+				wNow, wDown = now, down
+			} else {
+				c.log.Warn("budget inputs missing; holding the size", "policy", ps.pol.Name, "now_load_err", errNow, "down_load_err", errDown)
 			}
 		}
 	}
@@ -480,6 +497,9 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 			basis = b
 		}
 		c.log.Warn("using the alert's annotations as fallback load", "policy", ps.pol.Name, "err", promErr)
+		if ps.budget {
+			c.log.Warn("the annotations carry no observed load for a budget policy; holding the size", "policy", ps.pol.Name)
+		}
 	}
 	// W is a utilization at `basis` replicas; convert it to the current size so that a figure
 	// computed before the last scale-up is not applied twice.
@@ -487,15 +507,28 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 	if basis > 0 && !math.IsInf(basis, 0) {
 		w = w * basis / div
 		window = window * basis / div
+		wNow = wNow * basis / div
+		wDown = wDown * basis / div
 	}
 	d.w = w
-	in := scaling.Input{Time: c.now(), Current: cur.Replicas, Ready: cur.Replicas, W: w, WindowW: window}
+	if ps.budget {
+		d.note = fmt.Sprintf("observed W1=%s, quantile over lead time + hold=%s", fmtLoad(wNow), fmtLoad(wDown))
+	}
+	in := scaling.Input{Time: c.now(), Current: cur.Replicas, Ready: cur.Replicas, W: w, WindowW: window, WNow: wNow, WDown: wDown}
 	dec := ps.alg.Recommend(in)
 	d.replicas, d.target, d.reason = dec.Replicas, dec.Target, dec.Reason
 	if ps.pol.Scaling.MaxReplicas < d.replicas {
 		d.replicas = ps.pol.Scaling.MaxReplicas
 	}
 	return d, nil
+}
+
+// fmtLoad formats a load for Events and logs ("n/a" when missing).
+func fmtLoad(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return strconv.FormatFloat(x, 'f', 3, 64)
 }
 
 func annotationFloat(ann map[string]string, key string) (float64, error) {

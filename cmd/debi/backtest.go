@@ -47,13 +47,41 @@ func (f *floatList) Set(v string) error {
 	return nil
 }
 
-// backtestFlags binds every parameter of METHOD §7 to a flag.
+// durationList is a comma-separated list of durations.
+type durationList []time.Duration
+
+func (d *durationList) String() string {
+	parts := make([]string, len(*d))
+	for i, v := range *d {
+		parts[i] = v.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+func (d *durationList) Set(v string) error {
+	var out []time.Duration
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		x, err := time.ParseDuration(p)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (e.g. 30s, 2m)", p)
+		}
+		out = append(out, x)
+	}
+	*d = out
+	return nil
+}
+
+// backtestFlags binds every parameter of METHOD §7 to a flag. Spans of time are durations
+// (--startup-delay 2m); counts of trace samples say so.
 func backtestFlags(fs *flag.FlagSet, o *backtest.Options) (traces *stringList, policies, format, plots *string) {
 	traces = &stringList{}
 	fs.Var(traces, "trace", "trace CSV file (`minute,value`); repeat for several; default: the embedded CC-BY-4.0 traces")
-	policies = fs.String("policies", strings.Join(o.Policies, ","), "comma-separated policies: hpa, apa, debi, <model>-debi, <model>-hpa, evt-<model>-hpa; models: "+strings.Join(forecast.Names(), ", "))
-	format = fs.String("format", "table", "output format: "+strings.Join(backtest.Formats, ", "))
-	plots = fs.String("plots", "", "directory to write PNG plots into (demand and replicas per trace; cost vs overload)")
+	policies = fs.String("policies", strings.Join(o.Policies, ","), "comma-separated policies: hpa, apa, debi, oracle, <model>-debi, <model>-hpa, evt-<model>-hpa; models: "+strings.Join(forecast.Names(), ", ")+" (the oracle and the HPA sweep always run)")
+	format = fs.String("format", "summary", "output format: "+strings.Join(backtest.Formats, ", "))
+	plots = fs.String("plots", "", "directory to write PNG plots into (per trace: replicas per policy, the largest burst, cost vs overload)")
 	fs.StringVar(&o.DebiModel, "debi.model", o.DebiModel, "forecaster of the debi policy")
 	fs.Float64Var(&o.Request, "request", o.Request, "R: CPU request of one pod (cores)")
 	p := &o.Params
@@ -61,6 +89,7 @@ func backtestFlags(fs *flag.FlagSet, o *backtest.Options) (traces *stringList, p
 	fs.IntVar(&minR, "min-replicas", int(p.MinReplicas), "N_min")
 	fs.IntVar(&maxR, "max-replicas", int(p.MaxReplicas), "N_max")
 	fs.Float64Var(&p.Target, "hpa.target", p.Target, "HPA (and APA) target utilization")
+	behavior := fs.String("hpa.behavior", string(p.HPABehavior), "HPA modelled: none (no behavior field, as kubectl autoscale creates) or default (behavior = the API defaults)")
 	fs.Float64Var(&p.Tolerance, "tolerance", p.Tolerance, "Δ: tolerance of hpa and debi")
 	fs.Float64Var(&p.Lower, "debi.lower", p.Lower, "U_lower: dynamic target at N_min")
 	fs.Float64Var(&p.Upper, "debi.upper", p.Upper, "U_upper: dynamic target limit")
@@ -71,21 +100,36 @@ func backtestFlags(fs *flag.FlagSet, o *backtest.Options) (traces *stringList, p
 	fs.Float64Var(&p.DownTolerance, "apa.down-tolerance", p.DownTolerance, "APA down tolerance")
 	fs.Float64Var(&p.MaxScaleUpRate, "apa.max-scale-up-rate", p.MaxScaleUpRate, "APA maximum scale-up factor per decision")
 	fs.Float64Var(&p.MaxScaleDownRate, "apa.max-scale-down-rate", p.MaxScaleDownRate, "APA maximum scale-down factor per decision")
-	fs.DurationVar(&o.Step, "step", o.Step, "simulated time of one trace sample")
-	fs.Float64Var(&o.PeakUtilization, "peak-utilization", o.PeakUtilization, "demand scale: the trace's p99 maps to this fraction of N_max·R")
+	fs.DurationVar(&o.Tick, "tick", o.Tick, "controllers' sync period: every policy decides once per tick")
+	fs.DurationVar(&o.SamplePeriod, "sample-period", o.SamplePeriod, "time between trace samples (0: from the trace's minute column)")
+	fs.StringVar(&o.Demand, "demand", o.Demand, "demand between samples: linear or step")
+	fs.DurationVar(&o.MetricWindow, "metric-window", o.MetricWindow, "observation lag: policies see the mean demand over this window (0: instantaneous)")
+	fs.Float64Var(&o.PeakUtilization, "peak-utilization", o.PeakUtilization, "demand scale: the p99 of the warm-up maps to this fraction of N_max·R")
 	fs.Float64Var(&o.Scale, "scale", o.Scale, "demand = trace value × scale (overrides --peak-utilization)")
-	fs.IntVar(&o.StartupDelay, "startup-delay", o.StartupDelay, "steps before a new pod adds capacity")
-	fs.IntVar(&o.DecisionDelay, "decision-delay", o.DecisionDelay, "extra steps before a decision reaches the deployment (a live pipeline's delay)")
-	fs.IntVar(&o.Warmup, "warmup", o.Warmup, "steps that train models and are not scored")
+	fs.DurationVar(&o.StartupDelay, "startup-delay", o.StartupDelay, "time before a new pod serves")
+	sweepStartup := durationList(o.StartupSweep)
+	fs.Var(&sweepStartup, "startup-sweep", "also run everything at these start-up delays for the per-class summary (e.g. 30s,2m,5m)")
+	fs.DurationVar(&o.DecisionDelay, "decision-delay", o.DecisionDelay, "time from a decision to the deployment's new size (a live pipeline's delay)")
+	fs.IntVar(&o.Warmup, "warmup", o.Warmup, "trace samples that train models and are not scored")
 	fs.Float64Var(&o.SLAUtilization, "sla-utilization", o.SLAUtilization, "u_sla: overloaded when D > u_sla·Nr·R")
-	fs.IntVar(&o.LeadSteps, "lead-steps", o.LeadSteps, "forecast horizon h in steps")
-	fs.IntVar(&o.History, "history", o.History, "steps of history the models and EVT see")
-	fs.IntVar(&o.Retrain, "retrain", o.Retrain, "steps between model training runs (0: once)")
+	fs.IntVar(&o.Horizon, "horizon", o.Horizon, "forecast horizon h in samples (0: ceil((decision delay + start-up delay)/period) + 1)")
+	fs.IntVar(&o.History, "history", o.History, "trace samples of history the models and EVT see")
+	fs.DurationVar(&o.Retrain, "retrain", o.Retrain, "time between model training runs (0: once)")
+	fs.DurationVar(&o.Season, "season", o.Season, "seasonal period of the seasonal models, converted to samples of each trace")
 	fs.Float64Var(&o.POT.Tau, "evt.tau", o.POT.Tau, "τ: tail fraction of the EVT threshold")
 	fs.Float64Var(&o.POT.Q, "evt.q", o.POT.Q, "q: risk of the high-water level (must be below τ)")
 	fs.IntVar(&o.POT.MinExcesses, "evt.min-excesses", o.POT.MinExcesses, "fewest excesses for a GPD fit")
 	fs.StringVar(&o.POT.Method, "evt.method", o.POT.Method, "GPD fit: moments or grimshaw")
-	fs.IntVar(&o.Model.Season, "model.season", 0, "seasonal period in steps (0: model default)")
+	c := &o.Calibration
+	fs.Float64Var(&c.Budget, "budget.overload-budget", c.Budget, "budget: the share of time the workload may run above u_sla")
+	fs.Float64Var(&c.Gain, "budget.calibration-gain", c.Gain, "budget: γ of the online calibration α ← α + γ·(budget − overloaded), per tick (0: fixed α)")
+	fs.StringVar(&c.Method, "budget.quantile", c.Method, "budget: quantile of the forecast errors: pot (GPD tail) or empirical")
+	fs.StringVar(&c.Errors, "budget.errors", c.Errors, "budget: forecast errors as ratio (ln actual/forecast), additive (cores) or scaled (cores over the mean level)")
+	fs.StringVar(&c.Scoring, "budget.scoring", c.Scoring, "budget: score forecasts at every tick (the demand at t + lead time, anchored at the observation) or once per sample")
+	fs.IntVar(&c.Window, "budget.error-window", c.Window, "budget: forecast errors kept (history steps)")
+	fs.DurationVar(&p.Budget.Hold, "budget.hold", p.Budget.Hold, "budget: least time since the last change of size before a scale-down")
+	fs.Float64Var(&p.Budget.MinSaving, "budget.min-saving", p.Budget.MinSaving, "budget: least share of the size a scale-down must save (besides one pod)")
+	fs.IntVar(&o.Model.Season, "model.season", 0, "seasonal period in samples (0: --season converted)")
 	fs.IntVar(&o.Model.Window, "model.window", 0, "input window L of the neural models (0: default)")
 	fs.IntVar(&o.Model.Hidden, "model.hidden", 0, "hidden units per direction (0: default)")
 	fs.IntVar(&o.Model.MaxIterations, "model.max-iterations", 0, "training iteration cap (0: default)")
@@ -93,12 +137,14 @@ func backtestFlags(fs *flag.FlagSet, o *backtest.Options) (traces *stringList, p
 	fs.Int64Var(&o.Model.Seed, "model.seed", 1, "training seed")
 	sweep := floatList(o.SweepTargets)
 	fs.Var(&sweep, "sweep", "HPA targets of the cost-at-equal-overload frontier")
-	fs.IntVar(&o.MaxSteps, "max-steps", 0, "truncate every trace to this many steps (0: whole trace)")
+	fs.IntVar(&o.MaxSteps, "max-steps", 0, "truncate every trace to this many samples (0: whole trace)")
 	fs.IntVar(&o.Parallel, "parallel", 0, "runs at once (0: GOMAXPROCS)")
 	// Resolve the values that need conversion after parsing.
 	postParse = func() {
 		p.MinReplicas, p.MaxReplicas, p.Rounding = int32(minR), int32(maxR), scaling.Rounding(*rounding)
+		p.HPABehavior = scaling.HPABehavior(*behavior)
 		o.SweepTargets = sweep
+		o.StartupSweep = sweepStartup
 	}
 	return
 }
@@ -151,6 +197,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if isTerminal(stderr) {
 		start := time.Now()
 		o.Progress = func(done, total int) { progressBar(stderr, done, total, start) }
+	}
+	for _, w := range backtest.HistoryWarnings(ts, o) {
+		fmt.Fprintln(stderr, "debi backtest: warning:", w)
 	}
 	rep, err := backtest.RunTraces(ctx, ts, o)
 	if err != nil {

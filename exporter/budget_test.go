@@ -1,0 +1,228 @@
+package exporter
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/debi-scaler/debi/scaling"
+)
+
+// budgetCfg is an overload-budget policy on the drift model. min_errors above the errors the
+// test can collect keeps the margin at cold_margin: the margin then depends on no forecast made
+// before the exporter's first background training run was swapped in (the reference trains in
+// line), so every published figure must equal the reference's exactly once a trained model
+// has made the latest forecast.
+const budgetCfg = `
+global: {interval: 15s}
+policies:
+  - name: web
+    target: {namespace: shop, name: web}
+    algorithm: exporter-test-drift-budget
+    request: 0.5
+    history_step: 30s
+    lead_time: 30s
+    history: 40
+    scaling: {min_replicas: 1, max_replicas: 40, budget: {hold: 1m}}
+    metrics: {window: 30s}
+    budget: {overload_budget: 0.05, calibration_gain: 0.01, min_errors: 700}
+    queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}
+`
+
+// TestBudgetSeries drives a budget policy through its start-up history and 30 live steps and
+// checks the budget series against a reference runner fed the same inputs: the quantiles over
+// the lead time and the hold, the forecast and margin, the calibrated level, the configured
+// budget, the scale-down gate's load (load="down"), and the burn counters. It then replays the
+// decision from the published series alone, as the webhook does: scaling.Budget fed W
+// (load="w"), WNow (load="w1") and WDown (load="down") decides what the runner decided.
+func TestBudgetSeries(t *testing.T) {
+	replicas := func(ts time.Time) float64 { return float64(max(4, 4+int(ts.Sub(t0)/step/9))) } // 4 … 7
+	ready := func(ts time.Time) float64 { return replicas(ts) - 1 }
+	f := &fakeQuerier{byExpr: map[string]series{
+		"demand":   func(ts time.Time) (float64, bool, error) { return demandTrace(ts), true, nil },
+		"replicas": func(ts time.Time) (float64, bool, error) { return replicas(ts), true, nil },
+		"ready":    func(ts time.Time) (float64, bool, error) { return ready(ts), true, nil },
+	}}
+	e, reg := newTestExporter(t, budgetCfg, f)
+	p := e.policies[0].cfg
+	schedule := append(times(t0.Add(-39*histStep), 39, histStep), times(t0, 30, step)...)
+	ref := replay(t, p, schedule, func(ts time.Time) [numQueries]float64 {
+		return [numQueries]float64{replicas(ts), ready(ts), math.NaN(), demandTrace(ts)}
+	})
+	get := func(name string, extra ...string) float64 {
+		t.Helper()
+		v, ok := value(t, reg, name, "web", extra...)
+		if !ok {
+			t.Fatalf("%s %v not published", name, extra)
+		}
+		return v
+	}
+	overloaded, compared := 0, 0
+	for i := range 30 {
+		ts := t0.Add(time.Duration(i) * step)
+		e.Step(context.Background(), ts)
+		e.Wait()
+		// The burn: every live step observed, overloaded when D > u_sla·Nr·R (0.9 the default
+		// u_sla, R = 0.5 core).
+		if demandTrace(ts) > scaling.DefaultBudgetParams().SLAUtilization*ready(ts)*0.5 {
+			overloaded++
+		}
+		if got, want := get("debi_budget_observed_seconds_total"), 15*float64(i+1); got != want {
+			t.Fatalf("step %d: observed seconds %v, want %v (15 s per live step, none for the history)", i, got, want)
+		}
+		if got, want := get("debi_budget_overloaded_seconds_total"), 15*float64(overloaded); got != want {
+			t.Fatalf("step %d: overloaded seconds %v, want %v", i, got, want)
+		}
+		if get("debi_budget_overload_budget") != 0.05 {
+			t.Fatalf("step %d: overload budget %v, want the configured 0.05", i, get("debi_budget_overload_budget"))
+		}
+		if i < 2 {
+			continue // steps 0 and 1 stand on a forecast made while the first training may have run
+		}
+		want := ref[ts.UnixMilli()]
+		b := want.Budget
+		if b == nil {
+			t.Fatalf("step %d: the reference has no budget state", i)
+		}
+		capacity := replicas(ts) * 0.5
+		for _, c := range []struct {
+			name  string
+			want  float64
+			extra []string
+		}{
+			{"debi_budget_quantile_cores", b.Quantile, []string{"window", "lead"}},
+			{"debi_budget_quantile_cores", b.QuantileDown, []string{"window", "hold"}},
+			{"debi_budget_forecast_cores", b.Forecast, nil},
+			{"debi_budget_margin", b.Margin, nil},
+			{"debi_budget_level", b.Alpha, nil},
+			{"debi_budget_error_samples", float64(b.Errors), nil},
+			{"debi_load_ratio", want.W, []string{"load", "w"}},
+			{"debi_load_ratio", want.W1, []string{"load", "w1"}},
+			{"debi_load_ratio", b.QuantileDown / capacity, []string{"load", "down"}},
+			{"debi_recommended_replicas", float64(want.Decision.Replicas), nil},
+		} {
+			// Not available (NaN) is left out: the margin of a zero forecast.
+			if got, ok := value(t, reg, c.name, "web", c.extra...); !near(got, c.want) || ok == math.IsNaN(c.want) {
+				t.Fatalf("step %d: %s %v = %v (present %v), want %v", i, c.name, c.extra, got, ok, c.want)
+			}
+		}
+		// Below min_errors the margin is cold_margin.
+		if m, ok := value(t, reg, "debi_budget_margin", "web"); ok && !near(m, p.Budget.ColdMargin) {
+			t.Fatalf("step %d: margin %v, want cold_margin %v", i, m, p.Budget.ColdMargin)
+		}
+		compared++
+	}
+	if compared != 28 {
+		t.Fatalf("compared %d steps, want 28", compared)
+	}
+	if lvl := get("debi_budget_level"); lvl == 0.05 {
+		t.Errorf("level %v never moved from the budget: the calibration saw no overload and no quiet step", lvl)
+	}
+	if overloaded == 0 || overloaded == 30 {
+		t.Errorf("%d of 30 steps overloaded: the test needs both", overloaded)
+	}
+
+	// What the webhook does: the algorithm fed the published loads. The published w, w1 and
+	// down are the reference's W, W1 and QuantileDown/capacity (checked above), so the
+	// algorithm fed those at every step of the schedule must decide what the runner decided.
+	rc, err := p.RunnerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	alg, err := scaling.New("budget", rc.Params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]int{}
+	for _, ts := range schedule {
+		r, ok := ref[ts.UnixMilli()]
+		if !ok {
+			t.Fatalf("%v: no reference step", ts)
+		}
+		n := int32(replicas(ts))
+		d := alg.Recommend(scaling.Input{Time: ts, Current: n, Ready: int32(ready(ts)),
+			W: r.W, WNow: r.W1, WDown: r.Budget.QuantileDown / (float64(n) * 0.5), WindowW: r.WindowW})
+		if d != r.Decision {
+			t.Fatalf("%v: the algorithm fed the published loads decides %+v, the runner %+v", ts, d, r.Decision)
+		}
+		reasons[d.Reason]++
+	}
+	// The replay must have crossed the algorithm's branches: up, down, and the hold.
+	for _, want := range []string{scaling.ReasonScaleUp, scaling.ReasonScaleDown, scaling.ReasonStabilized} {
+		if reasons[want] == 0 {
+			t.Errorf("no %s decision in the replay (%v): the equivalence proves little", want, reasons)
+		}
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", problems, err)
+	}
+}
+
+// TestBudgetCounters: the burn counters count live steps with a demand only, never decrease
+// (a failing Prometheus or a missing demand adds nothing), and are exported for budget
+// policies only.
+func TestBudgetCounters(t *testing.T) {
+	demandOK := true
+	f := &fakeQuerier{byExpr: map[string]series{
+		// 2 ready pods of 1 core carrying 1.9 cores: above u_sla·2·1 for any u_sla below 0.95.
+		"demand":   func(time.Time) (float64, bool, error) { return 1.9, demandOK, nil },
+		"replicas": constant(2), "ready": constant(2),
+	}}
+	e, reg := newTestExporter(t, `
+global: {interval: 15s}
+policies:
+  - name: web
+    target: {namespace: shop, name: web}
+    algorithm: naive-budget
+    request: 1
+    history_step: 15s
+    scaling: {budget: {u_sla: 0.9}}
+    queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}
+  - name: db
+    target: {namespace: shop, name: db}
+    algorithm: hpa
+    request: 1
+    queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}
+`, f)
+	counters := func() (overloaded, observed float64) {
+		t.Helper()
+		o, ok1 := value(t, reg, "debi_budget_overloaded_seconds_total", "web")
+		s, ok2 := value(t, reg, "debi_budget_observed_seconds_total", "web")
+		if !ok1 || !ok2 {
+			t.Fatal("budget counters not published")
+		}
+		return o, s
+	}
+	ctx := context.Background()
+	e.Step(ctx, t0)
+	if o, s := counters(); o != 15 || s != 15 {
+		t.Fatalf("one overloaded live step: %v of %v s, want 15 of 15", o, s)
+	}
+	demandOK = false
+	e.Step(ctx, t0.Add(step))
+	f.setDown(true)
+	e.Step(ctx, t0.Add(2*step))
+	if o, s := counters(); o != 15 || s != 15 {
+		t.Fatalf("no demand, then Prometheus down: %v of %v s, want still 15 of 15", o, s)
+	}
+	f.setDown(false)
+	demandOK = true
+	e.Step(ctx, t0.Add(3*step))
+	if o, s := counters(); o != 30 || s != 30 {
+		t.Fatalf("back: %v of %v s, want 30 of 30", o, s)
+	}
+	for _, name := range []string{"debi_budget_overloaded_seconds_total", "debi_budget_quantile_cores", "debi_budget_level", "debi_budget_overload_budget"} {
+		if _, ok := value(t, reg, name, "db"); ok {
+			t.Errorf("%s published for the hpa policy", name)
+		}
+	}
+	if _, ok := value(t, reg, "debi_load_ratio", "db", "load", "down"); ok {
+		t.Error(`load="down" published for the hpa policy`)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Fatalf("lint: %v %v", problems, err)
+	}
+}

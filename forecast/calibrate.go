@@ -1,0 +1,307 @@
+package forecast
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// This file is the model side of the overload-budget policy (METHOD §9): a forecast's own
+// recent errors at its horizon turn a point forecast into an upper quantile, and adaptive
+// conformal inference (Gibbs & Candès 2021) moves the quantile's level so that the realized
+// exceedance tracks the budget under drift. Far in the tail the quantile is extrapolated with
+// the peaks-over-threshold fit of METHOD §3 on the errors.
+
+// Error kinds of CalibratorConfig.Errors: how an outcome is compared with its forecast.
+const (
+	// ErrorsRatio: e = ln(actual/forecast), Q = forecast·exp(q). Scale-free; a burst from
+	// near zero is a huge ratio.
+	ErrorsRatio = "ratio"
+	// ErrorsAdditive: e = actual − forecast in cores, Q = forecast + q.
+	ErrorsAdditive = "additive"
+	// ErrorsScaled: e = (actual − forecast)/level with level the mean recent demand,
+	// Q = forecast + q·level: additive, but in units of the workload's own size.
+	ErrorsScaled = "scaled"
+)
+
+// Scorings of CalibratorConfig.Scoring: when a forecast is made and scored.
+const (
+	ScoringSample = "sample" // once per history step, the largest forecast over the horizon
+	ScoringTick   = "tick"   // at every decision, the demand at t + lead time, anchored at now
+)
+
+// Quantile methods of CalibratorConfig.Method.
+const (
+	QuantileEmpirical = "empirical" // Hyndman–Fan type 7 on the kept errors
+	QuantilePOT       = "pot"       // GPD tail over the (1−τ) error quantile when α < τ
+)
+
+// CalibratorConfig configures a Calibrator.
+type CalibratorConfig struct {
+	// Budget is b, the target fraction of time above the quantile (0.01).
+	Budget float64 `yaml:"overload_budget" json:"overload_budget"`
+	// Gain is γ of α_{t+1} = α_t + γ·(b − exceeded_t) (0.005); 0 keeps α = b.
+	Gain float64 `yaml:"calibration_gain" json:"calibration_gain"`
+	// Window is the number of recent errors kept (760).
+	Window int `yaml:"error_window" json:"error_window"`
+	// Tau is the tail fraction of the POT fit (0.2).
+	Tau float64 `yaml:"tail_fraction" json:"tail_fraction"`
+	// Method is QuantilePOT or QuantileEmpirical.
+	Method string `yaml:"quantile_method" json:"quantile_method"`
+	// Errors is ErrorsRatio, ErrorsAdditive or ErrorsScaled.
+	Errors string `yaml:"errors" json:"errors"`
+	// Scoring is ScoringTick or ScoringSample.
+	Scoring string `yaml:"scoring" json:"scoring"`
+	// MinErrors is the fewest errors before the margin comes from them; until then the margin
+	// is ColdMargin.
+	MinErrors  int     `yaml:"min_errors" json:"min_errors"`
+	ColdMargin float64 `yaml:"cold_margin" json:"cold_margin"`
+}
+
+// DefaultCalibratorConfig returns the defaults of METHOD §9.
+func DefaultCalibratorConfig() CalibratorConfig {
+	return CalibratorConfig{Budget: 0.01, Gain: 0.005, Window: 760, Tau: 0.2, Method: QuantileEmpirical, Errors: ErrorsAdditive, Scoring: ScoringTick, MinErrors: 30, ColdMargin: 2}
+}
+
+// Validate reports the first invalid setting, naming the field.
+func (c CalibratorConfig) Validate() error {
+	fin := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	switch {
+	case !fin(c.Budget) || c.Budget <= 0 || c.Budget >= 0.5:
+		return fmt.Errorf("overload_budget must be in (0, 0.5), got %v", c.Budget)
+	case !fin(c.Gain) || c.Gain < 0 || c.Gain > 1:
+		return fmt.Errorf("calibration_gain must be in [0, 1], got %v", c.Gain)
+	case c.Window < 10:
+		return fmt.Errorf("error_window must be at least 10, got %d", c.Window)
+	case !fin(c.Tau) || c.Tau <= 0 || c.Tau >= 1:
+		return fmt.Errorf("tail_fraction must be in (0, 1), got %v", c.Tau)
+	case c.Method != QuantilePOT && c.Method != QuantileEmpirical:
+		return fmt.Errorf("quantile_method must be %q or %q, got %q", QuantilePOT, QuantileEmpirical, c.Method)
+	case c.Errors != ErrorsRatio && c.Errors != ErrorsAdditive && c.Errors != ErrorsScaled:
+		return fmt.Errorf("errors must be %q, %q or %q, got %q", ErrorsRatio, ErrorsAdditive, ErrorsScaled, c.Errors)
+	case c.Scoring != ScoringTick && c.Scoring != ScoringSample:
+		return fmt.Errorf("scoring must be %q or %q, got %q", ScoringTick, ScoringSample, c.Scoring)
+	case c.MinErrors < 2 || c.MinErrors > c.Window:
+		return fmt.Errorf("min_errors must be in [2, error_window], got %d", c.MinErrors)
+	case !fin(c.ColdMargin) || c.ColdMargin < 1:
+		return fmt.Errorf("cold_margin must be at least 1, got %v", c.ColdMargin)
+	}
+	return nil
+}
+
+// alphaMin and alphaMax bound the adapted level: below alphaMin the quantile is the largest
+// error ever kept times a safety factor (ACI's "infinite" interval, capped by the bounds of the
+// caller), above alphaMax the quantile would fall under the median.
+const (
+	alphaMin = 1e-5
+	alphaMax = 0.5
+)
+
+// Calibrator keeps the multiplicative errors e = ln(actual/forecast) of one forecast and
+// answers the calibrated margin exp(q_{1−α}(e)), so that forecast × margin is the upper
+// (1−α) quantile of what comes. It is not safe for concurrent use. After warm-up it does not
+// allocate.
+type Calibrator struct {
+	cfg    CalibratorConfig
+	ring   []float64 // errors in arrival order (a ring of cfg.Window)
+	next   int
+	sorted []float64 // the same errors, ascending
+	alpha  float64
+	// The POT fit of the sorted errors over their (1−τ) quantile: level t, GPD(ξ, σ), share nt/n.
+	potOK         bool
+	potT, xi, sig float64
+	potShare      float64
+	// floor keeps the ratio finite when the forecast or the demand is 0; level is the mean
+	// recent demand (ErrorsScaled).
+	floor    float64
+	level    float64
+	exceeded int
+	observed int
+}
+
+// NewCalibrator returns a Calibrator with a validated configuration.
+func NewCalibrator(cfg CalibratorConfig) (*Calibrator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Calibrator{cfg: cfg, ring: make([]float64, 0, cfg.Window), sorted: make([]float64, 0, cfg.Window), alpha: cfg.Budget}, nil
+}
+
+// ErrNoForecast is returned by AddError for a forecast or an actual that is not a finite
+// non-negative number.
+var ErrNoForecast = errors.New("forecast or actual missing")
+
+// AddError records the outcome of one forecast: actual is what came, forecast what was said.
+func (c *Calibrator) AddError(actual, forecast float64) error {
+	if !potFinite(actual) || !potFinite(forecast) || actual < 0 || forecast < 0 {
+		return fmt.Errorf("%w: actual %v, forecast %v", ErrNoForecast, actual, forecast)
+	}
+	// The floor is 1 % of the typical level, so an idle stretch (0 against 0) is no error and
+	// a forecast of 0 against real load is a large but finite one.
+	if lvl := 0.01 * math.Max(actual, forecast); lvl > c.floor {
+		c.floor = lvl
+	} else {
+		c.floor = 0.999*c.floor + 0.001*lvl
+	}
+	f := math.Max(c.floor, 1e-12)
+	if c.level == 0 {
+		c.level = actual
+	}
+	c.level += (actual - c.level) / float64(c.cfg.Window)
+	var e float64
+	switch c.cfg.Errors {
+	case ErrorsAdditive:
+		e = actual - forecast
+	case ErrorsScaled:
+		e = (actual - forecast) / math.Max(c.level, f)
+	default:
+		e = math.Log(math.Max(actual, f) / math.Max(forecast, f))
+	}
+	if len(c.ring) < c.cfg.Window {
+		c.ring = append(c.ring, e)
+		c.sorted = insertSorted(c.sorted, e)
+	} else {
+		old := c.ring[c.next]
+		c.ring[c.next] = e
+		c.next = (c.next + 1) % c.cfg.Window
+		c.sorted = removeSorted(c.sorted, old)
+		c.sorted = insertSorted(c.sorted, e)
+	}
+	c.refit()
+	return nil
+}
+
+// insertSorted inserts v into the ascending s (which has room: no allocation at capacity).
+func insertSorted(s []float64, v float64) []float64 {
+	i, _ := slices.BinarySearch(s, v)
+	s = append(s, 0)
+	copy(s[i+1:], s[i:])
+	s[i] = v
+	return s
+}
+
+func removeSorted(s []float64, v float64) []float64 {
+	i, found := slices.BinarySearch(s, v)
+	if !found {
+		return s
+	}
+	return append(s[:i], s[i+1:]...)
+}
+
+// refit fits the GPD tail of the errors over their (1−τ) quantile.
+func (c *Calibrator) refit() {
+	c.potOK = false
+	n := len(c.sorted)
+	if c.cfg.Method != QuantilePOT || n < c.cfg.MinErrors {
+		return
+	}
+	t := quantileSorted(c.sorted, 1-c.cfg.Tau)
+	i, _ := slices.BinarySearch(c.sorted, math.Nextafter(t, math.Inf(1)))
+	for i < n && c.sorted[i] <= t {
+		i++
+	}
+	if n-i < 10 {
+		return
+	}
+	// The excesses over t, shifted in place into a scratch view: the fit reads them only.
+	ex := c.sorted[i:]
+	var sum, sumSq float64
+	for _, v := range ex {
+		y := v - t
+		sum += y
+		sumSq += y * y
+	}
+	k := float64(len(ex))
+	mean := sum / k
+	variance := (sumSq - sum*sum/k) / (k - 1)
+	if !(mean > 0) || !(variance > 0) {
+		return
+	}
+	xi, sigma := potMomentsFromStats(mean, variance)
+	if !potFinite(xi) || !potFinite(sigma) || sigma <= 0 {
+		return
+	}
+	c.potOK, c.potT, c.xi, c.sig, c.potShare = true, t, xi, sigma, k/float64(n)
+}
+
+// quantileSorted is the Hyndman–Fan type 7 quantile of the ascending, non-empty s.
+func quantileSorted(s []float64, p float64) float64 {
+	h := float64(len(s)-1) * p
+	lo := int(h)
+	if lo >= len(s)-1 {
+		return s[len(s)-1]
+	}
+	return s[lo] + (h-float64(lo))*(s[lo+1]-s[lo])
+}
+
+// Observe records whether the quantity the margin covers was exceeded at this decision (a tick
+// overloaded) and adapts α: α ← α + γ·(b − exceeded).
+func (c *Calibrator) Observe(exceeded bool) {
+	c.observed++
+	x := 0.0
+	if exceeded {
+		c.exceeded++
+		x = 1
+	}
+	// α itself is not clamped (adaptive conformal inference lets it leave [0, 1]: a level
+	// below 0 asks for the widest quantile until the exceedances are paid back); only the level
+	// the quantile is read at is. Clamping α would forget exceedances and overshoot the budget.
+	c.alpha += c.cfg.Gain * (c.cfg.Budget - x)
+}
+
+// Alpha is the current level: the margin is the (1−α) quantile of the errors, α clamped to
+// [alphaMin, alphaMax].
+func (c *Calibrator) Alpha() float64 { return min(max(c.alpha, alphaMin), alphaMax) }
+
+// Exceeded returns how many observations were exceeded and how many were made.
+func (c *Calibrator) Exceeded() (exceeded, observed int) { return c.exceeded, c.observed }
+
+// Errors is the number of errors kept.
+func (c *Calibrator) Errors() int { return len(c.sorted) }
+
+// Upper is the calibrated upper (1−α) quantile of what comes after forecast f (never below 0).
+// With fewer than MinErrors errors it is f·ColdMargin.
+func (c *Calibrator) Upper(f float64) float64 {
+	if len(c.sorted) < c.cfg.MinErrors {
+		return f * c.cfg.ColdMargin
+	}
+	q := c.errorQuantile()
+	switch c.cfg.Errors {
+	case ErrorsAdditive:
+		return math.Max(0, f+q)
+	case ErrorsScaled:
+		return math.Max(0, f+q*c.level)
+	}
+	return f * math.Exp(q)
+}
+
+// Margin is exp(q_{1−α}(e)): the factor that lifts a forecast to its calibrated upper quantile.
+// With fewer than MinErrors errors it is ColdMargin. It never goes below exp of the smallest
+// error kept (a forecast is never lowered past what it has ever been off by downwards).
+func (c *Calibrator) Margin() float64 {
+	if len(c.sorted) < c.cfg.MinErrors {
+		return c.cfg.ColdMargin
+	}
+	return math.Exp(c.errorQuantile())
+}
+
+// errorQuantile is q_{1−α} of the kept errors: empirical, or from the POT tail past (1−τ).
+func (c *Calibrator) errorQuantile() float64 {
+	n := len(c.sorted)
+	alpha := c.Alpha()
+	p := 1 - alpha
+	var q float64
+	switch {
+	case c.potOK && alpha < c.cfg.Tau && alpha < c.potShare:
+		// r = α·n/N_t < 1: the level is inside the fitted tail.
+		q = potTailLevel(c.potT, c.sig, c.xi, alpha/c.potShare)
+		// A GPD with ξ < 0 has a finite end point; past it the fit says nothing more.
+		if !potFinite(q) {
+			q = c.sorted[n-1]
+		}
+	default:
+		q = quantileSorted(c.sorted, p)
+	}
+	return q
+}

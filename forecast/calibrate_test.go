@@ -1,0 +1,144 @@
+package forecast
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// TestCalibratorMarginGaussian: with log-normal errors of σ = 0.1 and α fixed at b = 1 %, the
+// margin is exp(z_0.99·σ) = exp(2.326·0.1) ≈ 1.262, by the empirical quantile and by the POT
+// tail alike (within sampling error of 760 errors).
+func TestCalibratorMarginGaussian(t *testing.T) {
+	for _, method := range []string{QuantileEmpirical, QuantilePOT} {
+		cfg := DefaultCalibratorConfig()
+		cfg.Gain, cfg.Method, cfg.Errors = 0, method, ErrorsRatio
+		c, err := NewCalibrator(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Margin() != cfg.ColdMargin {
+			t.Fatalf("%s: cold margin %v, want %v", method, c.Margin(), cfg.ColdMargin)
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		for range 5000 {
+			if err := c.AddError(100*math.Exp(0.1*rng.NormFloat64()), 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if c.Errors() != cfg.Window {
+			t.Fatalf("%s: %d errors kept, want the window %d", method, c.Errors(), cfg.Window)
+		}
+		if m, want := c.Margin(), math.Exp(2.326*0.1); math.Abs(m-want) > 0.04 {
+			t.Errorf("%s: margin %v, want ≈ %v", method, m, want)
+		}
+	}
+}
+
+// TestCalibratorTracksBudgetUnderDrift: adaptive calibration keeps the realized exceedance near
+// the budget although the error spread doubles halfway and the errors are skewed (a GPD tail
+// the empirical quantile of 760 points sees only a few of).
+func TestCalibratorTracksBudgetUnderDrift(t *testing.T) {
+	for _, b := range []float64{0.005, 0.01, 0.02} {
+		cfg := DefaultCalibratorConfig()
+		cfg.Budget, cfg.Errors = b, ErrorsRatio
+		c, _ := NewCalibrator(cfg)
+		rng := rand.New(rand.NewPCG(3, 4))
+		exceeded, n := 0, 0
+		for i := range 100000 {
+			sd := 0.05
+			if i > 50000 {
+				sd = 0.1
+			}
+			e := sd*rng.NormFloat64() + sd*rng.ExpFloat64()
+			actual, forecast := 100*math.Exp(e), 100.0
+			if i > 2000 {
+				over := actual > forecast*c.Margin()
+				c.Observe(over)
+				n++
+				if over {
+					exceeded++
+				}
+			}
+			_ = c.AddError(actual, forecast)
+		}
+		got := float64(exceeded) / float64(n)
+		if got < 0.8*b || got > 1.2*b {
+			t.Errorf("budget %v: realized exceedance %v", b, got)
+		}
+	}
+}
+
+// TestCalibratorAlpha: α moves down by γ(1−b) on an exceedance and up by γb otherwise, within
+// its bounds.
+func TestCalibratorAlpha(t *testing.T) {
+	cfg := DefaultCalibratorConfig()
+	c, _ := NewCalibrator(cfg)
+	c.Observe(true)
+	if want := 0.01 + 0.005*(0.01-1); math.Abs(c.Alpha()-want) > 1e-15 {
+		t.Fatalf("after an exceedance α = %v, want %v", c.Alpha(), want)
+	}
+	for range 10000 {
+		c.Observe(true)
+	}
+	if c.Alpha() != alphaMin || c.alpha >= 0 {
+		t.Fatalf("α = %v (raw %v), want the floor %v read from a raw level below 0", c.Alpha(), c.alpha, alphaMin)
+	}
+	if e, n := c.Exceeded(); e != 10001 || n != 10001 {
+		t.Fatalf("exceeded %d of %d", e, n)
+	}
+}
+
+func TestCalibratorBadInput(t *testing.T) {
+	c, _ := NewCalibrator(DefaultCalibratorConfig())
+	for _, p := range [][2]float64{{math.NaN(), 1}, {1, math.Inf(1)}, {-1, 1}, {1, -2}} {
+		if err := c.AddError(p[0], p[1]); err == nil {
+			t.Errorf("AddError(%v, %v) accepted", p[0], p[1])
+		}
+	}
+	if c.Errors() != 0 {
+		t.Fatal("a rejected error was kept")
+	}
+	// Zeros are not errors of infinite size: 0 against 0 is no error at all.
+	_ = c.AddError(10, 10)
+	if err := c.AddError(0, 0); err != nil || c.Errors() != 2 {
+		t.Fatalf("0 against 0: %v", err)
+	}
+	for _, tc := range []struct {
+		field string
+		mut   func(*CalibratorConfig)
+	}{
+		{"overload_budget", func(c *CalibratorConfig) { c.Budget = 0 }},
+		{"calibration_gain", func(c *CalibratorConfig) { c.Gain = -1 }},
+		{"error_window", func(c *CalibratorConfig) { c.Window = 3 }},
+		{"tail_fraction", func(c *CalibratorConfig) { c.Tau = 1 }},
+		{"quantile_method", func(c *CalibratorConfig) { c.Method = "magic" }},
+		{"min_errors", func(c *CalibratorConfig) { c.MinErrors = 10000 }},
+		{"cold_margin", func(c *CalibratorConfig) { c.ColdMargin = 0.5 }},
+	} {
+		cfg := DefaultCalibratorConfig()
+		tc.mut(&cfg)
+		if _, err := NewCalibrator(cfg); err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: %v", tc.field, err)
+		}
+	}
+}
+
+// BenchmarkCalibrator is one budget decision's model side in steady state: a new error (a new
+// sample), an exceedance update and the margin. Must not allocate.
+func BenchmarkCalibrator(b *testing.B) {
+	c, _ := NewCalibrator(DefaultCalibratorConfig())
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 2000 {
+		_ = c.AddError(100*math.Exp(0.1*rng.NormFloat64()), 100)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		_ = c.AddError(100*math.Exp(0.1*rng.NormFloat64()), 100)
+		c.Observe(i%100 == 0)
+		_ = c.Margin()
+		i++
+	}
+}

@@ -1,0 +1,45 @@
+package policy
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+)
+
+// BenchmarkBudgetDecision is one decision of the budget policy in steady state, at 15 s ticks
+// with 5-minute history steps: W1 stabilisation, the calibration update (exceedance, errors of
+// the forecasts come due), the quantiles and the hysteresis. One tick in twenty also starts a
+// history step (a naive forecast). METHOD §9 asks ≤ 5 µs and no allocation.
+func BenchmarkBudgetDecision(b *testing.B) {
+	for _, scoring := range []string{"tick", "sample"} {
+		b.Run(scoring, func(b *testing.B) {
+			spec, _ := Parse("naive-budget", "")
+			cfg := DefaultConfig(spec)
+			cfg.Step, cfg.LeadSteps, cfg.LeadTime = 5*time.Minute, 2, 2*time.Minute
+			cfg.Calibration.Scoring = scoring
+			r, err := New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			obs := func(i int) Observation {
+				d := 40 + 10*math.Sin(float64(i)/300) + 3*math.Sin(float64(i)*1.7)
+				return Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: d, Current: 12, Ready: 12}
+			}
+			i := 0
+			for ; i < 20000; i++ { // warm up: errors, calibration, buffers at capacity
+				if _, err := r.Step(ctx, obs(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := r.Step(ctx, obs(i)); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}

@@ -1,0 +1,115 @@
+package scaling
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+func init() { Register("budget", func(p Params) Algorithm { return &Budget{p: p} }) }
+
+// BudgetParams are the decision side of the overload-budget policy (METHOD §9); the quantile
+// and its calibration are the model side (forecast.Calibrator).
+type BudgetParams struct {
+	// SLAUtilization is u_sla: a pod is sized to run at most at this utilization (0.9).
+	SLAUtilization float64 `yaml:"u_sla" json:"u_sla"`
+	// Hold is the least time between the last change of size and a scale-down (10m): the
+	// hysteresis that keeps scaling actions at or below the HPA's.
+	Hold time.Duration `yaml:"hold" json:"hold"`
+	// MinSaving is the least share of the current size a scale-down must save, on top of at
+	// least one pod (0: one pod is enough).
+	MinSaving float64 `yaml:"min_saving" json:"min_saving"`
+}
+
+// DefaultBudgetParams are the defaults of METHOD §9.
+func DefaultBudgetParams() BudgetParams {
+	return BudgetParams{SLAUtilization: 0.9, Hold: 10 * time.Minute}
+}
+
+// Validate reports the first invalid setting, naming the field.
+func (b BudgetParams) Validate() error {
+	switch {
+	case !(b.SLAUtilization > 0) || b.SLAUtilization > 1:
+		return fmt.Errorf("budget.u_sla must be in (0, 1], got %v", b.SLAUtilization)
+	case b.Hold < 0:
+		return fmt.Errorf("budget.hold must not be negative, got %v", b.Hold)
+	case !(b.MinSaving >= 0) || b.MinSaving >= 1:
+		return fmt.Errorf("budget.min_saving must be in [0, 1), got %v", b.MinSaving)
+	}
+	return nil
+}
+
+// Budget holds the fewest replicas that keep demand under u_sla at the calibrated upper
+// quantile of the demand to come (METHOD §9):
+//
+//   - in.W is that quantile over the lead time (decision delay + start-up, plus the next
+//     step): the size is ceil(W·N/u_sla), and a larger size is ordered at once;
+//   - in.WNow is the load observed now: never below ceil(WNow·N/u_sla);
+//   - a scale-down needs in.WDown, the quantile over the lead time plus the hold, to fit in
+//     fewer pods, a saving of at least one pod (and MinSaving of the size), and Hold since the
+//     last change of size;
+//   - no scale-down without an observation (NaN WNow keeps the size).
+//
+// Loads are utilizations at the current size, as everywhere in package scaling.
+type Budget struct {
+	p          Params
+	lastChange time.Time
+	seen       bool
+	lastSize   int32
+}
+
+// Name implements Algorithm.
+func (b *Budget) Name() string { return "budget" }
+
+// Recommend implements Algorithm.
+func (b *Budget) Recommend(in Input) Decision {
+	bp := b.p.Budget
+	d := Decision{Target: bp.SLAUtilization, Replicas: in.Current, Reason: ReasonTolerance}
+	if !b.seen || in.Current != b.lastSize {
+		// A change of size, by us or anyone, restarts the hold.
+		b.seen, b.lastSize, b.lastChange = true, in.Current, in.Time
+	}
+	if math.IsNaN(in.WNow) || in.WNow < 0 {
+		d.Reason = ReasonNoLoad
+		return b.finish(in, d)
+	}
+	n := float64(max(in.Current, 1))
+	pods := func(w float64) int32 {
+		if math.IsNaN(w) || w < 0 {
+			return 0
+		}
+		return ceilInt32(w * n / bp.SLAUtilization)
+	}
+	now := pods(in.WNow)
+	up := max(pods(in.W), now)
+	switch {
+	case up > in.Current:
+		d.Replicas, d.Reason = up, ReasonScaleUp
+	default:
+		down := max(pods(in.WDown), up)
+		saving := in.Current - down
+		need := max(int32(1), ceilInt32(bp.MinSaving*float64(in.Current)))
+		switch {
+		case saving < need:
+			// Within the dead band: keep the size.
+		case in.Time.Sub(b.lastChange) < bp.Hold:
+			d.Reason = ReasonStabilized
+		default:
+			d.Replicas, d.Reason = down, ReasonScaleDown
+		}
+	}
+	return b.finish(in, d)
+}
+
+func (b *Budget) finish(in Input, d Decision) Decision {
+	switch {
+	case d.Replicas > b.p.MaxReplicas:
+		d.Replicas, d.Reason = b.p.MaxReplicas, ReasonMaxReplicas
+	case d.Replicas < b.p.MinReplicas:
+		d.Replicas, d.Reason = b.p.MinReplicas, ReasonMinReplicas
+	}
+	if d.Replicas != in.Current {
+		b.lastSize, b.lastChange = d.Replicas, in.Time
+	}
+	return d
+}

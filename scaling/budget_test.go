@@ -1,0 +1,97 @@
+package scaling
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func budgetParams() Params {
+	p := DefaultParams()
+	p.MinReplicas, p.MaxReplicas = 1, 50
+	return p
+}
+
+// TestBudgetDecisions: sizes are ceil(load·N/u_sla) of the calibrated quantile, at once up,
+// never below the observed load, down only when the quantile over the hold fits in at least one
+// pod fewer and the hold has passed, never on missing data.
+func TestBudgetDecisions(t *testing.T) {
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Minute) }
+	b, _ := New("budget", budgetParams())
+	// 10 pods; the quantile is 1.08 of their capacity → 10·1.08/0.9 = 12 pods, at once.
+	if d := b.Recommend(Input{Time: at(0), Current: 10, Ready: 10, W: 1.08, WNow: 0.5, WDown: 1.08}); d.Replicas != 12 || d.Reason != ReasonScaleUp {
+		t.Fatalf("scale-up: %+v, want 12", d)
+	}
+	// The observed load alone asks for more than the quantile: 12·0.99/0.9 = 13.2 → 14.
+	if d := b.Recommend(Input{Time: at(1), Current: 12, Ready: 12, W: 0.5, WNow: 0.99, WDown: 0.5}); d.Replicas != 14 {
+		t.Fatalf("observed floor: %+v, want 14", d)
+	}
+	// The quantile falls to 14·0.45/0.9 = 7 pods: but the hold (10m) since the last change at
+	// minute 1 has not passed.
+	if d := b.Recommend(Input{Time: at(5), Current: 14, Ready: 14, W: 0.45, WNow: 0.3, WDown: 0.45}); d.Replicas != 14 || d.Reason != ReasonStabilized {
+		t.Fatalf("inside the hold: %+v, want 14 stabilized", d)
+	}
+	// After the hold, down to the larger of the two quantiles: WDown 0.5 → ceil(7.78) = 8.
+	if d := b.Recommend(Input{Time: at(12), Current: 14, Ready: 14, W: 0.45, WNow: 0.3, WDown: 0.5}); d.Replicas != 8 || d.Reason != ReasonScaleDown {
+		t.Fatalf("after the hold: %+v, want 8", d)
+	}
+	// Missing observation: keep the size whatever the quantiles say.
+	if d := b.Recommend(Input{Time: at(40), Current: 8, Ready: 8, W: 0.01, WNow: math.NaN(), WDown: 0.01}); d.Replicas != 8 || d.Reason != ReasonNoLoad {
+		t.Fatalf("no data: %+v, want 8", d)
+	}
+	// A saving of less than one pod is no scale-down: 8·0.85/0.9 = 7.6 → 8.
+	if d := b.Recommend(Input{Time: at(60), Current: 8, Ready: 8, W: 0.85, WNow: 0.5, WDown: 0.85}); d.Replicas != 8 || d.Reason != ReasonTolerance {
+		t.Fatalf("dead band: %+v, want 8", d)
+	}
+	// Bounds.
+	if d := b.Recommend(Input{Time: at(61), Current: 8, Ready: 8, W: 100, WNow: 0.5}); d.Replicas != 50 || d.Reason != ReasonMaxReplicas {
+		t.Fatalf("max: %+v", d)
+	}
+}
+
+// TestBudgetMinSaving: with min_saving 0.25 a 10-pod deployment only shrinks for 3 pods or more.
+func TestBudgetMinSaving(t *testing.T) {
+	p := budgetParams()
+	p.Budget.MinSaving, p.Budget.Hold = 0.25, 0
+	b, _ := New("budget", p)
+	// 10·0.72/0.9 = 8 pods: saves 2 < ceil(2.5) = 3.
+	if d := b.Recommend(Input{Time: t0, Current: 10, Ready: 10, W: 0.72, WNow: 0.5, WDown: 0.72}); d.Replicas != 10 {
+		t.Fatalf("saving 2 of 10: %+v, want 10", d)
+	}
+	// 10·0.63/0.9 = 7 pods: saves 3.
+	if d := b.Recommend(Input{Time: t0.Add(time.Minute), Current: 10, Ready: 10, W: 0.63, WNow: 0.5, WDown: 0.63}); d.Replicas != 7 {
+		t.Fatalf("saving 3 of 10: %+v, want 7", d)
+	}
+}
+
+// TestBudgetHoldRestartsOnAnyChange: a size changed by someone else restarts the hold.
+func TestBudgetHoldRestartsOnAnyChange(t *testing.T) {
+	b, _ := New("budget", budgetParams())
+	b.Recommend(Input{Time: t0, Current: 10, Ready: 10, W: 0.8, WNow: 0.5, WDown: 0.8})
+	// At 11 min the hold since t0 has passed, but the size went 10 → 12 at minute 5.
+	b.Recommend(Input{Time: t0.Add(5 * time.Minute), Current: 12, Ready: 12, W: 0.6, WNow: 0.4, WDown: 0.6})
+	if d := b.Recommend(Input{Time: t0.Add(11 * time.Minute), Current: 12, Ready: 12, W: 0.3, WNow: 0.2, WDown: 0.3}); d.Replicas != 12 {
+		t.Fatalf("%+v: the external change at 5m should hold until 15m", d)
+	}
+	if d := b.Recommend(Input{Time: t0.Add(16 * time.Minute), Current: 12, Ready: 12, W: 0.3, WNow: 0.2, WDown: 0.3}); d.Replicas != 4 {
+		t.Fatalf("%+v: want 12·0.3/0.9 = 4 after the hold", d)
+	}
+}
+
+func TestBudgetParamsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		mut   func(*BudgetParams)
+	}{
+		{"budget.u_sla", func(b *BudgetParams) { b.SLAUtilization = 1.5 }},
+		{"budget.hold", func(b *BudgetParams) { b.Hold = -time.Second }},
+		{"budget.min_saving", func(b *BudgetParams) { b.MinSaving = 1 }},
+	} {
+		p := budgetParams()
+		tc.mut(&p.Budget)
+		if _, err := New("budget", p); err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: %v", tc.field, err)
+		}
+	}
+}
