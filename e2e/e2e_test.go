@@ -122,6 +122,8 @@ policies:
       ready_replicas: max(kube_deployment_status_replicas_ready{namespace="%[2]s",deployment="%[3]s"})
     scaling: {min_replicas: 1, max_replicas: %[5]d, budget: {hold: 10s}}
     metrics: {window: 2s}
+    # irate over 1 s scrapes: the observation is about one second old, not half a minute.
+    observation_window: 1s
 webhook:
   mode: act
   bearer_token_file: %[6]s

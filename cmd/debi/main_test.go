@@ -29,8 +29,9 @@ func TestBacktestEmbeddedJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("output is not JSON: %v\n%s", err, out)
 	}
-	if len(doc.Traces) != 3 || len(doc.Traces[0].Runs) != 2 {
-		t.Fatalf("want 3 traces × 2 policies, got %+v", doc)
+	// hpa and debi, and the oracle that every backtest runs beside them.
+	if len(doc.Traces) != 3 || len(doc.Traces[0].Runs) != 3 || doc.Traces[0].Runs[2]["policy"] != "oracle" {
+		t.Fatalf("want 3 traces × (2 policies + the oracle), got %+v", doc)
 	}
 }
 
@@ -41,8 +42,8 @@ func TestBacktestPlots(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.png"))
-	if len(files) != 6 {
-		t.Fatalf("want 2 plots × 3 traces, got %v", files)
+	if len(files) != 9 {
+		t.Fatalf("want 3 plots (replicas, burst, frontier) × 3 traces, got %v", files)
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -66,10 +67,14 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"malformed csv", []string{"backtest", "--trace", bad}, 1, "bad.csv:3: value \"oops\" is not a number"},
 		{"missing file", []string{"backtest", "--trace", filepath.Join(dir, "nope.csv")}, 1, "nope.csv"},
-		{"too short", []string{"backtest", "--trace", short}, 1, "short: 2 steps"},
+		{"too short", []string{"backtest", "--trace", short}, 1, "short: 2 samples"},
 		{"bad request", []string{"backtest", "--request", "-1"}, 1, "--request"},
 		{"bad q", []string{"backtest", "--evt.q", "0.5"}, 1, "must be below tau"},
-		{"bad policy", []string{"backtest", "--policies", "hpa,oracle"}, 1, "unknown policy \"oracle\""},
+		{"bad policy", []string{"backtest", "--policies", "hpa,crystalball"}, 1, "unknown policy \"crystalball\""},
+		{"bad duration", []string{"backtest", "--startup-delay", "2"}, 2, "startup-delay"},
+		{"negative delay", []string{"backtest", "--startup-delay", "-1s"}, 1, "--startup-delay"},
+		{"bad startup sweep", []string{"backtest", "--startup-sweep", "30s,soon"}, 2, "startup-sweep"},
+		{"bad budget", []string{"backtest", "--budget.overload-budget", "0.7"}, 1, "overload_budget"},
 		{"bad format", []string{"backtest", "--format", "yaml"}, 2, "--format"},
 		{"bad number", []string{"backtest", "--hpa.target", "half"}, 2, "hpa.target"},
 		{"bad rounding", []string{"backtest", "--debi.rounding", "up"}, 1, "rounding"},
