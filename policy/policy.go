@@ -699,16 +699,11 @@ type tickBudget struct {
 	ok   bool // path holds a model forecast (else the path is flat at base)
 	// Pending forecasts: up ones wait for their time, down ones keep the largest observation
 	// since they were made.
-	up     []pendingForecast
-	down   []pendingForecast
-	prev   time.Time
-	recent []timedValue // observations of the last half observation window, oldest first
-	fu, fd float64
-}
-
-type timedValue struct {
-	t time.Time
-	v float64
+	up      []pendingForecast
+	down    []pendingForecast
+	prev    time.Time
+	prevObs float64
+	fu, fd  float64
 }
 
 type pendingForecast struct {
@@ -756,29 +751,16 @@ func (r *Runner) tickBudget(obs Observation) {
 	tb := &r.tb
 	d := obs.Demand
 	// The observation is a mean over the last ObservationWindow: under a trend the demand now is
-	// about half a window ahead of it. The trend is taken over the last half window (not the
-	// last tick alone), so that tick-to-tick noise is amplified as little as the trend allows.
+	// about half a window ahead of it. The trend is the last tick's (measured against the trend
+	// over half a window, which lags at the samples' corners: docs/results-budget.md).
 	dt := 15 * time.Second
 	if !tb.prev.IsZero() && obs.Time.After(tb.prev) {
 		dt = obs.Time.Sub(tb.prev)
-	}
-	tb.prev = obs.Time
-	if w := r.cfg.ObservationWindow; w > 0 {
-		half := w / 2
-		cut := obs.Time.Add(-half)
-		i := 0
-		for i < len(tb.recent)-1 && tb.recent[i+1].t.Before(cut.Add(time.Nanosecond)) {
-			i++ // keep the newest observation at or before t − half (or the oldest there is)
+		if w := r.cfg.ObservationWindow; w > 0 && !math.IsNaN(tb.prevObs) {
+			d = math.Max(0, d+(d-tb.prevObs)*float64(w/2)/float64(dt))
 		}
-		tb.recent = append(tb.recent[:0], tb.recent[i:]...)
-		if len(tb.recent) > 0 {
-			if old := tb.recent[0]; obs.Time.After(old.t) {
-				slope := (obs.Demand - old.v) / obs.Time.Sub(old.t).Seconds()
-				d = math.Max(0, obs.Demand+slope*half.Seconds())
-			}
-		}
-		tb.recent = append(tb.recent, timedValue{obs.Time, obs.Demand})
 	}
+	tb.prev, tb.prevObs = obs.Time, obs.Demand
 	exceeded := d > r.cfg.Params.Budget.SLAUtilization*float64(obs.Ready)*r.cfg.Request
 	if !(exceeded && obs.Current >= r.cfg.Params.MaxReplicas) {
 		r.calUp.Observe(exceeded)
