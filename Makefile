@@ -12,7 +12,7 @@ LDFLAGS   := -X github.com/prometheus/common/version.Version=$(VERSION) \
              -X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 BENCHTIME ?= 1x
 
-.PHONY: all build test unit-test integration-test bench lint format rules-check rules-test dashboards generate helm-lint e2e demo servers results help
+.PHONY: all build test unit-test integration-test bench lint format rules-check rules-test dashboards generate helm-lint e2e demo servers results results-budget help
 
 all: format lint build test ## format, lint, build and test
 
@@ -63,6 +63,9 @@ e2e: ## the closed loop on real servers: simulator → Prometheus → exporter �
 
 results: ## regenerate docs/results.md: the paper's table on every trace of ../shared/traces (15–30 min)
 	hack/results.sh
+
+results-budget: ## regenerate docs/results-budget.md: budget at 0.5/1/2 %, three start-ups, every model (≈ 20 min)
+	hack/budget-results.sh
 
 servers: ## build Prometheus, Alertmanager, kube-apiserver, etcd and helm from the Go module proxy (cached)
 	hack/servers.sh all
