@@ -446,13 +446,7 @@ func compareWithRunner(t *testing.T, prom v1.API, cfg *config.Config, schedule [
 			last = ts
 		}
 	}
-	for len(schedule) > 0 && schedule[len(schedule)-1].After(last) {
-		schedule = schedule[:len(schedule)-1]
-	}
-	// Before the workload started there were no replicas to observe: nothing was fed then.
-	for len(schedule) > 0 && schedule[0].Before(wlStart.Add(-time.Second)) {
-		schedule = schedule[1:]
-	}
+	schedule = trimSchedule(schedule, wlStart, last)
 	q := p.Queries
 	ref := replay(t, p, schedule, func(ts time.Time) [numQueries]float64 {
 		var v [numQueries]float64
@@ -563,12 +557,7 @@ func compareBudget(t *testing.T, prom v1.API, cfg *config.Config, schedule []tim
 			last = ts
 		}
 	}
-	for len(schedule) > 0 && schedule[len(schedule)-1].After(last) {
-		schedule = schedule[:len(schedule)-1]
-	}
-	for len(schedule) > 0 && schedule[0].Before(wlStart.Add(-time.Second)) {
-		schedule = schedule[1:]
-	}
+	schedule = trimSchedule(schedule, wlStart, last)
 	q := p.Queries
 	inputs := map[int64][numQueries]float64{}
 	ref := replay(t, p, schedule, func(ts time.Time) [numQueries]float64 {
@@ -788,4 +777,17 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// trimSchedule keeps the observation times the exporter published a step for: none after the
+// last publication, and none before the workload started (there were no replicas to observe,
+// so nothing was fed then).
+func trimSchedule(schedule []time.Time, wlStart, last time.Time) []time.Time {
+	for len(schedule) > 0 && schedule[len(schedule)-1].After(last) {
+		schedule = schedule[:len(schedule)-1]
+	}
+	for len(schedule) > 0 && schedule[0].Before(wlStart.Add(-time.Second)) {
+		schedule = schedule[1:]
+	}
+	return schedule
 }

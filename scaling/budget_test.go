@@ -95,3 +95,28 @@ func TestBudgetParamsValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetFreshInstanceHolds: the hold is the one piece of budget state, and it errs on the
+// safe side. A fresh instance (a restarted or second webhook replica) has seen no change of
+// size, so it treats its first decision as one: for the hold it scales up as the quantile asks
+// but never down, whatever the quantiles say; two fresh instances fed the same inputs decide the
+// same.
+func TestBudgetFreshInstanceHolds(t *testing.T) {
+	a, _ := New("budget", budgetParams())
+	b, _ := New("budget", budgetParams())
+	low := Input{Time: t0, Current: 20, Ready: 20, W: 0.2, WNow: 0.1, WDown: 0.2}
+	for _, alg := range []Algorithm{a, b} {
+		if d := alg.Recommend(low); d.Replicas != 20 || d.Reason != ReasonStabilized {
+			t.Fatalf("fresh instance: %+v, want 20 held", d)
+		}
+	}
+	up := Input{Time: t0.Add(time.Minute), Current: 20, Ready: 20, W: 1.2, WNow: 0.5, WDown: 1.2}
+	da, db := a.Recommend(up), b.Recommend(up)
+	if da != db || da.Replicas != 27 { // 20·1.2/0.9 = 26.7 → 27, at once
+		t.Fatalf("scale-up %+v vs %+v, want both 27", da, db)
+	}
+	later := Input{Time: t0.Add(12 * time.Minute), Current: 27, Ready: 27, W: 0.2, WNow: 0.1, WDown: 0.2}
+	if da, db := a.Recommend(later), b.Recommend(later); da != db || da.Replicas != 6 { // 27·0.2/0.9 = 6
+		t.Fatalf("after the hold: %+v vs %+v, want both 6", da, db)
+	}
+}
