@@ -11,8 +11,11 @@ LDFLAGS   := -X github.com/prometheus/common/version.Version=$(VERSION) \
              -X github.com/prometheus/common/version.BuildUser=debi \
              -X github.com/prometheus/common/version.BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 BENCHTIME ?= 1x
+FUZZTIME  ?= 10m
+# Fuzz targets as package:Target, run one after another by `make fuzz`.
+FUZZ_TARGETS ?= ./webhook:FuzzDecodeAlertmanager ./webhook:FuzzDecodeTidal ./config:FuzzLoad
 
-.PHONY: all build test unit-test integration-test bench lint format rules-check rules-test dashboards generate helm-lint e2e demo servers results results-budget help
+.PHONY: all build test unit-test integration-test bench fuzz lint format rules-check rules-test dashboards generate helm-lint e2e demo servers results results-budget help
 
 all: format lint build test ## format, lint, build and test
 
@@ -30,6 +33,13 @@ unit-test: ## unit tests only (no servers)
 
 bench: ## benchmarks (figures for the closing notes)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+fuzz: ## every fuzz target for FUZZTIME (10m) each, one after another (new inputs in the Go cache, crashes in testdata/fuzz/)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 lint: ## go vet and gofmt check
 	$(GO) vet $(PKGS)

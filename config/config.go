@@ -13,14 +13,17 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/debi-scaler/debi/forecast"
 	"github.com/debi-scaler/debi/policy"
@@ -35,6 +38,8 @@ const (
 	// DefaultLeadTime is the default actuation delay, METHOD §7's pod start-up default; set
 	// lead_time to the decision delay plus the pods' start-up time.
 	DefaultLeadTime = 2 * time.Minute
+	// DefaultLookbackDelta is the default lookback_delta of instant queries.
+	DefaultLookbackDelta = 2 * time.Minute
 	// DefaultSeason is the default seasonal period of the seasonal models: one day.
 	DefaultSeason = 24 * time.Hour
 )
@@ -61,6 +66,37 @@ type Global struct {
 	Interval time.Duration `yaml:"interval"`
 	// QueryTimeout bounds each PromQL query.
 	QueryTimeout time.Duration `yaml:"query_timeout"`
+	// LookbackDelta is the lookback_delta of the instant queries of the exporter and the
+	// webhook: how old the latest sample of a series may be and still count. Prometheus's own
+	// 5m would let a Prometheus killed and restarted (no staleness markers) answer with the
+	// samples from before its outage as if they were current; set it to about twice the longest
+	// scrape or rule evaluation interval behind the queries. Default 2m.
+	LookbackDelta time.Duration `yaml:"lookback_delta"`
+	// HTTPConfig is the HTTP client of the Prometheus API, in the format of Prometheus's and
+	// Alertmanager's http_config (prometheus/common): authorization (type, credentials or
+	// credentials_file; bearer by default), basic_auth, oauth2, tls_config, proxy_url,
+	// follow_redirects, enable_http2 and http_headers, e.g. `http_headers: {X-Scope-OrgID:
+	// {values: [tenant]}}` for a Mimir, Cortex or Thanos tenant. Relative file paths are taken
+	// from the configuration file's directory; secret files are read at each request, so a
+	// rotated token needs no restart.
+	HTTPConfig *commoncfg.HTTPClientConfig `yaml:"http_config"`
+
+	// httpErr is the error prometheus/common's decoder found in http_config, reported by
+	// validation with its field path.
+	httpErr error
+}
+
+// UnmarshalYAML decodes the section strictly, as the rest of the file, but keeps the error that
+// prometheus/common's own validation returns while decoding http_config, so that it is reported
+// at its field path (global.http_config) rather than as a bare decoder message.
+func (g *Global) UnmarshalYAML(unmarshal func(any) error) error {
+	type plain Global
+	err := unmarshal((*plain)(g))
+	if _, ok := err.(*yaml.TypeError); err == nil || ok {
+		return err // unknown fields and wrong types: the decoder's message gets its path
+	}
+	g.httpErr = err
+	return nil
 }
 
 // Target names the scaled object; it must have a scale subresource.
@@ -203,6 +239,8 @@ func LoadFile(name string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	// As Prometheus does: files named in the file are relative to its directory.
+	c.Global.HTTPConfig.SetDirectory(filepath.Dir(name))
 	return c, nil
 }
 
@@ -294,11 +332,27 @@ func (c *Config) setDefaultsAndValidate(given []givenKeys) error {
 	if c.Global.QueryTimeout < 0 {
 		return errorf("global.query_timeout", "must be positive, got %v", c.Global.QueryTimeout)
 	}
+	if c.Global.LookbackDelta == 0 {
+		c.Global.LookbackDelta = DefaultLookbackDelta
+	}
+	if c.Global.LookbackDelta < time.Second {
+		return errorf("global.lookback_delta", "must be at least 1s, got %v", c.Global.LookbackDelta)
+	}
 	if c.Global.PrometheusURL != "" {
 		u, err := url.Parse(c.Global.PrometheusURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return errorf("global.prometheus_url", "want an http(s) URL such as http://prometheus:9090, got %q", c.Global.PrometheusURL)
 		}
+	}
+	if c.Global.httpErr != nil {
+		return &FieldError{Path: "global.http_config", Err: c.Global.httpErr}
+	}
+	if c.Global.HTTPConfig == nil {
+		hc := commoncfg.DefaultHTTPClientConfig
+		c.Global.HTTPConfig = &hc
+	}
+	if err := c.Global.HTTPConfig.Validate(); err != nil {
+		return &FieldError{Path: "global.http_config", Err: err}
 	}
 	if c.Exporter.MAEWindow == 0 {
 		c.Exporter.MAEWindow = 60
@@ -334,10 +388,10 @@ func (c *Config) setDefaultsAndValidate(given []givenKeys) error {
 			return errorf(path+".name", "%q is already used by policies[%d]", p.Name, j)
 		}
 		seen[p.Name] = i
-		if j, dup := targets[p.Target.String()]; dup {
+		if j, dup := targets[p.Target.Identity()]; dup {
 			return errorf(path+".target", "%s is already scaled by policies[%d]; one policy per target", p.Target, j)
 		}
-		targets[p.Target.String()] = i
+		targets[p.Target.Identity()] = i
 	}
 	return c.Webhook.setDefaultsAndValidate(c)
 }
@@ -357,6 +411,12 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys) error {
 	}
 	if p.Target.Name == "" {
 		return errorf(path+".target.name", "required")
+	}
+	if err := p.Target.normalize(path + ".target"); err != nil {
+		return err
+	}
+	if !policyNameRe.MatchString(p.Name) || len(p.Name) > 253 {
+		return errorf(path+".name", "%q must be letters, digits, '.', '_' or '-', starting with a letter or digit, at most 253 characters (it is a label value and part of queries)", p.Name)
 	}
 	if p.Algorithm == "" {
 		p.Algorithm = "debi"
@@ -485,6 +545,56 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys) error {
 		}
 	}
 	return nil
+}
+
+// policyNameRe is what a policy name may be: a label value that needs no escaping anywhere.
+var policyNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// kindRe is a Kind as the API spells it.
+var kindRe = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+
+// canonicalKinds are the built-in kinds with a scale subresource, by lower-case name, so that
+// "deployment" and "Deployment" are one target.
+var canonicalKinds = map[string]string{
+	"deployment": "Deployment", "statefulset": "StatefulSet", "replicaset": "ReplicaSet",
+	"replicationcontroller": "ReplicationController",
+}
+
+// normalize spells the kind as the API does and checks every part of the target's identity:
+// api_version group/version, kind UpperCamelCase, namespace a DNS-1123 label, name a DNS-1123
+// subdomain.
+func (t *Target) normalize(path string) error {
+	if k, ok := canonicalKinds[strings.ToLower(t.Kind)]; ok {
+		t.Kind = k
+	}
+	if !kindRe.MatchString(t.Kind) {
+		return errorf(path+".kind", "%q is not a Kind as the API spells it (UpperCamelCase, e.g. Deployment)", t.Kind)
+	}
+	gv := strings.Split(t.APIVersion, "/")
+	if len(gv) > 2 || gv[len(gv)-1] == "" || (len(gv) == 2 && len(validation.IsDNS1123Subdomain(gv[0])) > 0) {
+		return errorf(path+".api_version", "%q is not group/version or version (e.g. apps/v1)", t.APIVersion)
+	}
+	if errs := validation.IsDNS1123Label(t.Namespace); len(errs) > 0 {
+		return errorf(path+".namespace", "%q is not a valid namespace: %s", t.Namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(t.Name); len(errs) > 0 {
+		return errorf(path+".name", "%q is not a valid object name: %s", t.Name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Group is the API group of the target ("apps"; "" for the core group).
+func (t Target) Group() string {
+	if g, _, ok := strings.Cut(t.APIVersion, "/"); ok {
+		return g
+	}
+	return ""
+}
+
+// Identity is what makes two targets the same object whatever the spelling: group, kind in
+// lower case, namespace and name (the version does not matter).
+func (t Target) Identity() string {
+	return t.Group() + "/" + strings.ToLower(t.Kind) + "/" + t.Namespace + "/" + t.Name
 }
 
 // WorkloadType is the target kind in lower case, as kube-state-metrics and the recording rules

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/debi-scaler/debi/policy"
+	"github.com/debi-scaler/debi/scaling"
 )
 
 // Webhook modes.
@@ -26,9 +29,13 @@ type WebhookConfig struct {
 	// Mode is act (patch the scale subresource), hpa-floor (raise an HPA's minReplicas) or
 	// shadow (decide, log and export; patch nothing). Default shadow: safe to point at production.
 	Mode string `yaml:"mode"`
-	// BearerTokenFile holds the token every request must carry as "Authorization: Bearer ...".
-	// `debi webhook` refuses to start without it unless AllowUnauthenticated is set (tests, or a
-	// mesh that authenticates); other components load the file without a webhook section.
+	// BearerTokenFile holds the token POST /v1/alertmanager must carry as "Authorization: Bearer
+	// ..." (the scheme in any case). `debi webhook` refuses to start without it unless
+	// AllowUnauthenticated is set (tests, or a mesh that authenticates); other components load
+	// the file without a webhook section. The file is re-read when it changes (stat on each
+	// request; a Kubernetes Secret volume swaps a symlink), so a rotated Secret takes effect
+	// without a restart; an empty or unreadable file after a change keeps the last good token.
+	// It is not accepted on /v1/tidal, which has its own (tidal.push.bearer_token_file).
 	BearerTokenFile string `yaml:"bearer_token_file"`
 	// AllowUnauthenticated disables the bearer token check. Off by default.
 	AllowUnauthenticated bool `yaml:"allow_unauthenticated"`
@@ -49,6 +56,10 @@ type WebhookConfig struct {
 	LeaderElection LeaderElectionConfig `yaml:"leader_election"`
 	// Policies holds per-policy overrides, by policy name.
 	Policies []WebhookPolicy `yaml:"policies"`
+	// MaxInputAge is the oldest exporter step a decision may rest on (queries.age); older, the
+	// webhook holds the size. Default 2m or 4 × global.interval, whichever is longer; at least
+	// global.interval.
+	MaxInputAge time.Duration `yaml:"max_input_age"`
 }
 
 // WebhookQueries are Go templates of PromQL expressions, executed with {{.Policy}}, {{.Namespace}},
@@ -75,6 +86,18 @@ type WebhookQueries struct {
 	// Default: the exporter's load="down" series. A missing or ambiguous answer holds the size
 	// (never a scale-down on missing data).
 	DownLoad string `yaml:"down_load"`
+	// Stale returns 1 when the exporter's published values are not from its latest step
+	// (debi_policy_stale): the webhook then holds the size. "none": no check (not advised).
+	Stale string `yaml:"stale"`
+	// Age returns the age in seconds of the exporter's last step with every input present;
+	// older than webhook.max_input_age, the webhook holds the size. "none": no check.
+	Age string `yaml:"age"`
+	// Floor and Ceiling return the range the policy's state (HPA stabilisation and rate
+	// limits, the budget's hold) allows, as published by the exporter: the webhook clamps the
+	// stateless rule's answer into it, so that no webhook replica keeps decision state.
+	// Required by the stateful algorithms (hpa, budget); not read by the others.
+	Floor   string `yaml:"floor"`
+	Ceiling string `yaml:"ceiling"`
 }
 
 // WebhookFallback names the alert annotations read when Prometheus cannot answer. A decision
@@ -96,10 +119,38 @@ type TidalConfig struct {
 	Resources []WatchResource `yaml:"resources"`
 	// ResyncPeriod of the informer (default 5m; 0 after defaults means never).
 	ResyncPeriod time.Duration `yaml:"resync_period"`
+	// Push configures POST /v1/tidal, through which something other than the watch delivers
+	// Tidal events. Off by default: the watch needs none of it.
+	Push TidalPushConfig `yaml:"push"`
 }
 
 // IsEnabled reports whether the Tidal watch runs.
 func (t TidalConfig) IsEnabled() bool { return t.Enabled == nil || *t.Enabled }
+
+// TidalPushConfig configures the push endpoint POST /v1/tidal. It has its own token so that
+// whoever may notify through Alertmanager cannot push replica counts, and the other way round.
+type TidalPushConfig struct {
+	// Enabled serves POST /v1/tidal (default false: it answers 404 saying how to enable it).
+	Enabled bool `yaml:"enabled"`
+	// BearerTokenFile holds the token a pushed event must carry as "Authorization: Bearer ...";
+	// required when Enabled unless webhook.allow_unauthenticated, and distinct from
+	// webhook.bearer_token_file. Re-read when it changes, as that one is.
+	BearerTokenFile string `yaml:"bearer_token_file"`
+}
+
+// validate checks the push section against the webhook's authentication settings.
+func (p TidalPushConfig) validate(w *WebhookConfig) error {
+	const path = "webhook.tidal.push.bearer_token_file"
+	switch {
+	case p.BearerTokenFile != "" && w.AllowUnauthenticated:
+		return &fieldError{path, "conflicts with webhook.allow_unauthenticated; set one"}
+	case p.Enabled && p.BearerTokenFile == "" && !w.AllowUnauthenticated:
+		return &fieldError{path, "required when webhook.tidal.push.enabled is true (or set webhook.allow_unauthenticated: true)"}
+	case p.BearerTokenFile != "" && p.BearerTokenFile == w.BearerTokenFile:
+		return &fieldError{path, "must not be webhook.bearer_token_file: the Alertmanager token must not be accepted on /v1/tidal"}
+	}
+	return nil
+}
 
 // WatchResource is a group/version/resource.
 type WatchResource struct {
@@ -135,6 +186,19 @@ type WebhookPolicy struct {
 	Name string `yaml:"name"`
 	// Mode overrides webhook.mode for this policy.
 	Mode string `yaml:"mode"`
+	// Paused stops every write for this policy (decisions are still logged and exported).
+	// An annotation debi.io/paused: "true" on the target does the same from the cluster.
+	Paused bool `yaml:"paused"`
+}
+
+// PausedFor reports whether a policy is paused by the configuration.
+func (w *WebhookConfig) PausedFor(policy string) bool {
+	for _, p := range w.Policies {
+		if p.Name == policy {
+			return p.Paused
+		}
+	}
+	return false
 }
 
 // Defaults of the webhook section.
@@ -146,6 +210,11 @@ const (
 	DefaultWebhookWindowLoadQuery   = `debi_load_ratio{policy="{{.Policy}}",load="window"}`
 	DefaultWebhookNowLoadQuery      = `debi_load_ratio{policy="{{.Policy}}",load="w1"}`
 	DefaultWebhookDownLoadQuery     = `debi_load_ratio{policy="{{.Policy}}",load="down"}`
+	DefaultWebhookStaleQuery        = `debi_policy_stale{policy="{{.Policy}}"}`
+	DefaultWebhookAgeQuery          = `time() - debi_policy_last_success_timestamp_seconds{policy="{{.Policy}}"}`
+	DefaultWebhookFloorQuery        = `debi_decision_floor_replicas{policy="{{.Policy}}"}`
+	DefaultWebhookCeilingQuery      = `debi_decision_ceiling_replicas{policy="{{.Policy}}"}`
+	DefaultWebhookMaxInputAge       = 2 * time.Minute
 	// QueryNone disables an optional query.
 	QueryNone = "none"
 )
@@ -160,10 +229,14 @@ func (w *WebhookConfig) ModeFor(policy string) string {
 	return w.Mode
 }
 
-// QueryData is what the webhook query templates see.
+// QueryData is what the webhook query templates see: the values escaped for a PromQL string
+// between double quotes (label="{{.Name}}"), so that no value can change the query's meaning.
 type QueryData struct {
 	Policy, Namespace, Kind, Name string
 }
+
+// promQLString escapes a value for a double-quoted PromQL string literal.
+var promQLString = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\r", `\r`, "\t", `\t`)
 
 // RenderQuery executes a query template for a policy.
 func RenderQuery(tmpl string, p *Policy) (string, error) {
@@ -172,7 +245,8 @@ func RenderQuery(tmpl string, p *Policy) (string, error) {
 		return "", err
 	}
 	var b strings.Builder
-	err = t.Execute(&b, QueryData{Policy: p.Name, Namespace: p.Target.Namespace, Kind: strings.ToLower(p.Target.Kind), Name: p.Target.Name})
+	e := promQLString.Replace
+	err = t.Execute(&b, QueryData{Policy: e(p.Name), Namespace: e(p.Target.Namespace), Kind: e(strings.ToLower(p.Target.Kind)), Name: e(p.Target.Name)})
 	return b.String(), err
 }
 
@@ -221,6 +295,40 @@ func (w *WebhookConfig) setDefaultsAndValidate(c *Config) error {
 	if w.Queries.DownLoad == "" {
 		w.Queries.DownLoad = DefaultWebhookDownLoadQuery
 	}
+	for _, q := range []struct {
+		dst *string
+		def string
+	}{
+		{&w.Queries.Stale, DefaultWebhookStaleQuery}, {&w.Queries.Age, DefaultWebhookAgeQuery},
+		{&w.Queries.Floor, DefaultWebhookFloorQuery}, {&w.Queries.Ceiling, DefaultWebhookCeilingQuery},
+	} {
+		if *q.dst == "" {
+			*q.dst = q.def
+		}
+	}
+	for _, q := range []struct{ field, tmpl string }{{"floor", w.Queries.Floor}, {"ceiling", w.Queries.Ceiling}} {
+		if q.tmpl != QueryNone {
+			continue
+		}
+		for i := range c.Policies {
+			p := &c.Policies[i]
+			spec, err := policy.Parse(p.Algorithm, p.Model)
+			if err != nil {
+				continue // reported at the policy
+			}
+			if alg, err := scaling.New(spec.Algorithm, p.Scaling); err == nil {
+				if _, ok := alg.(scaling.Stateful); ok {
+					return &fieldError{"webhook.queries." + q.field, fmt.Sprintf("cannot be none while policies[%d] (%s) uses %s, a stateful algorithm: its stabilisation and rate limits come from the exporter's published bounds", i, p.Name, alg.Name())}
+				}
+			}
+		}
+	}
+	if w.MaxInputAge == 0 {
+		w.MaxInputAge = max(DefaultWebhookMaxInputAge, 4*c.Global.Interval)
+	}
+	if w.MaxInputAge < c.Global.Interval {
+		return &fieldError{"webhook.max_input_age", fmt.Sprintf("must be at least global.interval (%v), got %v", c.Global.Interval, w.MaxInputAge)}
+	}
 	for _, q := range []struct{ field, tmpl string }{{"now_load", w.Queries.NowLoad}, {"down_load", w.Queries.DownLoad}} {
 		if q.tmpl == QueryNone {
 			return &fieldError{"webhook.queries." + q.field, "cannot be none: a budget policy holds its size without it"}
@@ -230,6 +338,7 @@ func (w *WebhookConfig) setDefaultsAndValidate(c *Config) error {
 	for _, q := range []struct{ field, tmpl string }{
 		{"load", w.Queries.Load}, {"load_replicas", w.Queries.LoadReplicas}, {"window_load", w.Queries.WindowLoad},
 		{"now_load", w.Queries.NowLoad}, {"down_load", w.Queries.DownLoad},
+		{"stale", w.Queries.Stale}, {"age", w.Queries.Age}, {"floor", w.Queries.Floor}, {"ceiling", w.Queries.Ceiling},
 	} {
 		if q.tmpl == QueryNone && q.field != "load" {
 			continue
@@ -272,6 +381,9 @@ func (w *WebhookConfig) setDefaultsAndValidate(c *Config) error {
 	}
 	if w.Tidal.ResyncPeriod < 0 {
 		return &fieldError{"webhook.tidal.resync_period", fmt.Sprintf("must be positive, got %v", w.Tidal.ResyncPeriod)}
+	}
+	if err := w.Tidal.Push.validate(w); err != nil {
+		return err
 	}
 	le := &w.LeaderElection
 	if le.Namespace == "" {

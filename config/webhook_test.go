@@ -32,6 +32,9 @@ func TestWebhookDefaults(t *testing.T) {
 	if !w.Tidal.IsEnabled() || !w.LeaderElection.IsEnabled() {
 		t.Error("tidal watch and leader election must default to on")
 	}
+	if w.Tidal.Push.Enabled || w.Tidal.Push.BearerTokenFile != "" {
+		t.Errorf("tidal push must default to off, got %+v", w.Tidal.Push)
+	}
 	le := w.LeaderElection
 	if le.Namespace != "debi-system" || le.Name != "debi-webhook" || le.LeaseDuration != 15*time.Second ||
 		le.RenewDeadline != 10*time.Second || le.RetryPeriod != 2*time.Second {
@@ -95,11 +98,34 @@ func TestWebhookGoodFile(t *testing.T) {
 	}
 }
 
+// TestWebhookTidalPush: POST /v1/tidal is off unless enabled, and then has its own token, or
+// none when the whole webhook is unauthenticated.
+func TestWebhookTidalPush(t *testing.T) {
+	c, err := LoadFile("testdata/webhook-good-push.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Webhook.Tidal.Push; !p.Enabled || p.BearerTokenFile != "/etc/debi/webhook/tidal-token" {
+		t.Errorf("push = %+v", p)
+	}
+	if c.Webhook.BearerTokenFile != "/etc/debi/webhook/alertmanager-token" {
+		t.Errorf("bearer_token_file = %q", c.Webhook.BearerTokenFile)
+	}
+	c, err = Load([]byte(webhookBase + "webhook:\n  allow_unauthenticated: true\n  tidal: {push: {enabled: true}}\n"))
+	if err != nil || !c.Webhook.Tidal.Push.Enabled {
+		t.Errorf("unauthenticated push: %+v, %v", c, err)
+	}
+}
+
 func TestWebhookBadFiles(t *testing.T) {
 	for file, want := range map[string]string{
-		"webhook-bad-resource.yml":      "webhook.tidal.resources[0].version: required",
-		"webhook-bad-override.yml":      `webhook.policies[0].name: no policy named "nope"`,
-		"webhook-bad-unknown-field.yml": "field listen_address not found",
+		"webhook-bad-resource.yml":        "webhook.tidal.resources[0].version: required",
+		"webhook-bad-floor-none.yml":      "webhook.queries.floor: cannot be none while policies[0] (web) uses hpa",
+		"webhook-bad-max-input-age.yml":   "webhook.max_input_age: must be at least global.interval (1m0s), got 30s",
+		"webhook-bad-override.yml":        `webhook.policies[0].name: no policy named "nope"`,
+		"webhook-bad-unknown-field.yml":   "field listen_address not found",
+		"webhook-bad-push-no-token.yml":   "webhook.tidal.push.bearer_token_file: required when webhook.tidal.push.enabled is true",
+		"webhook-bad-push-same-token.yml": "webhook.tidal.push.bearer_token_file: must not be webhook.bearer_token_file",
 	} {
 		t.Run(file, func(t *testing.T) {
 			_, err := LoadFile("testdata/" + file)
@@ -130,6 +156,9 @@ func TestWebhookValidation(t *testing.T) {
 		{"retry above renew", "leader_election: {renew_deadline: 2s, retry_period: 3s}", "webhook.leader_election.renew_deadline: must be above retry_period"},
 		{"override without name", "policies: [{mode: act}]", "webhook.policies[0].name: required"},
 		{"override bad mode", "policies: [{name: web, mode: fight}]", `webhook.policies[0].mode: must be one of act, hpa-floor, shadow, got "fight"`},
+		{"push without token", "tidal: {push: {enabled: true}}", "webhook.tidal.push.bearer_token_file: required when webhook.tidal.push.enabled is true"},
+		{"push token and unauthenticated", "allow_unauthenticated: true\n  tidal: {push: {enabled: true, bearer_token_file: /p}}", "webhook.tidal.push.bearer_token_file: conflicts with webhook.allow_unauthenticated"},
+		{"push with Alertmanager's token", "bearer_token_file: /t\n  tidal: {push: {enabled: true, bearer_token_file: /t}}", "webhook.tidal.push.bearer_token_file: must not be webhook.bearer_token_file"},
 		{"override twice", "policies: [{name: web}, {name: web}]", `webhook.policies[1].name: "web" is already overridden by webhook.policies[0]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

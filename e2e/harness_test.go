@@ -117,3 +117,14 @@ func promQuery(ctx context.Context, base, q string) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// killProc kills a process started by startProc with SIGKILL, as a crash or the OOM killer
+// would (no shutdown: a Prometheus writes no staleness markers and leaves its WAL as it is), and
+// reaps it so that its port is free; the cleanup startProc registered then finds it gone.
+func killProc(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatalf("kill %s: %v", cmd.Path, err)
+	}
+	_ = cmd.Wait() // "signal: killed"
+}

@@ -103,11 +103,20 @@ func TestBudgetSeries(t *testing.T) {
 			{"debi_load_ratio", want.W1, []string{"load", "w1"}},
 			{"debi_load_ratio", b.QuantileDown / capacity, []string{"load", "down"}},
 			{"debi_recommended_replicas", float64(want.Decision.Replicas), nil},
+			// The bounds the budget's hold allowed: the webhook clamps its rule into them.
+			{"debi_decision_floor_replicas", float64(want.Floor), nil},
+			{"debi_decision_ceiling_replicas", float64(want.Ceiling), nil},
 		} {
 			// Not available (NaN) is left out: the margin of a zero forecast.
 			if got, ok := value(t, reg, c.name, "web", c.extra...); !near(got, c.want) || ok == math.IsNaN(c.want) {
 				t.Fatalf("step %d: %s %v = %v (present %v), want %v", i, c.name, c.extra, got, ok, c.want)
 			}
+		}
+		if want.Ceiling < want.Floor || want.Ceiling == 0 {
+			t.Fatalf("step %d: bounds [%d, %d]", i, want.Floor, want.Ceiling)
+		}
+		if s := scaling.Clamp(want.Decision.Replicas, want.Floor, want.Ceiling); s != want.Decision.Replicas {
+			t.Fatalf("step %d: decision %d outside its bounds [%d, %d]", i, want.Decision.Replicas, want.Floor, want.Ceiling)
 		}
 		// Below min_errors the margin is cold_margin.
 		if m, ok := value(t, reg, "debi_budget_margin", "web"); ok && !near(m, p.Budget.ColdMargin) {

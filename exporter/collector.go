@@ -27,6 +27,7 @@ type policySnap struct {
 	target            float64
 	request           float64
 	recommended       float64
+	floor, ceiling    float64
 	current, ready    float64
 	stale             float64
 	mae               float64
@@ -80,6 +81,8 @@ var (
 	descRequest     = desc("debi_request_cores", "CPU request of one pod used for the loads.")
 	descTarget      = desc("debi_target_utilization_ratio", "Target utilization of the scaling rule (dynamic for debi).")
 	descRecommended = desc("debi_recommended_replicas", "Recommended replica count; never below the current count while inputs are missing.")
+	descFloor       = desc("debi_decision_floor_replicas", "Lowest replica count the policy's state (stabilisation, rate limits, hold) allowed its last decision; the webhook's decision from fresh inputs is clamped into [floor, ceiling]. min_replicas for a stateless algorithm.")
+	descCeiling     = desc("debi_decision_ceiling_replicas", "Highest replica count the policy's state allowed its last decision (rate limits); max_replicas for a stateless algorithm.")
 	descCurrent     = desc("debi_current_replicas", "Spec replica count as last seen by the exporter.")
 	descReady       = desc("debi_ready_replicas", "Ready replica count as last seen by the exporter.")
 	descStale       = desc("debi_policy_stale", "1 when the published values are not from the latest step because an input was missing.")
@@ -115,7 +118,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{
-	descInfo, descLoad, descDemand, descHorizon, descRequest, descTarget, descRecommended,
+	descInfo, descLoad, descDemand, descHorizon, descRequest, descTarget, descRecommended, descFloor, descCeiling,
 	descCurrent, descReady, descStale, descLastSuccess, descSteps, descHistory, descMAE, descQueryErrors,
 	descXi, descSigma, descThreshold, descFallback, descExcesses, descTrainDuration, descLastTrain, descTrainFailures,
 	descHistoryStep, descHistoryRequired, descHistorySteps,
@@ -160,6 +163,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descRequest, p.request)
 		gauge(descTarget, p.target)
 		gauge(descRecommended, p.recommended)
+		gauge(descFloor, p.floor)
+		gauge(descCeiling, p.ceiling)
 		gauge(descCurrent, p.current)
 		gauge(descReady, p.ready)
 		gauge(descStale, p.stale)
@@ -215,7 +220,7 @@ func (ps *policyState) snap() policySnap {
 		labels: ps.labels, algorithm: ps.cfg.Algorithm, model: ps.cfg.Model, horizon: ps.horizon,
 		historyStep: ps.histStep.Seconds(),
 		w1:          nan, w2: nan, w3: nan, w: nan, ww: nan, demand: nan, forecast: nan, highWater: nan, target: nan,
-		request: nan, recommended: nan, current: nan, ready: nan,
+		request: nan, recommended: nan, current: nan, ready: nan, floor: nan, ceiling: nan,
 		mae: ps.mae.value(), lastSuccess: nan, lastTrain: nan, trainDuration: nan,
 		trainFailures: ps.trainFailures, historyPoints: float64(ps.historyPoints), steps: float64(ps.steps),
 		queryErrors: ps.queryErrors, stale: 0,
@@ -245,6 +250,9 @@ func (ps *policyState) snap() policySnap {
 		p.w1, p.w2, p.w3, p.w, p.ww = r.W1, r.W2, r.W3, r.W, r.WindowW
 		p.demand, p.forecast, p.highWater = r.Demand, r.DemandForecast, r.HighWater
 		p.target = r.Decision.Target
+		if r.Ceiling > 0 {
+			p.floor, p.ceiling = float64(r.Floor), float64(r.Ceiling)
+		}
 		if b := r.Budget; b != nil {
 			p.quantile, p.quantileDown, p.budgetForecast, p.margin = b.Quantile, b.QuantileDown, b.Forecast, b.Margin
 			p.level, p.errors, p.wDown = b.Alpha, float64(b.Errors), ps.lastWDown

@@ -15,18 +15,24 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"reflect"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/oklog/run"
-	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/promclient"
 )
 
 // Options are the exporter's command-line settings.
@@ -43,7 +49,8 @@ type Options struct {
 	// logger (see NewLogger).
 	LogLevel string
 
-	// Querier replaces the Prometheus client built from global.prometheus_url (embedding, tests).
+	// Querier replaces the Prometheus client built from global.prometheus_url and
+	// global.http_config (embedding, tests); a reload keeps it.
 	Querier Querier
 	// Listener replaces listening on ListenAddress (tests pass a 127.0.0.1:0 listener).
 	Listener net.Listener
@@ -69,10 +76,11 @@ func NewLogger(level string, w interface{ Write([]byte) (int, error) }) (*slog.L
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-// Run loads the configuration, checks every query once, and runs the HTTP server and the loop
-// in a run group until ctx is done (then it returns nil) or one of them fails. Metrics are
-// registered with reg; /metrics serves reg when it is also a prometheus.Gatherer (a
-// *prometheus.Registry), otherwise prometheus.DefaultGatherer.
+// Run loads the configuration, checks every query once (a policy whose query is at fault is
+// marked failed; the others run), and runs the HTTP server, the loop and the configuration
+// reloader (SIGHUP, POST /-/reload) in a run group until ctx is done (then it returns nil) or one
+// of them fails. Metrics are registered with reg; /metrics serves reg when it is also a
+// prometheus.Gatherer (a *prometheus.Registry), otherwise prometheus.DefaultGatherer.
 func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.Registerer) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -97,14 +105,9 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 
 	q := opts.Querier
 	if q == nil {
-		if cfg.Global.PrometheusURL == "" {
-			return errors.New("global.prometheus_url: required by the exporter")
+		if q, err = newQuerier(cfg.Global); err != nil {
+			return err
 		}
-		client, err := api.NewClient(api.Config{Address: cfg.Global.PrometheusURL})
-		if err != nil {
-			return fmt.Errorf("global.prometheus_url: %w", err)
-		}
-		q = v1.NewAPI(client)
 	}
 	if err := reg.Register(versioncollector.NewCollector("debi")); err != nil {
 		return err
@@ -113,9 +116,25 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 	if err != nil {
 		return err
 	}
-	if err := e.CheckQueries(ctx, time.Now()); err != nil {
-		return fmt.Errorf("%s: %w", opts.ConfigFile, err)
-	}
+	// The failed policies are marked and logged; the others run.
+	_ = e.CheckQueries(ctx, time.Now())
+
+	r := &reloader{opts: opts, e: e, log: logger, global: cfg.Global, reqs: make(chan chan error)}
+	f := promauto.With(reg)
+	r.ok = f.NewGauge(prometheus.GaugeOpts{
+		Name: "debi_exporter_config_last_reload_successful",
+		Help: "1 when the last configuration load succeeded, 0 when a reload failed and the previous configuration is still in use.",
+	})
+	r.last = f.NewGauge(prometheus.GaugeOpts{
+		Name: "debi_exporter_config_last_reload_success_timestamp_seconds",
+		Help: "Time of the last successful configuration load, start-up included.",
+	})
+	r.ok.Set(1)
+	r.last.SetToCurrentTime()
+	// Registered before serving, so that a SIGHUP from then on reloads instead of killing.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 
 	l := opts.Listener
 	if l == nil {
@@ -123,7 +142,9 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 			return err
 		}
 	}
-	srv := &http.Server{Handler: e.handler(gatherer, reg), ReadHeaderTimeout: 10 * time.Second}
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	srv := &http.Server{Handler: e.handler(gatherer, reg, r.handler(rctx)), ReadHeaderTimeout: 10 * time.Second}
 
 	var g run.Group
 	{
@@ -137,11 +158,24 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 		ctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error {
 			err := e.Loop(ctx)
-			e.Close() // stop background training
+			e.shutdown() // stop background training; no reload after it
 			logger.Info("loop stopped", "err", err)
 			return err
 		}, func(error) { cancel() })
 	}
+	g.Add(func() error {
+		for {
+			select {
+			case <-rctx.Done():
+				logger.Info("configuration reloader stopped")
+				return nil
+			case <-hup:
+				_ = r.reload() // logged and in the metrics
+			case errc := <-r.reqs:
+				errc <- r.reload()
+			}
+		}
+	}, func(error) { rcancel() })
 	{
 		webCfg := &web.FlagConfig{WebListenAddresses: &[]string{l.Addr().String()}, WebConfigFile: &opts.WebConfigFile}
 		g.Add(func() error {
@@ -160,7 +194,98 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 	return g.Run()
 }
 
-func (e *Exporter) handler(g prometheus.Gatherer, reg prometheus.Registerer) http.Handler {
+// newQuerier builds the Prometheus client of global.prometheus_url and global.http_config.
+func newQuerier(g config.Global) (Querier, error) {
+	if g.PrometheusURL == "" {
+		return nil, errors.New("global.prometheus_url: required by the exporter")
+	}
+	hc := commoncfg.DefaultHTTPClientConfig
+	if g.HTTPConfig != nil {
+		hc = *g.HTTPConfig
+	}
+	client, err := promclient.New(g.PrometheusURL, hc)
+	if err != nil {
+		return nil, fmt.Errorf("global.%w", err)
+	}
+	return v1.NewAPI(client), nil
+}
+
+// reloader loads the configuration file again on SIGHUP or POST /-/reload and applies it
+// between two steps (Exporter.apply). A file that does not load, or that changes what cannot
+// change while running, leaves the configuration in use as it is and says so in the log and in
+// debi_exporter_config_last_reload_successful.
+type reloader struct {
+	opts     Options
+	e        *Exporter
+	log      *slog.Logger
+	global   config.Global // of the configuration in use, to tell when the client must change
+	reqs     chan chan error
+	ok, last prometheus.Gauge
+}
+
+func (r *reloader) reload() error {
+	if err := r.load(); err != nil {
+		r.ok.Set(0)
+		r.log.Error("configuration reload failed; the previous configuration stays in use", "config", r.opts.ConfigFile, "err", err)
+		return err
+	}
+	r.ok.Set(1)
+	r.last.SetToCurrentTime()
+	return nil
+}
+
+func (r *reloader) load() error {
+	cfg, err := config.LoadFile(r.opts.ConfigFile)
+	if err != nil {
+		return err
+	}
+	var q Querier
+	if r.opts.Querier == nil && (cfg.Global.PrometheusURL != r.global.PrometheusURL || !reflect.DeepEqual(cfg.Global.HTTPConfig, r.global.HTTPConfig)) {
+		if q, err = newQuerier(cfg.Global); err != nil {
+			return fmt.Errorf("%s: %w", r.opts.ConfigFile, err)
+		}
+	}
+	policies := r.opts.Shard.Select(cfg.Policies)
+	st, err := r.e.apply(cfg, policies, q)
+	if err != nil {
+		return fmt.Errorf("%s: %w", r.opts.ConfigFile, err)
+	}
+	r.global = cfg.Global
+	for _, w := range cfg.Warnings() {
+		r.log.Warn("configuration setting replaced by its default", "warning", w)
+	}
+	r.log.Info("configuration reloaded", "config", r.opts.ConfigFile, "policies", len(policies), "of", len(cfg.Policies),
+		"kept", st.kept, "rebuilt", st.rebuilt, "added", st.added, "removed", st.removed, "new_client", q != nil)
+	return nil
+}
+
+// handler serves /-/reload as Prometheus does: POST or PUT reloads, 200 when the new
+// configuration is in use, 500 with the error when the previous one still is.
+func (r *reloader) handler(ctx context.Context) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodPost && req.Method != http.MethodPut {
+			w.Header().Set("Allow", "POST, PUT")
+			http.Error(w, "This endpoint requires a POST or PUT request.", http.StatusMethodNotAllowed)
+			return
+		}
+		errc := make(chan error, 1)
+		select {
+		case r.reqs <- errc:
+		case <-req.Context().Done():
+			return
+		case <-ctx.Done():
+			http.Error(w, "the exporter is shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		if err := <-errc; err != nil {
+			http.Error(w, fmt.Sprintf("failed to reload config: %s", err), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "Reloaded")
+	}
+}
+
+func (e *Exporter) handler(g prometheus.Gatherer, reg prometheus.Registerer, reload http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "Healthy") })
@@ -171,16 +296,43 @@ func (e *Exporter) handler(g prometheus.Gatherer, reg prometheus.Registerer) htt
 		}
 		fmt.Fprintln(w, "Ready")
 	})
+	mux.Handle("/-/reload", reload)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
 		}
-		names := make([]string, 0, len(e.policies))
-		for _, ps := range e.policies {
-			names = append(names, ps.cfg.Name)
+		st := *e.status.Load()
+		names := make([]string, 0, len(st))
+		for _, p := range st {
+			name := p.labels[0]
+			if p.failed {
+				name += " (failed)"
+			}
+			names = append(names, name)
 		}
-		fmt.Fprintf(w, "debi exporter\n\n/metrics\n\npolicies (%d): %s\n", len(names), strings.Join(names, ", "))
+		fmt.Fprintf(w, "debi exporter\n\n/metrics\n/-/reload (POST)\n\npolicies (%d): %s\n", len(names), strings.Join(names, ", "))
 	})
 	return mux
+}
+
+// descFailed is published for every policy, 0 or 1, so that an alert can fire on it.
+var descFailed = prometheus.NewDesc("debi_policy_failed",
+	"1 when the policy is at fault in the configuration (a query returns several series where one is expected, or Prometheus rejects it as bad data): it holds (stale, never below the current size) and is checked again at every step. 0 otherwise.",
+	policyLabels, nil)
+
+// statusCollector emits debi_policy_failed from the status snapshot, swapped with the
+// policy set, so that the series of a removed policy vanish.
+type statusCollector struct{ e *Exporter }
+
+func (c statusCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descFailed }
+
+func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, p := range *c.e.status.Load() {
+		v := 0.0
+		if p.failed {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descFailed, prometheus.GaugeValue, v, p.labels...)
+	}
 }

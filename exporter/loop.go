@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,7 @@ type Exporter struct {
 	interval time.Duration
 	offset   time.Duration
 	timeout  time.Duration
+	lookback time.Duration // global.lookback_delta of instant queries
 	workers  int
 	policies []*policyState
 
@@ -58,6 +60,20 @@ type Exporter struct {
 	ready   atomic.Bool
 	now     func() time.Time
 	metrics selfMetrics
+
+	// mu is held by a step, the start-up query check and a reload's swap of the policy set (and
+	// of cfg, q, timeout, workers), so that a reload happens between two steps.
+	mu     sync.Mutex
+	closed bool // set at shutdown: no reload after it
+	// status is the policy set with each policy's failed mark, for debi_policy_failed and the
+	// index page, swapped with the snapshot.
+	status atomic.Pointer[[]policyStatus]
+}
+
+// policyStatus is one policy's line in the status snapshot.
+type policyStatus struct {
+	labels []string // policy, namespace, workload_type, workload
+	failed bool
 }
 
 type selfMetrics struct {
@@ -101,6 +117,14 @@ type policyState struct {
 	trainFailures float64
 	queryErrors   [numQueries]float64
 	failing       bool // for logging transitions only
+
+	// failed is the configuration problem that marks the policy failed (nil: healthy): a query
+	// returned several series or Prometheus rejected it as bad data. A failed policy holds and
+	// is not stepped; every step checks its queries again. Set by the step around feed, never
+	// by feed itself.
+	failed error
+	// historyWarned: a failed history load was logged at warn level; later ones go to debug.
+	historyWarned bool
 
 	// forecasts is a ring of the point forecasts of D(k+h) made at history step k, at k % lead:
 	// at history step k+h the one made h history steps earlier is scored.
@@ -163,46 +187,14 @@ func New(cfg *config.Config, policies []config.Policy, q Querier, logger *slog.L
 		logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Exporter{
-		cfg: cfg, q: q, log: logger,
-		interval: cfg.Global.Interval, offset: cfg.Exporter.QueryOffset, timeout: cfg.Global.QueryTimeout,
+		cfg: cfg, q: checkingQuerier{q}, log: logger,
+		interval: cfg.Global.Interval, offset: cfg.Exporter.QueryOffset, timeout: cfg.Global.QueryTimeout, lookback: cfg.Global.LookbackDelta,
 		workers: max(cfg.Exporter.Concurrency, 1), now: time.Now,
 	}
 	for i := range policies {
-		p := &policies[i]
-		rc, err := p.RunnerConfig()
+		ps, err := e.newPolicyState(cfg, &policies[i])
 		if err != nil {
-			return nil, fmt.Errorf("policy %q: %w", p.Name, err)
-		}
-		if rc.Step < e.interval || rc.Step%e.interval != 0 {
-			// config.Load guarantees it; a hand-built configuration might not.
-			return nil, fmt.Errorf("policy %q: history_step %v is not a positive multiple of the interval %v", p.Name, rc.Step, e.interval)
-		}
-		rc.AsyncTraining = true
-		rc.Logger = logger.With("policy", p.Name) // the runner warns when its model needs more history than it is given
-		r, err := policy.New(rc)
-		if err != nil {
-			return nil, fmt.Errorf("policy %q: %w", p.Name, err)
-		}
-		ps := &policyState{
-			cfg: p, path: configPath(cfg, p.Name), runner: r, histStep: rc.Step, lead: rc.LeadSteps,
-			labels:    []string{p.Name, p.Target.Namespace, p.Target.WorkloadType(), p.Target.Name},
-			horizon:   (time.Duration(rc.LeadSteps) * rc.Step).Seconds(),
-			request:   p.Request,
-			forecasts: make([]pastForecast, rc.LeadSteps),
-			mae:       newMAEWindow(cfg.Exporter.MAEWindow),
-			budget:    rc.Spec.Load == policy.LoadBudget,
-			sla:       rc.Params.Budget.SLAUtilization,
-			lastWDown: math.NaN(),
-		}
-		for j := range ps.forecasts {
-			ps.forecasts[j] = pastForecast{math.MinInt64, math.NaN()}
-		}
-		if need, _ := r.ModelHistory(); need > rc.History && need == rc.LeadSteps+1 {
-			// The runner warns when the model's own minimum exceeds the history; the horizon can
-			// as well.
-			logger.Warn("the forecast horizon needs more history than the policy's history: no forecast until it has accumulated",
-				"policy", p.Name, "needed_steps", need, "history_steps", rc.History, "history_step", rc.Step,
-				"needed", time.Duration(need)*rc.Step)
+			return nil, err
 		}
 		e.policies = append(e.policies, ps)
 	}
@@ -240,10 +232,152 @@ func New(cfg *config.Config, policies []config.Policy, q Querier, logger *slog.L
 	}
 	e.metrics.policies.Set(float64(len(e.policies)))
 	e.snap.Store(&snapshot{})
+	e.publishStatus()
 	if err := reg.Register(collector{e}); err != nil {
 		return nil, err
 	}
+	if err := reg.Register(statusCollector{e}); err != nil {
+		return nil, err
+	}
 	return e, nil
+}
+
+// newPolicyState builds the loop's state of policy p of cfg: a new runner, no history yet.
+func (e *Exporter) newPolicyState(cfg *config.Config, p *config.Policy) (*policyState, error) {
+	rc, err := p.RunnerConfig()
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", p.Name, err)
+	}
+	if rc.Step < e.interval || rc.Step%e.interval != 0 {
+		// config.Load guarantees it; a hand-built configuration might not.
+		return nil, fmt.Errorf("policy %q: history_step %v is not a positive multiple of the interval %v", p.Name, rc.Step, e.interval)
+	}
+	rc.AsyncTraining = true
+	rc.Logger = e.log.With("policy", p.Name) // the runner warns when its model needs more history than it is given
+	r, err := policy.New(rc)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", p.Name, err)
+	}
+	ps := &policyState{
+		cfg: p, path: configPath(cfg, p.Name), runner: r, histStep: rc.Step, lead: rc.LeadSteps,
+		labels:    []string{p.Name, p.Target.Namespace, p.Target.WorkloadType(), p.Target.Name},
+		horizon:   (time.Duration(rc.LeadSteps) * rc.Step).Seconds(),
+		request:   p.Request,
+		forecasts: make([]pastForecast, rc.LeadSteps),
+		mae:       newMAEWindow(cfg.Exporter.MAEWindow),
+		budget:    rc.Spec.Load == policy.LoadBudget,
+		sla:       rc.Params.Budget.SLAUtilization,
+		lastWDown: math.NaN(),
+	}
+	for j := range ps.forecasts {
+		ps.forecasts[j] = pastForecast{math.MinInt64, math.NaN()}
+	}
+	if need, _ := r.ModelHistory(); need > rc.History && need == rc.LeadSteps+1 {
+		// The runner warns when the model's own minimum exceeds the history; the horizon can
+		// as well.
+		e.log.Warn("the forecast horizon needs more history than the policy's history: no forecast until it has accumulated",
+			"policy", p.Name, "needed_steps", need, "history_steps", rc.History, "history_step", rc.Step,
+			"needed", time.Duration(need)*rc.Step)
+	}
+	return ps, nil
+}
+
+// publishStatus swaps in the status snapshot of the current policy set.
+func (e *Exporter) publishStatus() {
+	st := make([]policyStatus, len(e.policies))
+	for i, ps := range e.policies {
+		st[i] = policyStatus{labels: ps.labels, failed: ps.failed != nil}
+	}
+	e.status.Store(&st)
+}
+
+// reloadStats counts what a reload did to the policy set.
+type reloadStats struct{ kept, rebuilt, added, removed int }
+
+// apply swaps in a reloaded configuration (cfg, and policies, this shard's selection of it)
+// between two steps: it waits for a running step. A policy whose configuration is unchanged
+// (reflect.DeepEqual, and the same exporter.mae_window) keeps its runner, model and published
+// state; a changed or new one starts afresh and loads its history at the next step; a removed
+// one stops, and its series vanish with the snapshot published here. q, when not nil, replaces
+// the querier (a new Prometheus URL or HTTP client configuration); query_timeout and
+// concurrency apply from the next step. The step grid cannot change while the loop runs, so a
+// new global.interval or exporter.query_offset is refused: nothing is applied.
+func (e *Exporter) apply(cfg *config.Config, policies []config.Policy, q Querier) (reloadStats, error) {
+	var st reloadStats
+	if cfg.Global.Interval != e.interval {
+		return st, fmt.Errorf("global.interval: changed from %v to %v; the step grid cannot change while the exporter runs: restart it to apply", e.interval, cfg.Global.Interval)
+	}
+	if cfg.Exporter.QueryOffset != e.offset {
+		return st, fmt.Errorf("exporter.query_offset: changed from %v to %v; the step schedule cannot change while the exporter runs: restart it to apply", e.offset, cfg.Exporter.QueryOffset)
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return st, errors.New("the exporter is shutting down")
+	}
+	old := make(map[string]*policyState, len(e.policies))
+	for _, ps := range e.policies {
+		old[ps.cfg.Name] = ps
+	}
+	sameMAE := cfg.Exporter.MAEWindow == e.cfg.Exporter.MAEWindow
+	next := make([]*policyState, len(policies))
+	var built []*policyState
+	for i := range policies {
+		p := &policies[i]
+		prev, found := old[p.Name]
+		if found && sameMAE && reflect.DeepEqual(*prev.cfg, *p) {
+			next[i] = prev // its configuration is repointed below, once the reload cannot fail
+			st.kept++
+			continue
+		}
+		ps, err := e.newPolicyState(cfg, p)
+		if err != nil {
+			e.mu.Unlock()
+			for _, ps := range built {
+				ps.runner.Close()
+			}
+			return reloadStats{}, err
+		}
+		built = append(built, ps)
+		next[i] = ps
+		if found {
+			st.rebuilt++
+		} else {
+			st.added++
+		}
+	}
+	for i, ps := range next {
+		if old[ps.cfg.Name] == ps { // kept
+			ps.cfg, ps.path = &policies[i], configPath(cfg, ps.cfg.Name)
+			delete(old, ps.cfg.Name)
+		}
+	}
+	// What is left in old is stopped: the removed policies and the previous states of the
+	// rebuilt ones.
+	st.removed = len(old) - st.rebuilt
+	e.cfg, e.policies = cfg, next
+	e.timeout, e.workers, e.lookback = cfg.Global.QueryTimeout, max(cfg.Exporter.Concurrency, 1), cfg.Global.LookbackDelta
+	if q != nil {
+		e.q = checkingQuerier{q}
+	}
+	e.metrics.policies.Set(float64(len(next)))
+	e.publish()
+	e.publishStatus()
+	e.mu.Unlock()
+	// Outside the lock: the next step may start meanwhile, on the new set only.
+	for _, ps := range old {
+		ps.runner.Close()
+	}
+	return st, nil
+}
+
+// shutdown stops every policy's background training once the loop has stopped; a reload after
+// it is refused.
+func (e *Exporter) shutdown() {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+	e.Close()
 }
 
 // configPath is the field path of the named policy in the configuration file.
@@ -271,32 +405,75 @@ func gridTime(t time.Time, step time.Duration) time.Time {
 }
 
 // CheckQueries runs every query of every policy once at t. A query that returns several series
-// where one is expected, or that Prometheus rejects as bad data, is a configuration error and is
-// returned; an unreachable Prometheus or an empty result is only logged, since data may come
-// later.
+// where one is expected, or that Prometheus rejects as bad data, is a configuration error: its
+// policy is marked failed (logged, debi_policy_failed 1) and holds while the others run, and
+// the errors are returned, each naming its field path. An unreachable Prometheus or an empty
+// result is only logged, since data may come later.
 func (e *Exporter) CheckQueries(ctx context.Context, t time.Time) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	var errs []error
 	var mu sync.Mutex
 	e.forEach(ctx, func(ctx context.Context, ps *policyState) {
-		for k, expr := range ps.queries() {
-			if expr == "" {
-				continue
-			}
-			_, err := e.instant(ctx, ps, k, expr, t)
-			var apiErr *v1.Error
-			switch {
-			case err == nil:
-			case errors.Is(err, ErrSeveralSeries), errors.As(err, &apiErr) && apiErr.Type == v1.ErrBadData:
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("%s.queries.%s (policy %q): %w", ps.path, queryNames[k], ps.cfg.Name, err))
-				mu.Unlock()
-			default:
-				e.log.Warn("start-up query check failed; the policy will be stale until it succeeds",
-					"policy", ps.cfg.Name, "query", queryNames[k], "err", err)
-			}
+		cfgErr, unanswered := e.checkPolicy(ctx, ps, t)
+		for _, err := range unanswered {
+			e.log.Warn("start-up query check failed; the policy will be stale until it succeeds", "policy", ps.cfg.Name, "err", err)
+		}
+		if cfgErr != nil {
+			e.setFailed(ps, cfgErr)
+			mu.Lock()
+			errs = append(errs, cfgErr)
+			mu.Unlock()
 		}
 	})
+	e.publishStatus()
 	return errors.Join(errs...)
+}
+
+// checkPolicy runs the policy's instant queries once at t. cfgErr joins the configuration errors
+// (isConfigError), each naming its field path; unanswered lists the queries that failed
+// otherwise (Prometheus unreachable, a timeout), after which nothing can be said of them. An
+// empty result is an answer: data may come later.
+func (e *Exporter) checkPolicy(ctx context.Context, ps *policyState, t time.Time) (cfgErr error, unanswered []error) {
+	var errs []error
+	for k, expr := range ps.queries() {
+		if expr == "" {
+			continue
+		}
+		_, err := e.instant(ctx, ps, k, expr, t)
+		switch {
+		case err == nil, errors.Is(err, ErrEmpty):
+		case isConfigError(err):
+			errs = append(errs, ps.queryError(k, err))
+		default:
+			unanswered = append(unanswered, ps.queryError(k, err))
+		}
+	}
+	return errors.Join(errs...), unanswered
+}
+
+// queryError names the field path of query k of the policy, e.g. policies[2].queries.demand.
+func (ps *policyState) queryError(k int, err error) error {
+	return fmt.Errorf("%s.queries.%s (policy %q): %w", ps.path, queryNames[k], ps.cfg.Name, err)
+}
+
+// setFailed records the configuration problem found at a step or check (nil: none), logs the
+// transitions, and makes a failed policy hold: stale, its recommendation the current size.
+func (e *Exporter) setFailed(ps *policyState, err error) {
+	switch {
+	case err != nil && (ps.failed == nil || ps.failed.Error() != err.Error()):
+		e.log.Error("policy failed: fix its query; it holds (stale, no scale-down) and is checked again at every step, the others run",
+			"policy", ps.cfg.Name, "err", err)
+	case err == nil && ps.failed != nil:
+		e.log.Info("policy queries fixed; the policy runs again", "policy", ps.cfg.Name)
+	}
+	ps.failed = err
+	if err != nil {
+		ps.stale = true
+		if ps.known {
+			ps.recommended = ps.current
+		}
+	}
 }
 
 func (ps *policyState) queries() [numQueries]string {
@@ -309,7 +486,9 @@ func (e *Exporter) instant(ctx context.Context, ps *policyState, k int, expr str
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
 	start := time.Now()
-	v, err := instantValue(ctx, e.q, expr, t)
+	// global.lookback_delta: a sample older than that is no data (after a Prometheus outage,
+	// the samples from before it are not current).
+	v, err := instantValue(ctx, e.q, expr, t, v1.WithLookbackDelta(e.lookback))
 	e.metrics.queryDuration.WithLabelValues(queryNames[k], "instant").Observe(time.Since(start).Seconds())
 	if err != nil {
 		ps.queryErrors[k]++
@@ -379,23 +558,22 @@ func (e *Exporter) Loop(ctx context.Context) error {
 	}
 }
 
-// Step runs one step at grid time t for every policy and publishes the results. The first step
-// of a policy loads its history first.
+// Step runs one step at grid time t for every policy and publishes the results. Until a
+// policy's history is loaded, its step loads it first; a failed policy is checked instead of
+// stepped (see stepChecked).
 func (e *Exporter) Step(ctx context.Context, t time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	start := time.Now()
 	e.forEach(ctx, func(ctx context.Context, ps *policyState) {
 		// A policy's step may run until the next step is due, so one slow policy cannot hold
 		// the loop back by more than an interval.
 		ctx, cancel := context.WithTimeout(ctx, e.interval)
 		defer cancel()
-		// History is loaded once, before the first live observation; while Prometheus cannot
-		// answer, every step tries again.
-		if !ps.historyLoaded && ps.steps == 0 {
-			ps.historyLoaded = e.loadHistory(ctx, ps, t)
-		}
-		e.stepPolicy(ctx, ps, t)
+		e.setFailed(ps, e.stepChecked(ctx, ps, t))
 	})
 	e.publish()
+	e.publishStatus()
 	e.ready.Store(true)
 	e.metrics.loopDuration.Observe(time.Since(start).Seconds())
 	e.metrics.lastLoop.Set(float64(t.UnixMilli()) / 1e3)
@@ -419,14 +597,53 @@ func (e *Exporter) stepPolicy(ctx context.Context, ps *policyState, t time.Time)
 	e.feed(ctx, ps, t, &in, false)
 }
 
+// stepChecked is one policy's step at t; it returns the configuration problem that marks the
+// policy failed (nil: none).
+//
+// A failed policy is not stepped: its queries are checked again, and it runs again (from this
+// step on) once they all answer without a configuration error. While its history is not
+// loaded, the step loads it first (every step tries again). The live step then reads its
+// inputs through a queryCheck, so that a query turning ambiguous at any step fails the policy
+// as the start-up check would.
+func (e *Exporter) stepChecked(ctx context.Context, ps *policyState, t time.Time) error {
+	if ps.failed != nil {
+		cfgErr, unanswered := e.checkPolicy(ctx, ps, t)
+		if cfgErr != nil {
+			return cfgErr
+		}
+		if len(unanswered) > 0 {
+			// Prometheus did not answer: the queries may still be wrong.
+			e.log.Debug("failed policy not checked: a query got no answer", "policy", ps.cfg.Name, "err", errors.Join(unanswered...))
+			return ps.failed
+		}
+	}
+	if !ps.historyLoaded {
+		loaded, err := e.loadHistory(ctx, ps, t)
+		if err != nil {
+			return err
+		}
+		ps.historyLoaded = loaded
+	}
+	check := &queryCheck{ps: ps}
+	e.stepPolicy(withQueryCheck(ctx, check), ps, t)
+	return check.err()
+}
+
 // loadHistory loads the policy's history with range queries on the history-step grid and feeds
 // it through the same path as live steps, one observation per history step, so that models
 // start warm and the published state is the one at the last history point. It reports whether
-// the queries succeeded (an empty history is a success: there is nothing to load).
-func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time) bool {
+// the queries succeeded (an empty history is a success: there is nothing to load), and returns
+// the configuration error of a query that returned several series or was rejected as bad data.
+//
+// The runner needs its observations in time order, so a history that arrives after live steps
+// were fed (its range queries failed while the instant ones worked) cannot be fed into the same
+// runner: the policy starts again with a new runner fed the history, which covers the period of
+// those live steps at the history step, as a restart of the exporter at t would. The counters
+// and the budget's live burn carry over.
+func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time) (bool, error) {
 	start, end, ok := historyRange(t, ps.histStep, ps.cfg.History, e.cfg.Exporter.HistoryLookback)
 	if !ok {
-		return true
+		return true, nil
 	}
 	r := v1.Range{Start: start, End: end, Step: ps.histStep}
 	var series [numQueries]map[int64]float64
@@ -441,10 +658,26 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 		e.metrics.queryDuration.WithLabelValues(queryNames[k], "range").Observe(time.Since(t0).Seconds())
 		if err != nil {
 			ps.queryErrors[k]++
-			e.log.Warn("history not loaded; trying again at the next step", "policy", ps.cfg.Name, "query", queryNames[k], "err", err)
-			return false
+			if isConfigError(err) {
+				return false, ps.queryError(k, err)
+			}
+			log := e.log.Warn
+			if ps.historyWarned {
+				log = e.log.Debug
+			}
+			ps.historyWarned = true
+			log("history not loaded; trying again at the next step", "policy", ps.cfg.Name, "query", queryNames[k], "err", err)
+			return false, nil
 		}
 		series[k] = m
+	}
+	live := ps.steps > 0
+	lastSuccess := ps.lastSuccess
+	if live {
+		if err := e.restartPolicy(ps); err != nil {
+			e.log.Error("history loaded but the policy's runner could not be rebuilt; trying again at the next step", "policy", ps.cfg.Name, "err", err)
+			return false, nil
+		}
 	}
 	n := 0
 	for ts := start; !ts.After(end); ts = ts.Add(ps.histStep) {
@@ -461,8 +694,37 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 		}
 	}
 	ps.historyPoints = n
+	if lastSuccess.After(ps.lastSuccess) {
+		ps.lastSuccess = lastSuccess // a live step's, later than the history's
+	}
+	if live || ps.historyWarned {
+		e.log.Info("history loaded after failing", "policy", ps.cfg.Name, "points", n, "runner_rebuilt", live)
+	}
 	e.log.Debug("history loaded", "policy", ps.cfg.Name, "points", n, "from", start, "to", end, "history_step", ps.histStep)
-	return true
+	return true, nil
+}
+
+// restartPolicy replaces the policy's runner and model state with new ones, for a history that
+// arrives after live steps. What is not the model's carries over: the counters (steps, query
+// errors, training failures, the budget's live seconds), the last request, training times and
+// the failure marks.
+func (e *Exporter) restartPolicy(ps *policyState) error {
+	fresh, err := e.newPolicyState(e.cfg, ps.cfg)
+	if err != nil {
+		return err
+	}
+	ps.runner.Close()
+	old := *ps
+	*ps = *fresh
+	ps.path = old.path
+	ps.steps, ps.queryErrors, ps.trainFailures = old.steps, old.queryErrors, old.trainFailures
+	ps.observedSeconds, ps.overloadedSeconds = old.observedSeconds, old.overloadedSeconds
+	ps.lastTrain, ps.trainDuration = old.lastTrain, old.trainDuration
+	ps.failing, ps.failed, ps.historyWarned = old.failing, old.failed, old.historyWarned
+	if old.request > 0 {
+		ps.request = old.request
+	}
+	return nil
 }
 
 // historyRange is the start-up history of a policy whose first live step is at t: the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
@@ -28,13 +29,26 @@ var (
 	ErrSeveralSeries = errors.New("query returned several series; expected one")
 )
 
+// isConfigError reports whether a query's error is the configuration's fault rather than the
+// data's or Prometheus's: several series where one is expected, or a query Prometheus rejects
+// as bad data. Such a query will not work by waiting: its policy is marked failed.
+func isConfigError(err error) bool {
+	var apiErr *v1.Error
+	return errors.Is(err, ErrSeveralSeries) || errors.As(err, &apiErr) && apiErr.Type == v1.ErrBadData
+}
+
 // instantValue runs an instant query at ts and returns its single value. An empty result, NaN
 // or ±Inf wrap ErrEmpty; several series wrap ErrSeveralSeries.
-func instantValue(ctx context.Context, q Querier, expr string, ts time.Time) (float64, error) {
-	v, _, _, err := q.Query(ctx, expr, ts)
+func instantValue(ctx context.Context, q Querier, expr string, ts time.Time, opts ...v1.Option) (float64, error) {
+	v, _, _, err := q.Query(ctx, expr, ts, opts...)
 	if err != nil {
 		return math.NaN(), err
 	}
+	return resultValue(v)
+}
+
+// resultValue is the single value of an instant query's result (see instantValue).
+func resultValue(v model.Value) (float64, error) {
 	var x float64
 	switch v := v.(type) {
 	case model.Vector:
@@ -87,4 +101,52 @@ func rangeValues(ctx context.Context, q Querier, expr string, r v1.Range) (map[i
 	default:
 		return nil, fmt.Errorf("range query returned a %s, want a matrix", v.Type())
 	}
+}
+
+// checkingQuerier passes every query through and, when the context carries a queryCheck (the
+// step of one policy), records in it the instant queries whose results are configuration
+// errors (isConfigError). The loop's step code reads the inputs as it always did; the check
+// tells the exporter afterwards that the policy must be marked failed.
+type checkingQuerier struct{ Querier }
+
+// queryCheckKey is the context key of a policy step's queryCheck.
+type queryCheckKey struct{}
+
+// queryCheck collects the configuration errors of one policy's step.
+type queryCheck struct {
+	ps   *policyState
+	mu   sync.Mutex
+	errs []error
+}
+
+func withQueryCheck(ctx context.Context, c *queryCheck) context.Context {
+	return context.WithValue(ctx, queryCheckKey{}, c)
+}
+
+// err is every configuration error of the step, each naming its field path (nil: none).
+func (c *queryCheck) err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return errors.Join(c.errs...)
+}
+
+func (q checkingQuerier) Query(ctx context.Context, expr string, ts time.Time, opts ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
+	v, warns, infos, err := q.Querier.Query(ctx, expr, ts, opts...)
+	if c, ok := ctx.Value(queryCheckKey{}).(*queryCheck); ok {
+		verr := err
+		if verr == nil {
+			_, verr = resultValue(v)
+		}
+		if isConfigError(verr) {
+			for k, e := range c.ps.queries() {
+				if e == expr {
+					c.mu.Lock()
+					c.errs = append(c.errs, c.ps.queryError(k, verr))
+					c.mu.Unlock()
+					break
+				}
+			}
+		}
+	}
+	return v, warns, infos, err
 }

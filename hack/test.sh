@@ -24,3 +24,5 @@ echo "== differential HPA test against k8s.io/kubernetes v1.37.2"
 hack/hpadiff.sh
 echo "== go test"
 go test -count=1 -timeout 20m ${GOTESTFLAGS:-} ./...
+echo "== fuzz: every target for ${FUZZTIME:-10s} (make fuzz runs them for 10m)"
+${MAKE:-make} --no-print-directory fuzz FUZZTIME="${FUZZTIME:-10s}"

@@ -230,6 +230,12 @@ type Result struct {
 	W1, W2, W3, W, WindowW float64
 	POT                    *forecast.POTResult `json:"pot,omitempty"`
 	Decision               scaling.Decision    `json:"decision"`
+	// Floor and Ceiling are the range the algorithm's state allowed this decision, computed
+	// before it (scaling.Stateful; min and max replicas for a stateless algorithm): the
+	// decision is the stateless rule's answer clamped into them. The exporter publishes them
+	// so that the webhook decides from fresh inputs without decision state of its own.
+	Floor   int32 `json:"floor"`
+	Ceiling int32 `json:"ceiling"`
 	// Training holds the report of a training run that finished during this step.
 	Training *forecast.FitReport `json:"training,omitempty"`
 	// TrainError is the error of a training run that failed during this step.
@@ -468,6 +474,10 @@ func (r *Runner) Step(ctx context.Context, obs Observation) (Result, error) {
 		res.W = scaling.EffectiveLoad(res.W1, res.W2, res.W3)
 	}
 	in.W = res.W
+	res.Floor, res.Ceiling = scaling.StatelessBounds(r.cfg.Params)
+	if st, ok := r.alg.(scaling.Stateful); ok {
+		res.Floor, res.Ceiling = st.Bounds(in.Time, in.Current)
+	}
 	res.Decision = r.alg.Recommend(in)
 	return res, nil
 }

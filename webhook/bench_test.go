@@ -68,10 +68,7 @@ policies:
     scaling: {min_replicas: 1, max_replicas: 10, target: 0.5}
 webhook: {mode: act, allow_unauthenticated: true, queries: {load_replicas: none, window_load: none}}
 `, ns))
-	q, err := PrometheusQuery(prom.URL, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	q := promQuery(b, prom.URL, 0)
 	c, err := NewController(cfg, ControllerOptions{Actuator: act, Query: q})
 	if err != nil {
 		b.Fatal(err)

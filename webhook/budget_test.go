@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -39,7 +40,13 @@ const (
 	qAPIWindow   = `debi_load_ratio{policy="api",load="window"}`
 	qAPINow      = `debi_load_ratio{policy="api",load="w1"}`
 	qAPIDown     = `debi_load_ratio{policy="api",load="down"}`
+	qAPIFloor    = `debi_decision_floor_replicas{policy="api"}`
+	qAPICeiling  = `debi_decision_ceiling_replicas{policy="api"}`
+	qAPIStale    = `debi_policy_stale{policy="api"}`
+	qAPIAge      = `time() - debi_policy_last_success_timestamp_seconds{policy="api"}`
 )
+
+var nan = math.NaN()
 
 // recordingQuery answers from a map like staticQuery, fails with a several-series error for
 // the expressions in ambiguous, and records every expression asked.
@@ -50,18 +57,15 @@ type recordingQuery struct {
 	asked     []string
 }
 
-func (q *recordingQuery) query(_ context.Context, expr string) (float64, error) {
+func (q *recordingQuery) query(ctx context.Context, expr string) (float64, error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	q.asked = append(q.asked, expr)
-	if q.ambiguous[expr] {
-		return 0, fmt.Errorf("query %s: want one series, got 2", expr)
+	amb := q.ambiguous[expr]
+	q.mu.Unlock()
+	if amb {
+		return 0, fmt.Errorf("query %s: %w: 2", expr, ErrSeveralSeries)
 	}
-	v, ok := q.values[expr]
-	if !ok {
-		return 0, fmt.Errorf("query %s: want one series, got 0", expr)
-	}
-	return v, nil
+	return staticQuery(q.values)(ctx, expr)
 }
 
 // TestBudgetDecisions: for a budget policy the webhook reads W (the calibrated quantile over
@@ -84,13 +88,23 @@ func TestBudgetDecisions(t *testing.T) {
 		{"down when the hold quantile fits", map[string]float64{qAPILoad: 0.3, qAPINow: 0.2, qAPIDown: 0.45}, nil, 2, scaling.ReasonScaleDown},
 		// W and WNow alone would allow 1 pod: the gate's quantile decides.
 		{"the hold quantile bounds the scale-down", map[string]float64{qAPILoad: 0.2, qAPINow: 0.1, qAPIDown: 0.7}, nil, 4, scaling.ReasonTolerance},
-		// Measured at 2 replicas, converted to the current 4: W 0.9 → 0.45, WNow 0.6 → 0.3,
-		// WDown 0.9 → 0.45: 2 pods.
-		{"loads converted to the current size", map[string]float64{qAPILoad: 0.9, qAPINow: 0.6, qAPIDown: 0.9, qAPIReplicas: 2}, nil, 2, scaling.ReasonScaleDown},
-		{"no observed load: hold", map[string]float64{qAPILoad: 1.8, qAPIDown: 1.8}, nil, 4, scaling.ReasonNoLoad},
-		{"no hold quantile: hold", map[string]float64{qAPILoad: 0.3, qAPINow: 0.2}, nil, 4, scaling.ReasonNoLoad},
-		{"ambiguous observed load: hold", map[string]float64{qAPILoad: 1.8, qAPINow: 0.5, qAPIDown: 1.8}, []string{qAPINow}, 4, scaling.ReasonNoLoad},
-		{"ambiguous hold quantile: hold", map[string]float64{qAPILoad: 0.3, qAPINow: 0.2, qAPIDown: 0.45}, []string{qAPIDown}, 4, scaling.ReasonNoLoad},
+		// Measured at 2 replicas, converted to the current 4: W 2.7 → 1.35, WNow 0.6 → 0.3,
+		// WDown 2.7 → 1.35: 4·1.35/0.9 = 6 pods.
+		{"loads converted to the current size", map[string]float64{qAPILoad: 2.7, qAPINow: 0.6, qAPIDown: 2.7, qAPIReplicas: 2}, nil, 6, scaling.ReasonScaleUp},
+		// The same conversion would allow 2 pods (W 0.9 → 0.45, 4·0.45/0.9 = 2), but the
+		// exporter has not seen 4 replicas yet: its state is for another size, no scale-down.
+		{"no scale-down at a size the exporter has not seen", map[string]float64{qAPILoad: 0.9, qAPINow: 0.6, qAPIDown: 0.9, qAPIReplicas: 2}, nil, 4, scaling.ReasonStabilized},
+		// The published state (the hold) allows nothing below the current size.
+		{"the published floor holds", map[string]float64{qAPILoad: 0.3, qAPINow: 0.2, qAPIDown: 0.45, qAPIFloor: 4, qAPICeiling: 20}, nil, 4, scaling.ReasonStabilized},
+		// The published ceiling (a rate limit) caps a scale-up.
+		{"the published ceiling caps", map[string]float64{qAPILoad: 1.8, qAPINow: 0.5, qAPIDown: 1.8, qAPIFloor: 1, qAPICeiling: 6}, nil, 6, scaling.ReasonRateLimited},
+		{"no observed load: hold", map[string]float64{qAPILoad: 1.8, qAPIDown: 1.8}, nil, 4, "held"},
+		{"no hold quantile: hold", map[string]float64{qAPILoad: 0.3, qAPINow: 0.2}, nil, 4, "held"},
+		{"ambiguous observed load: hold", map[string]float64{qAPILoad: 1.8, qAPINow: 0.5, qAPIDown: 1.8}, []string{qAPINow}, 4, "held"},
+		{"ambiguous hold quantile: hold", map[string]float64{qAPILoad: 0.3, qAPINow: 0.2, qAPIDown: 0.45}, []string{qAPIDown}, 4, "held"},
+		{"no bounds: hold", map[string]float64{qAPILoad: 1.8, qAPINow: 0.5, qAPIDown: 1.8, qAPIFloor: nan}, nil, 4, "held"},
+		{"stale exporter: hold", map[string]float64{qAPILoad: 1.8, qAPINow: 0.5, qAPIDown: 1.8, qAPIStale: 1}, nil, 4, "held"},
+		{"old exporter step: hold", map[string]float64{qAPILoad: 1.8, qAPINow: 0.5, qAPIDown: 1.8, qAPIAge: 600}, nil, 4, "held"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			act := newFakeActuator(map[string]int32{"api": 4})
@@ -113,7 +127,7 @@ func TestBudgetDecisions(t *testing.T) {
 			if wrote := len(act.Writes()) > 0; wrote != (tc.after != 4) {
 				t.Fatalf("writes %v for %d → %d", act.Writes(), 4, tc.after)
 			}
-			for _, want := range []string{qAPILoad, qAPIReplicas, qAPINow, qAPIDown} {
+			for _, want := range []string{qAPILoad, qAPIReplicas, qAPINow, qAPIDown, qAPIFloor, qAPICeiling, qAPIStale, qAPIAge} {
 				if !slices.Contains(q.asked, want) {
 					t.Errorf("%s not queried (asked %v)", want, q.asked)
 				}
@@ -126,13 +140,13 @@ func TestBudgetDecisions(t *testing.T) {
 // holds its size rather than decide from the quantile alone.
 func TestBudgetHoldsOnFallback(t *testing.T) {
 	act := newFakeActuator(map[string]int32{"api": 4})
-	c := newTestController(t, testConfig(t, budgetConfigYAML), act, staticQuery(nil), nil)
+	c := newTestController(t, testConfig(t, budgetConfigYAML), act, prometheusDown, nil)
 	outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "api"),
 		"annotations": map[string]string{"load": "0.1", "current_replicas": "4"}})))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := outs[0]; o.Source != "annotation" || o.After != 4 || o.Reason != scaling.ReasonNoLoad || len(act.Writes()) != 0 {
+	if o := outs[0]; o.Source != "annotation" || o.After != 4 || len(act.Writes()) != 0 {
 		t.Fatalf("outcome %+v writes %v: want the size held (4, %s) from the annotation fallback", o, act.Writes(), scaling.ReasonNoLoad)
 	}
 }
@@ -143,6 +157,7 @@ func TestBudgetQueriesOnlyForBudgetPolicies(t *testing.T) {
 	act := newFakeActuator(map[string]int32{"web": 4, "api": 4})
 	q := &recordingQuery{values: map[string]float64{
 		`debi_load_ratio{policy="web",load="w"}`: 0.9, `debi_current_replicas{policy="web"}`: 4,
+		`debi_load_ratio{policy="web",load="window"}`: 0.5,
 		qAPILoad: 1.8, qAPIReplicas: 4, qAPINow: 0.5, qAPIDown: 1.8,
 	}}
 	rec := record.NewFakeRecorder(10)

@@ -3,12 +3,16 @@ package webhook
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -20,22 +24,60 @@ import (
 // decoders and the Scaler, and maps errors onto Alertmanager's retry contract
 // (2xx done, 4xx permanent, 5xx retry).
 
-// routerOptions configure the HTTP layer.
+// routerOptions configure the HTTP layer. scaler, token, push, pushToken, maxBodyBytes and
+// timeout describe one configuration; when live is set it replaces them, and Run swaps it on
+// reload.
 type routerOptions struct {
 	scaler Scaler
-	// token is the bearer token requests to /v1/* must carry; empty disables the check.
-	token        string
+	// token is the bearer token POST /v1/alertmanager must carry; empty disables the check.
+	token string
+	// push serves POST /v1/tidal; pushToken is its own bearer token (empty: no check).
+	push         bool
+	pushToken    string
 	maxBodyBytes int64
 	timeout      time.Duration
-	ready        func() error
-	gatherer     prometheus.Gatherer
-	metrics      *metrics
-	logger       *slog.Logger
+	// live, when set, holds the endpoints of the configuration in force.
+	live *atomic.Pointer[endpoints]
+	// reload reloads the configuration (POST|PUT /-/reload); nil answers 404.
+	reload   func() error
+	ready    func() error
+	gatherer prometheus.Gatherer
+	metrics  *metrics
+	logger   *slog.Logger
 }
+
+// endpoints is what one configuration makes of the notification endpoints. A reload replaces it
+// whole; a request keeps the one it started with, so in-flight requests finish on the old
+// Controller.
+type endpoints struct {
+	scaler Scaler
+	// alertmanager and tidal authenticate their endpoint; nil means no check.
+	alertmanager, tidal credential
+	// push serves POST /v1/tidal.
+	push         bool
+	maxBodyBytes int64
+	timeout      time.Duration
+}
+
+// errPushDisabled is the answer of POST /v1/tidal while webhook.tidal.push is off.
+const errPushDisabled = "POST /v1/tidal is disabled: set webhook.tidal.push.enabled: true and " +
+	"webhook.tidal.push.bearer_token_file (its own token, not Alertmanager's) to accept pushed Tidal events; " +
+	"the Tidal watch (webhook.tidal.enabled) does not need it"
 
 func init() { gin.SetMode(gin.ReleaseMode) }
 
 func newRouter(o routerOptions) http.Handler {
+	if o.live == nil {
+		ep := &endpoints{scaler: o.scaler, push: o.push, maxBodyBytes: o.maxBodyBytes, timeout: o.timeout}
+		if o.token != "" {
+			ep.alertmanager = staticToken(o.token)
+		}
+		if o.pushToken != "" {
+			ep.tidal = staticToken(o.pushToken)
+		}
+		o.live = new(atomic.Pointer[endpoints])
+		o.live.Store(ep)
+	}
 	r := gin.New()
 	r.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, rec any) {
 		o.logger.Error("panic while handling a request", "path", c.Request.URL.Path, "panic", fmt.Sprint(rec))
@@ -50,24 +92,47 @@ func newRouter(o routerOptions) http.Handler {
 		c.String(http.StatusOK, "ok")
 	})
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(o.gatherer, promhttp.HandlerOpts{})))
+	if o.reload != nil {
+		reload := func(c *gin.Context) {
+			if err := o.reload(); err != nil {
+				c.JSON(http.StatusInternalServerError, gin.H{"error": "failed to reload config: " + err.Error()})
+				return
+			}
+			c.JSON(http.StatusOK, gin.H{"status": "ok"})
+		}
+		r.POST("/-/reload", reload)
+		r.PUT("/-/reload", reload)
+	}
 
-	v1 := r.Group("/v1", o.auth)
-	v1.POST("/alertmanager", func(c *gin.Context) {
-		o.handle(c, "alertmanager", func(ctx context.Context, b []byte) (any, error) {
+	r.POST("/v1/alertmanager", func(c *gin.Context) {
+		ep := o.live.Load()
+		if !o.authorized(c, ep.alertmanager, "alertmanager") {
+			return
+		}
+		o.handle(c, ep, "alertmanager", func(ctx context.Context, b []byte) (any, error) {
 			m, err := DecodeAlertmanager(b)
 			if err != nil {
 				return nil, err
 			}
-			return o.scaler.Alerts(ctx, m)
+			return ep.scaler.Alerts(ctx, m)
 		})
 	})
-	v1.POST("/tidal", func(c *gin.Context) {
-		o.handle(c, "tidal", func(ctx context.Context, b []byte) (any, error) {
+	r.POST("/v1/tidal", func(c *gin.Context) {
+		ep := o.live.Load()
+		if !ep.push {
+			o.metrics.notifications.WithLabelValues("tidal", "404").Inc()
+			c.AbortWithStatusJSON(http.StatusNotFound, gin.H{"error": errPushDisabled, "retry": false})
+			return
+		}
+		if !o.authorized(c, ep.tidal, "tidal") {
+			return
+		}
+		o.handle(c, ep, "tidal", func(ctx context.Context, b []byte) (any, error) {
 			e, err := DecodeTidal(b)
 			if err != nil {
 				return nil, err
 			}
-			out, err := o.scaler.Tidal(ctx, e)
+			out, err := ep.scaler.Tidal(ctx, e)
 			if err != nil {
 				return nil, err
 			}
@@ -77,41 +142,63 @@ func newRouter(o routerOptions) http.Handler {
 	return r
 }
 
-func (o routerOptions) auth(c *gin.Context) {
-	if o.token == "" {
-		return
+// authorized checks "Authorization: Bearer <token>" against cred, the scheme in any case
+// (RFC 7235 §2.1), and answers 401 when it does not match.
+func (o routerOptions) authorized(c *gin.Context, cred credential, endpoint string) bool {
+	if cred == nil {
+		return true
 	}
-	h := c.GetHeader("Authorization")
-	got, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(o.token)) != 1 {
-		o.metrics.notifications.WithLabelValues(strings.TrimPrefix(c.FullPath(), "/v1/"), "401").Inc()
-		c.Header("WWW-Authenticate", `Bearer realm="debi-webhook"`)
-		c.AbortWithStatusJSON(http.StatusUnauthorized, gin.H{"error": "missing or wrong bearer token"})
+	want := cred.current()
+	scheme, got, _ := strings.Cut(strings.TrimSpace(c.GetHeader("Authorization")), " ")
+	got = strings.TrimSpace(got)
+	var msg string
+	switch {
+	case !strings.EqualFold(scheme, "Bearer") || got == "":
+		msg = "missing bearer token: send Authorization: Bearer <token>"
+	case subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1:
+		msg = "wrong bearer token"
+		if endpoint == "tidal" {
+			msg += " (/v1/tidal takes the token of webhook.tidal.push.bearer_token_file, not Alertmanager's)"
+		}
+	default:
+		return true
 	}
+	o.metrics.notifications.WithLabelValues(endpoint, "401").Inc()
+	c.Header("WWW-Authenticate", `Bearer realm="debi-webhook"`)
+	c.AbortWithStatusJSON(http.StatusUnauthorized, gin.H{"error": msg, "retry": false})
+	return false
 }
 
 // handle reads at most maxBodyBytes, runs f under the decision timeout and answers.
-func (o routerOptions) handle(c *gin.Context, endpoint string, f func(context.Context, []byte) (any, error)) {
+func (o routerOptions) handle(c *gin.Context, ep *endpoints, endpoint string, f func(context.Context, []byte) (any, error)) {
 	start := time.Now()
-	code, body := o.serve(c, f)
+	code, body := o.serve(c, ep, f)
+	// Encode before answering: a body that cannot be encoded (a value no JSON can hold) is a
+	// 500 with a message, never a status with an empty body.
+	b, err := json.Marshal(body)
+	if err != nil {
+		o.logger.Error("answer could not be encoded", "path", c.Request.URL.Path, "err", err)
+		code = http.StatusInternalServerError
+		b, _ = json.Marshal(gin.H{"error": "answer could not be encoded: " + err.Error(), "retry": true})
+	}
 	o.metrics.notifications.WithLabelValues(endpoint, fmt.Sprint(code)).Inc()
 	o.metrics.notificationDuration.WithLabelValues(endpoint).Observe(time.Since(start).Seconds())
-	c.JSON(code, body)
+	c.Data(code, "application/json; charset=utf-8", b)
 }
 
-func (o routerOptions) serve(c *gin.Context, f func(context.Context, []byte) (any, error)) (int, any) {
-	if c.Request.ContentLength > o.maxBodyBytes {
-		return http.StatusRequestEntityTooLarge, gin.H{"error": fmt.Sprintf("body of %d bytes exceeds the limit of %d", c.Request.ContentLength, o.maxBodyBytes)}
+func (o routerOptions) serve(c *gin.Context, ep *endpoints, f func(context.Context, []byte) (any, error)) (int, any) {
+	if c.Request.ContentLength > ep.maxBodyBytes {
+		return http.StatusRequestEntityTooLarge, gin.H{"error": fmt.Sprintf("body of %d bytes exceeds the limit of %d", c.Request.ContentLength, ep.maxBodyBytes)}
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, o.maxBodyBytes))
+	b, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, ep.maxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return http.StatusRequestEntityTooLarge, gin.H{"error": fmt.Sprintf("body exceeds the limit of %d bytes", o.maxBodyBytes)}
+			return http.StatusRequestEntityTooLarge, gin.H{"error": fmt.Sprintf("body exceeds the limit of %d bytes", ep.maxBodyBytes)}
 		}
 		return http.StatusBadRequest, gin.H{"error": "reading body: " + err.Error()}
 	}
-	ctx, cancel := context.WithTimeout(c.Request.Context(), o.timeout)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), ep.timeout)
 	defer cancel()
 	res, err := f(ctx, b)
 	if err != nil {
@@ -124,4 +211,93 @@ func (o routerOptions) serve(c *gin.Context, f func(context.Context, []byte) (an
 		return code, gin.H{"error": err.Error(), "retry": code >= 500, "outcomes": res}
 	}
 	return http.StatusOK, gin.H{"status": "ok", "outcomes": res}
+}
+
+// credential yields the bearer token an endpoint requires now.
+type credential interface{ current() string }
+
+// staticToken is a token given as is (tests, benchmarks).
+type staticToken string
+
+func (s staticToken) current() string { return string(s) }
+
+// tokenFile is a token read from a file and read again whenever the file changes: each request
+// stats the path (a syscall, no read) and compares device, inode, size and modification time
+// with the last read. Kubernetes updates a Secret volume by swapping the symlink ..data, so the
+// path is stat'ed, never an open descriptor. A file that changes into something unusable
+// (unreadable, empty) keeps the last good token in force, and is logged and counted once per
+// change.
+type tokenFile struct {
+	path     string
+	field    string // configuration key, for logs
+	log      *slog.Logger
+	failures prometheus.Counter
+
+	mu      sync.Mutex
+	tok     string
+	seen    os.FileInfo // of the last read, good or bad
+	lastErr string      // of the last failure since the last good read
+}
+
+// newTokenFile reads path once: a token that cannot be read at start is an error.
+func newTokenFile(path, field string, log *slog.Logger, failures prometheus.Counter) (*tokenFile, error) {
+	f := &tokenFile{path: path, field: field, log: log, failures: failures}
+	fi, err := os.Stat(path)
+	if err == nil {
+		f.tok, err = readToken(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	f.seen = fi
+	return f, nil
+}
+
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return t, nil
+}
+
+func (f *tokenFile) current() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fi, err := os.Stat(f.path)
+	if err != nil {
+		f.fail(err)
+		return f.tok
+	}
+	if sameFile(f.seen, fi) {
+		return f.tok
+	}
+	f.seen = fi
+	t, err := readToken(f.path)
+	if err != nil {
+		f.fail(err)
+		return f.tok
+	}
+	if t != f.tok {
+		f.log.Info("bearer token file changed; new token in force", "field", f.field, "file", f.path)
+	}
+	f.tok, f.lastErr = t, ""
+	return f.tok
+}
+
+func (f *tokenFile) fail(err error) {
+	if err.Error() == f.lastErr {
+		return
+	}
+	f.lastErr = err.Error()
+	f.failures.Inc()
+	f.log.Error("cannot reload the bearer token file; the last good token stays in force", "field", f.field, "file", f.path, "err", err)
+}
+
+func sameFile(a, b os.FileInfo) bool {
+	return a != nil && b != nil && os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }

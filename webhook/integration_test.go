@@ -362,9 +362,10 @@ func TestKubeAct(t *testing.T) {
 		t.Errorf("repeat notification changed the Deployment: rv %s -> %s, replicas %d", d1.ResourceVersion, d2.ResourceVersion, *d2.Spec.Replicas)
 	}
 
-	// A custom resource with a scale subresource, driven by a pushed Tidal event.
-	if _, err := c.Tidal(context.Background(), &TidalEvent{Namespace: e.ns, Name: "t", TargetRef: &TargetRef{APIVersion: "example.com/v1", Kind: "Worker", Name: "workers"},
-		Status: TidalStatus{DesiredReplicas: ptr.To(3.0)}}); err != nil {
+	// A custom resource with a scale subresource, driven by a pushed Tidal event: the webhook
+	// reads the Tidal (bound by its targetRef) from the API server.
+	e.tidalObject(t, e.ns, "t", nil, map[string]any{"apiVersion": "example.com/v1", "kind": "Worker", "name": "workers"}, 3)
+	if _, err := c.Tidal(context.Background(), &TidalEvent{Namespace: e.ns, Name: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	u, err := workers.Get(context.Background(), "workers", metav1.GetOptions{})
@@ -385,8 +386,8 @@ func TestKubeAct(t *testing.T) {
 	if _, err := e.kube.AppsV1().ReplicaSets(e.ns).Create(context.Background(), rs, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Tidal(context.Background(), &TidalEvent{Namespace: e.ns, Name: "t2",
-		Labels: map[string]string{LabelScalerName: "rs", LabelScalerNamespace: e.ns}, Status: TidalStatus{DesiredReplicas: ptr.To(4.0)}}); err != nil {
+	e.tidalObject(t, e.ns, "t2", map[string]any{LabelScalerName: "rs", LabelScalerNamespace: e.ns}, nil, 4)
+	if _, err := c.Tidal(context.Background(), &TidalEvent{Namespace: e.ns, Name: "t2"}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := e.kube.AppsV1().ReplicaSets(e.ns).Get(context.Background(), "rs", metav1.GetOptions{}); *got.Spec.Replicas != 4 {
@@ -431,7 +432,8 @@ func TestKubeConflicts(t *testing.T) {
 	// Endless conflicts: give up after the backoff and ask Alertmanager to retry.
 	act.beforeWrite = bump
 	act.Backoff = wait.Backoff{Steps: 3, Duration: 5 * time.Millisecond, Factor: 1}
-	_, err = c.Tidal(context.Background(), &TidalEvent{Namespace: e.ns, Name: "t", Labels: map[string]string{LabelScalerName: "web"}, Status: TidalStatus{DesiredReplicas: ptr.To(9.0)}})
+	e.tidalObject(t, e.ns, "t", map[string]any{LabelScalerName: "web"}, nil, 9)
+	_, err = c.Tidal(context.Background(), &TidalEvent{Namespace: e.ns, Name: "t"})
 	if errorCode(err) != http.StatusServiceUnavailable || !apierrors.IsConflict(err) {
 		t.Fatalf("endless conflicts: %v (code %d), want 503 wrapping a conflict", err, errorCode(err))
 	}
@@ -491,7 +493,9 @@ func TestKubeHPAFloor(t *testing.T) {
 	}
 	e.waitEvent(t, e.ns, "web", "HorizontalPodAutoscaler/web-hpa minReplicas 3 -> 6")
 	// The forecast falls: the floor returns to the HPA's own minimum, not below.
-	if _, err := c.Tidal(context.Background(), &TidalEvent{Namespace: e.ns, Name: "t", Labels: map[string]string{LabelScalerName: "web"}, Status: TidalStatus{DesiredReplicas: ptr.To(2.0)}}); err != nil {
+	e.crds(t)
+	e.tidalObject(t, e.ns, "t", map[string]any{LabelScalerName: "web"}, nil, 2)
+	if _, err := c.Tidal(context.Background(), &TidalEvent{Namespace: e.ns, Name: "t"}); err != nil {
 		t.Fatal(err)
 	}
 	h, _ = hpas.Get(context.Background(), "web-hpa", metav1.GetOptions{})
@@ -504,16 +508,81 @@ func TestKubeHPAFloor(t *testing.T) {
 	if errorCode(err) != http.StatusUnprocessableEntity || !strings.Contains(err.Error(), "no HorizontalPodAutoscaler") {
 		t.Errorf("no HPA: %v", err)
 	}
+	// Mode act on the target the real HPA scales: refused, nothing written.
+	actC := newTestController(t, itConfig(t, e.ns, "act"), act, itQuery(), nil)
+	_, err = actC.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")})))
+	if errorCode(err) != http.StatusConflict || !strings.Contains(err.Error(), "HorizontalPodAutoscaler "+e.ns+"/web-hpa already scales") {
+		t.Errorf("act under an HPA: %v (code %d), want 409", err, errorCode(err))
+	}
+	if got := e.replicas(t, e.ns, "Deployment", "web"); got != 4 {
+		t.Errorf("deployment replicas = %d after a refused act, want 4", got)
+	}
+}
+
+// TestTidalWatchWithoutCRD: on a cluster that does not serve the configured resource the watch
+// waits quietly (debi_webhook_tidal_watch_enabled 0) instead of failing lists forever, and
+// starts once the resource is served.
+func TestTidalWatchWithoutCRD(t *testing.T) {
+	e := newKubeEnv(t)
+	e.crds(t)
+	e.deployment(t, e.ns, "web", 4)
+	act, err := NewKubeActuator(e.rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheusRegistry()
+	c := newTestController(t, itConfig(t, e.ns, "act"), act, itQuery(), reg)
+	old := discoveryRecheck
+	discoveryRecheck = 200 * time.Millisecond
+	defer func() { discoveryRecheck = old }()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	missing := config.TidalConfig{Resources: []config.WatchResource{{Group: "nope.example.com", Version: "v1", Resource: "tidals"}}, ResyncPeriod: time.Minute}
+	go func() { c.WatchTidals(ctx, act.Dynamic(), missing); close(done) }()
+	time.Sleep(time.Second)
+	if v := gaugeValue(t, reg, "debi_webhook_tidal_watch_enabled"); v != 0 {
+		t.Errorf("tidal_watch_enabled = %v without the resource, want 0", v)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting watch did not stop")
+	}
+	// The served resource: the watch runs and acts.
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	served := config.TidalConfig{Resources: []config.WatchResource{{Group: "tidal.io", Version: "v1alpha1", Resource: "tidals"}}, ResyncPeriod: time.Minute}
+	go c.WatchTidals(ctx, act.Dynamic(), served)
+	e.tidal(t, e.ns, "tw", "web", 5)
+	poll(t, 20*time.Second, "the watch to scale web to 5", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 5 })
+	if v := gaugeValue(t, reg, "debi_webhook_tidal_watch_enabled"); v != 1 {
+		t.Errorf("tidal_watch_enabled = %v while watching, want 1", v)
+	}
 }
 
 func (e *kubeEnv) tidal(t testing.TB, ns, name, policy string, desired int64) {
 	t.Helper()
+	e.tidalObject(t, ns, name, map[string]any{LabelScalerName: policy, LabelScalerNamespace: ns},
+		map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "namespace": ns}, desired)
+}
+
+// tidalObject creates or updates a Tidal with the given labels and targetRef (nil: none) and
+// sets status.desiredReplicas through the status subresource.
+func (e *kubeEnv) tidalObject(t testing.TB, ns, name string, lbls, targetRef map[string]any, desired int64) {
+	t.Helper()
 	tidals := e.dyn.Resource(schema.GroupVersionResource{Group: "tidal.io", Version: "v1alpha1", Resource: "tidals"}).Namespace(ns)
 	u, err := tidals.Get(context.Background(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		u = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tidal.io/v1alpha1", "kind": "Tidal",
-			"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{LabelScalerName: policy, LabelScalerNamespace: ns}},
-			"spec":     map[string]any{"targetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "namespace": ns}}}}
+		meta := map[string]any{"name": name, "namespace": ns}
+		if lbls != nil {
+			meta["labels"] = lbls
+		}
+		spec := map[string]any{}
+		if targetRef != nil {
+			spec["targetRef"] = targetRef
+		}
+		u = &unstructured.Unstructured{Object: map[string]any{"apiVersion": "tidal.io/v1alpha1", "kind": "Tidal", "metadata": meta, "spec": spec}}
 		if u, err = tidals.Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -539,8 +608,10 @@ func TestRunTidalWatchAndLeaderElection(t *testing.T) {
 	cfgFile := filepath.Join(dir, "debi.yml")
 	tokenFile := filepath.Join(dir, "token")
 	_ = os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600)
+	pushTokenFile := filepath.Join(dir, "push-token")
+	_ = os.WriteFile(pushTokenFile, []byte("push-s3cret\n"), 0o600)
 	b, _ := os.ReadFile("testdata/run-config.yml.tmpl")
-	cfgText := strings.NewReplacer("NAMESPACE", e.ns, "TOKENFILE", tokenFile).Replace(string(b))
+	cfgText := strings.NewReplacer("NAMESPACE", e.ns, "PUSHTOKENFILE", pushTokenFile, "TOKENFILE", tokenFile).Replace(string(b))
 	if err := os.WriteFile(cfgFile, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -626,12 +697,15 @@ func TestRunTidalWatchAndLeaderElection(t *testing.T) {
 	e.tidal(t, e.ns, "tidal-frequent-test", "web", 7)
 	poll(t, 20*time.Second, "watched Tidal to scale web to 7", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 7 })
 
-	// Push, with the bearer token, to the replica that does not lead: HTTP is served by all.
-	body := fmt.Sprintf(`{"namespace":%q,"name":"pushed","labels":{"elasticscaler.io/name":"web"},"status":{"desiredReplicas":3}}`, e.ns)
+	// Push, with the push token, to the replica that does not lead: HTTP is served by all. The
+	// pushed Tidal is bound by its targetRef, without the label the watch selects, so only the
+	// push can act on it; the event's body claims another count, which is not believed.
+	e.tidalObject(t, e.ns, "pushed", nil, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, 3)
+	body := fmt.Sprintf(`{"namespace":%q,"name":"pushed","labels":{"elasticscaler.io/name":"web"},"status":{"desiredReplicas":19}}`, e.ns)
 	for _, tc := range []struct {
 		token string
 		code  int
-	}{{"", 401}, {"s3cret", 200}} {
+	}{{"", 401}, {"s3cret", 401}, {"push-s3cret", 200}} {
 		req, _ := http.NewRequest(http.MethodPost, insts[1].url+"/v1/tidal", strings.NewReader(body))
 		if tc.token != "" {
 			req.Header.Set("Authorization", "Bearer "+tc.token)

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/util/retry"
@@ -34,13 +37,16 @@ const AnnotationBaseMinReplicas = "debi.io/base-min-replicas"
 // StatefulSet, ReplicaSet, custom resources with a scale subresource), found through discovery.
 type KubeActuator struct {
 	dyn    dynamic.Interface
+	meta   metadata.Interface
 	kube   kubernetes.Interface
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 	// Backoff of conflict retries (retry.DefaultRetry).
 	Backoff wait.Backoff
 	// beforeWrite, when set, runs between the read and the write of each attempt (tests use it
-	// to provoke real conflicts).
+	// to provoke real conflicts); SetReplicas passes its write count since the actuator was
+	// built, 1 for the first.
 	beforeWrite func(attempt int)
+	writes      atomic.Int64
 }
 
 // NewKubeActuator builds the clients from a rest.Config.
@@ -57,7 +63,11 @@ func NewKubeActuator(rc *rest.Config) (*KubeActuator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &KubeActuator{dyn: dyn, kube: kube, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
+	md, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &KubeActuator{dyn: dyn, meta: md, kube: kube, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
 		Backoff: retry.DefaultRetry}, nil
 }
 
@@ -68,9 +78,17 @@ func (k *KubeActuator) Kube() kubernetes.Interface { return k.kube }
 func (k *KubeActuator) Dynamic() dynamic.Interface { return k.dyn }
 
 func (k *KubeActuator) resource(t config.Target) (dynamic.ResourceInterface, error) {
+	gvr, err := k.gvr(t)
+	if err != nil {
+		return nil, err
+	}
+	return k.dyn.Resource(gvr).Namespace(t.Namespace), nil
+}
+
+func (k *KubeActuator) gvr(t config.Target) (schema.GroupVersionResource, error) {
 	gv, err := schema.ParseGroupVersion(t.APIVersion)
 	if err != nil {
-		return nil, &Error{http.StatusUnprocessableEntity, fmt.Errorf("target %s: api_version: %w", t, err)}
+		return schema.GroupVersionResource{}, &Error{http.StatusUnprocessableEntity, fmt.Errorf("target %s: api_version: %w", t, err)}
 	}
 	gk := schema.GroupKind{Group: gv.Group, Kind: t.Kind}
 	m, err := k.mapper.RESTMapping(gk, gv.Version)
@@ -80,25 +98,30 @@ func (k *KubeActuator) resource(t config.Target) (dynamic.ResourceInterface, err
 	}
 	if err != nil {
 		if meta.IsNoMatchError(err) {
-			return nil, &Error{http.StatusUnprocessableEntity, fmt.Errorf("target %s: %w", t, err)}
+			return schema.GroupVersionResource{}, &Error{http.StatusUnprocessableEntity, fmt.Errorf("target %s: %w", t, err)}
 		}
-		return nil, err
+		return schema.GroupVersionResource{}, err
 	}
-	return k.dyn.Resource(m.Resource).Namespace(t.Namespace), nil
+	return m.Resource, nil
 }
 
-// GetScale implements Actuator.
+// GetScale implements Actuator: the target's metadata (for debi.io/paused; the metadata client
+// reads no spec), then its scale subresource.
 func (k *KubeActuator) GetScale(ctx context.Context, t config.Target) (ScaleInfo, error) {
-	r, err := k.resource(t)
+	gvr, err := k.gvr(t)
 	if err != nil {
 		return ScaleInfo{}, err
 	}
-	u, err := r.Get(ctx, t.Name, metav1.GetOptions{}, "scale")
+	obj, err := k.meta.Resource(gvr).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+	if err != nil {
+		return ScaleInfo{}, err
+	}
+	u, err := k.dyn.Resource(gvr).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{}, "scale")
 	if err != nil {
 		return ScaleInfo{}, err
 	}
 	n, err := specReplicas(u)
-	return ScaleInfo{Replicas: n, UID: u.GetUID(), obj: u}, err
+	return ScaleInfo{Replicas: n, UID: obj.GetUID(), Annotations: obj.GetAnnotations(), obj: u}, err
 }
 
 func specReplicas(u *unstructured.Unstructured) (int32, error) {
@@ -109,47 +132,75 @@ func specReplicas(u *unstructured.Unstructured) (int32, error) {
 	return int32(n), nil
 }
 
-// SetReplicas implements Actuator: write the absolute count with the resourceVersion of the
-// decision's read (optimistic concurrency); on conflict re-read and write again.
+// SetReplicas implements Actuator: write the absolute count once, with the resourceVersion of
+// the decision's read (optimistic concurrency). A conflict is returned as it is: the size the
+// decision rested on is gone, and the caller decides again from the new one.
 func (k *KubeActuator) SetReplicas(ctx context.Context, t config.Target, n int32, cur ScaleInfo) (WriteResult, error) {
 	res := WriteResult{Object: t.Kind + "/" + t.Name}
 	r, err := k.resource(t)
 	if err != nil {
 		return res, err
 	}
-	attempt := 0
-	err = retry.RetryOnConflict(k.Backoff, func() error {
-		attempt++
-		var u *unstructured.Unstructured
-		if attempt == 1 && cur.obj != nil {
-			u = cur.obj.DeepCopy() // the decision's own read: write only if nothing changed since
-		} else if u, err = r.Get(ctx, t.Name, metav1.GetOptions{}, "scale"); err != nil {
-			return err
+	u := cur.obj
+	if u == nil {
+		if u, err = r.Get(ctx, t.Name, metav1.GetOptions{}, "scale"); err != nil {
+			return res, err
 		}
-		before, err := specReplicas(u)
-		if err != nil {
-			return err
+	}
+	u = u.DeepCopy()
+	before, err := specReplicas(u)
+	if err != nil {
+		return res, err
+	}
+	res.Before, res.After = before, before
+	if before == n {
+		return res, nil
+	}
+	if err := unstructured.SetNestedField(u.Object, int64(n), "spec", "replicas"); err != nil {
+		return res, err
+	}
+	if k.beforeWrite != nil {
+		k.beforeWrite(int(k.writes.Add(1)))
+	}
+	if _, err := r.Update(ctx, u, metav1.UpdateOptions{FieldManager: "debi-webhook"}, "scale"); err != nil {
+		if apierrors.IsConflict(err) {
+			res.Conflicts++
 		}
-		res.Before, res.After = before, before
-		if before == n {
-			return nil
+		return res, err
+	}
+	res.After = n
+	return res, nil
+}
+
+// ScalingHPA implements Actuator.
+func (k *KubeActuator) ScalingHPA(ctx context.Context, t config.Target) (string, error) {
+	list, err := k.kube.AutoscalingV2().HorizontalPodAutoscalers(t.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	if h := hpaFor(list.Items, t); h != nil {
+		return h.Name, nil
+	}
+	return "", nil
+}
+
+// hpaFor is the HPA among hpas whose scaleTargetRef is t (kind compared case-insensitively,
+// group from the apiVersion, the version ignored).
+func hpaFor(hpas []autoscalingv2.HorizontalPodAutoscaler, t config.Target) *autoscalingv2.HorizontalPodAutoscaler {
+	for i := range hpas {
+		ref := hpas[i].Spec.ScaleTargetRef
+		rgv, _ := schema.ParseGroupVersion(ref.APIVersion)
+		if ref.Name == t.Name && strings.EqualFold(ref.Kind, t.Kind) && rgv.Group == t.Group() {
+			return &hpas[i]
 		}
-		if err := unstructured.SetNestedField(u.Object, int64(n), "spec", "replicas"); err != nil {
-			return err
-		}
-		if k.beforeWrite != nil {
-			k.beforeWrite(attempt)
-		}
-		if _, err := r.Update(ctx, u, metav1.UpdateOptions{FieldManager: "debi-webhook"}, "scale"); err != nil {
-			if apierrors.IsConflict(err) {
-				res.Conflicts++
-			}
-			return err
-		}
-		res.After = n
-		return nil
-	})
-	return res, err
+	}
+	return nil
+}
+
+// GetTidal implements Actuator.
+func (k *KubeActuator) GetTidal(ctx context.Context, r config.WatchResource, namespace, name string) (*unstructured.Unstructured, error) {
+	gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
+	return k.dyn.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
 // SetHPAFloor implements Actuator: the HPA whose scaleTargetRef is t gets
@@ -158,7 +209,6 @@ func (k *KubeActuator) SetReplicas(ctx context.Context, t config.Target, n int32
 // when the forecast does.
 func (k *KubeActuator) SetHPAFloor(ctx context.Context, t config.Target, n int32) (WriteResult, error) {
 	res := WriteResult{}
-	gv, _ := schema.ParseGroupVersion(t.APIVersion)
 	hpas := k.kube.AutoscalingV2().HorizontalPodAutoscalers(t.Namespace)
 	attempt := 0
 	err := retry.RetryOnConflict(k.Backoff, func() error {
@@ -167,15 +217,7 @@ func (k *KubeActuator) SetHPAFloor(ctx context.Context, t config.Target, n int32
 		if err != nil {
 			return err
 		}
-		var h *autoscalingv2.HorizontalPodAutoscaler
-		for i := range list.Items {
-			ref := list.Items[i].Spec.ScaleTargetRef
-			rgv, _ := schema.ParseGroupVersion(ref.APIVersion)
-			if ref.Name == t.Name && strings.EqualFold(ref.Kind, t.Kind) && rgv.Group == gv.Group {
-				h = &list.Items[i]
-				break
-			}
-		}
+		h := hpaFor(list.Items, t)
 		if h == nil {
 			return &Error{http.StatusUnprocessableEntity, fmt.Errorf("mode hpa-floor: no HorizontalPodAutoscaler in namespace %s scales %s %s", t.Namespace, t.Kind, t.Name)}
 		}
@@ -215,9 +257,10 @@ func (k *KubeActuator) SetHPAFloor(ctx context.Context, t config.Target, n int32
 	return res, err
 }
 
-// kubeError maps an API error onto Alertmanager's retry contract: an unknown target is
-// permanent (4xx); conflicts that outlived their retries, timeouts, throttling, authorization
-// (fixable by an operator) and anything unexpected are retried (5xx).
+// kubeError maps an API error onto Alertmanager's retry contract: what will fail again the
+// same way is permanent (4xx: an unknown target, an invalid or refused request); conflicts that
+// outlived their retries, timeouts, throttling, authorization (fixable by an operator) and
+// anything unexpected are retried (5xx).
 func kubeError(what string, err error) error {
 	var e *Error
 	if errors.As(err, &e) {
@@ -225,12 +268,23 @@ func kubeError(what string, err error) error {
 	}
 	code := http.StatusInternalServerError
 	switch {
-	case apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err), apierrors.IsGone(err):
 		code = http.StatusNotFound
+	case apierrors.IsInvalid(err):
+		code = http.StatusUnprocessableEntity
+	case apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err), apierrors.IsNotAcceptable(err),
+		apierrors.IsUnsupportedMediaType(err), apierrors.IsRequestEntityTooLargeError(err):
+		code = http.StatusBadRequest
 	case apierrors.IsConflict(err), apierrors.IsTooManyRequests(err), apierrors.IsServiceUnavailable(err):
 		code = http.StatusServiceUnavailable
-	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), errors.Is(err, context.DeadlineExceeded):
+	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), errors.Is(err, context.DeadlineExceeded),
+		// client-go's rate limiter refuses to wait past the deadline without wrapping
+		// context.DeadlineExceeded ("rate: Wait(n=1) would exceed context deadline").
+		strings.Contains(err.Error(), "would exceed context deadline"):
 		code = http.StatusGatewayTimeout
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
+		// The API server is down or restarting.
+		code = http.StatusServiceUnavailable
 	}
 	return &Error{code, fmt.Errorf("%s: %w", what, err)}
 }

@@ -20,11 +20,24 @@ type metrics struct {
 	lastTarget           *prometheus.GaugeVec
 	lastTimestamp        *prometheus.GaugeVec
 	leader               prometheus.Gauge
+	// tidalWatchEnabled is 1 while the Tidal watch is configured and its resources are served.
+	tidalWatchEnabled prometheus.Gauge
+	// paused is 1 per policy that a pause (per policy or on the target) holds.
+	paused *prometheus.GaugeVec
+	// policyInfo is 1 per configured policy, with its mode and algorithm.
+	policyInfo *prometheus.GaugeVec
+	// tokenReloadFailures counts token files that changed into something unusable.
+	tokenReloadFailures *prometheus.CounterVec
+	// configReloadSuccess and configReloadTimestamp say how the last reload went.
+	configReloadSuccess   prometheus.Gauge
+	configReloadTimestamp prometheus.Gauge
 }
 
-// latency buckets from 0.5 ms to ~8 s: a decision without the API server takes well under a
-// millisecond, a patch a few milliseconds, a retried conflict hundreds.
-var latencyBuckets = prometheus.ExponentialBuckets(0.0005, 2, 15)
+// latency buckets from 0.5 ms to ~33 s: a decision without the API server takes well under a
+// millisecond, a patch a few milliseconds, a retried conflict hundreds; the top buckets lie past
+// webhook.decision_timeout (10 s by default) so that a timed-out notification still lands in a
+// finite bucket.
+var latencyBuckets = prometheus.ExponentialBuckets(0.0005, 2, 17)
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg == nil {
@@ -44,7 +57,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"endpoint"}),
 		decisions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "debi_webhook_decisions_total",
-			Help: "Decisions by policy, load source (prometheus, annotation, tidal, none) and result (change, no_change, error).",
+			Help: "Decisions by policy, load source (prometheus, annotation, tidal, none) and result (change, no_change, held: an input stale, missing or ambiguous or the target paused, resolved, error).",
 		}, []string{"policy", "source", "result"}),
 		decisionDuration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "debi_webhook_decision_duration_seconds",
@@ -83,6 +96,30 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		leader: f.NewGauge(prometheus.GaugeOpts{
 			Name: "debi_webhook_leader",
 			Help: "1 while this replica holds the Lease and acts on watches.",
+		}),
+		tidalWatchEnabled: f.NewGauge(prometheus.GaugeOpts{
+			Name: "debi_webhook_tidal_watch_enabled",
+			Help: "1 when the Tidal watch is enabled and the API server serves its resources.",
+		}),
+		paused: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "debi_webhook_policy_paused",
+			Help: "1 while a policy is paused (per policy, or by the debi.io/paused annotation on its target).",
+		}, []string{"policy"}),
+		policyInfo: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "debi_webhook_policy_info",
+			Help: "1 per policy of the loaded configuration, with its mode and algorithm.",
+		}, []string{"policy", "mode", "algorithm"}),
+		tokenReloadFailures: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "debi_webhook_token_reload_failures_total",
+			Help: "Bearer token files that changed but could not be used (unreadable or empty); the last good token stays in force. By endpoint (alertmanager, tidal).",
+		}, []string{"endpoint"}),
+		configReloadSuccess: f.NewGauge(prometheus.GaugeOpts{
+			Name: "debi_webhook_config_last_reload_successful",
+			Help: "1 when the last configuration (re)load succeeded, 0 when it failed and the previous configuration stays in force.",
+		}),
+		configReloadTimestamp: f.NewGauge(prometheus.GaugeOpts{
+			Name: "debi_webhook_config_last_reload_success_timestamp_seconds",
+			Help: "Unix time of the last successful configuration (re)load.",
 		}),
 	}
 }

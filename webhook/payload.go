@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // AlertmanagerMessage is Alertmanager's webhook payload, version 4
@@ -82,6 +85,10 @@ type TidalEvent struct {
 	// TargetRef is spec.targetRef of the Tidal; when set it must be the policy's target.
 	TargetRef *TargetRef  `json:"targetRef,omitempty"`
 	Status    TidalStatus `json:"status"`
+
+	// fromCluster is set on events derived from an object the API server sent (the watch):
+	// a pushed event is only a trigger, and the webhook reads the object before acting.
+	fromCluster bool
 }
 
 // TargetRef names a scaled object.
@@ -129,7 +136,9 @@ func (e *TidalEvent) Desired() (int32, error) {
 	}
 }
 
-// DecodeTidal parses and checks a Tidal status event.
+// DecodeTidal parses a pushed Tidal event. It is a trigger: only namespace and name are used
+// (both must be valid Kubernetes names); the webhook reads the object itself from the API
+// server, so labels, targetRef and status in the body are ignored.
 func DecodeTidal(b []byte) (*TidalEvent, error) {
 	var e TidalEvent
 	if err := json.Unmarshal(b, &e); err != nil {
@@ -138,13 +147,13 @@ func DecodeTidal(b []byte) (*TidalEvent, error) {
 	if e.Namespace == "" || e.Name == "" {
 		return nil, badRequest("tidal event needs the object's namespace and name")
 	}
-	if e.TargetRef != nil && (e.TargetRef.Kind == "" || e.TargetRef.Name == "") {
-		return nil, badRequest("tidal %s/%s: targetRef needs kind and name", e.Namespace, e.Name)
+	if errs := validation.IsDNS1123Label(e.Namespace); len(errs) > 0 {
+		return nil, badRequest("tidal event: namespace %q is not a valid namespace: %s", e.Namespace, strings.Join(errs, "; "))
 	}
-	if _, err := e.Desired(); err != nil {
-		return nil, err
+	if errs := validation.IsDNS1123Subdomain(e.Name); len(errs) > 0 {
+		return nil, badRequest("tidal event: name %q is not a valid object name: %s", e.Name, strings.Join(errs, "; "))
 	}
-	return &e, nil
+	return &TidalEvent{Namespace: e.Namespace, Name: e.Name}, nil
 }
 
 // Error is an error with its meaning under Alertmanager's retry contract: Code is the HTTP

@@ -8,35 +8,27 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"flag"
+	"io"
+	"math"
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/rest"
 )
-
-func TestPrometheusQuery(t *testing.T) {
-	prom := fakePrometheus(t, map[string]float64{"good": 0.75, "neg": -1, "nan": nanValue()})
-	q, err := PrometheusQuery(prom.URL, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, err := q(context.Background(), "good"); err != nil || v != 0.75 {
-		t.Errorf("good = %v, %v", v, err)
-	}
-	for expr, want := range map[string]string{"absent": "want one series, got 0", "neg": "not a usable load", "nan": "not a usable load"} {
-		if _, err := q(context.Background(), expr); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: err = %v, want %q", expr, err, want)
-		}
-	}
-}
 
 func nanValue() float64 { var z float64; return z / z }
 
@@ -96,8 +88,13 @@ func TestRunTLSAndToken(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	if resp, err := client.Post(url+"/v1/tidal", "application/json", strings.NewReader("{}")); err != nil || resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("tidal without token: %v %v, want 401", resp, err)
+	if resp, err := client.Post(url+"/v1/alertmanager", "application/json", strings.NewReader("{}")); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("alertmanager without token: %v %v, want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if resp, err := client.Post(url+"/v1/tidal", "application/json", strings.NewReader("{}")); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("tidal push (off by default): %v %v, want 404", resp, err)
 	} else {
 		resp.Body.Close()
 	}
@@ -133,4 +130,270 @@ func selfSigned(t *testing.T, dir string) (string, string) {
 	_ = os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
 	_ = os.WriteFile(keyf, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
 	return cert, keyf
+}
+
+// runWebhook starts Run on 127.0.0.1:0 and returns its base URL; Run must stop when the test
+// ends.
+func runWebhook(t *testing.T, opts Options, reg *prometheus.Registry) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Listener = l
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, opts, testLogger(t), reg) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run = %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not stop")
+		}
+	})
+	url := "http://" + l.Addr().String()
+	poll(t, 10*time.Second, "healthz", func() bool {
+		resp, err := http.Get(url + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return url
+}
+
+// request sends method url with an optional bearer token and returns the status and the error
+// message of the answer (or its body).
+func request(t *testing.T, method, url, token string, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return resp.StatusCode, e.Error
+	}
+	return resp.StatusCode, string(b)
+}
+
+// metricValue is the value of the series name{labels} in g, NaN when absent.
+func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue series
+				}
+			}
+			switch {
+			case m.GetGauge() != nil:
+				return m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return math.NaN()
+}
+
+func writeFile(t *testing.T, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunReload drives the reload of a running webhook: POST /-/reload and PUT /-/reload and
+// SIGHUP put a rewritten configuration in force (a new policy, a new mode, the push endpoint
+// with its own token); a configuration that does not load, or whose token file is missing,
+// leaves the previous one in force and sets debi_webhook_config_last_reload_successful to 0;
+// the Alertmanager token file is rotated underneath.
+func TestRunReload(t *testing.T) {
+	dir := t.TempDir()
+	amToken, pushToken, cfgFile := filepath.Join(dir, "am-token"), filepath.Join(dir, "push-token"), filepath.Join(dir, "debi.yml")
+	writeFile(t, amToken, "am-1\n")
+	writeFile(t, pushToken, "push-1\n")
+	policies := "policies:\n  - {name: web, target: {namespace: shop, name: web}, algorithm: hpa, request: 1}\n"
+	api := "  - {name: api, target: {namespace: shop, name: api}, algorithm: apa, request: 1}\n"
+	webhook := "webhook:\n  bearer_token_file: " + amToken + "\n  leader_election: {enabled: false}\n"
+	v1 := policies + webhook + "  tidal: {enabled: false}\n"
+	v2 := policies + api + webhook + "  mode: act\n  tidal: {enabled: false, push: {enabled: true, bearer_token_file: " + pushToken + "}}\n"
+	writeFile(t, cfgFile, v1)
+	reg := prometheusRegistry()
+	rc := &rest.Config{Host: "https://127.0.0.1:1", Timeout: 200 * time.Millisecond}
+	url := runWebhook(t, Options{ConfigFile: cfgFile, RestConfig: rc}, reg)
+
+	info := func(policy, mode, alg string) float64 {
+		return metricValue(t, reg, "debi_webhook_policy_info", map[string]string{"policy": policy, "mode": mode, "algorithm": alg})
+	}
+	reloadOK := func() float64 { return metricValue(t, reg, "debi_webhook_config_last_reload_successful", nil) }
+	if info("web", "shadow", "hpa") != 1 || reloadOK() != 1 || !(metricValue(t, reg, "debi_webhook_config_last_reload_success_timestamp_seconds", nil) > 0) {
+		t.Fatalf("at start: policy_info %v, reload_successful %v", info("web", "shadow", "hpa"), reloadOK())
+	}
+	alert := func(policy string) string {
+		return string(amPayload("firing", map[string]any{"labels": labels("policy", policy)}))
+	}
+	tidal := `{"namespace":"shop","name":"t","labels":{"elasticscaler.io/name":"api"},"status":{"desiredReplicas":3}}`
+	if code, msg := request(t, "POST", url+"/v1/alertmanager", "am-1", alert("api")); code != 422 || !strings.Contains(msg, `unknown policy "api"`) {
+		t.Errorf("v1, alert for api: %d %s, want 422 unknown policy", code, msg)
+	}
+	if code, msg := request(t, "POST", url+"/v1/tidal", "push-1", tidal); code != 404 || !strings.Contains(msg, "webhook.tidal.push.enabled") {
+		t.Errorf("v1, push: %d %s, want 404 saying how to enable it", code, msg)
+	}
+
+	// A new configuration: a new Controller serves at once.
+	writeFile(t, cfgFile, v2)
+	if code, msg := request(t, "POST", url+"/-/reload", "", ""); code != 200 {
+		t.Fatalf("reload v2: %d %s", code, msg)
+	}
+	if info("api", "act", "apa") != 1 || info("web", "act", "hpa") != 1 || !math.IsNaN(info("web", "shadow", "hpa")) || reloadOK() != 1 {
+		t.Errorf("after v2: policy_info api %v, web act %v, web shadow %v (want gone)", info("api", "act", "apa"), info("web", "act", "hpa"), info("web", "shadow", "hpa"))
+	}
+	if code, msg := request(t, "POST", url+"/v1/alertmanager", "am-1", alert("api")); code == 422 || code == 401 {
+		t.Errorf("v2, alert for api: %d %s; want it decided (a 5xx here: the API server is down)", code, msg)
+	}
+	if code, msg := request(t, "POST", url+"/v1/tidal", "am-1", tidal); code != 401 {
+		t.Errorf("v2, push with Alertmanager's token: %d %s, want 401", code, msg)
+	}
+	if code, msg := request(t, "POST", url+"/v1/alertmanager", "push-1", alert("api")); code != 401 {
+		t.Errorf("v2, alert with the push token: %d %s, want 401", code, msg)
+	}
+	if code, msg := request(t, "POST", url+"/v1/tidal", "push-1", tidal); code == 404 || code == 401 {
+		t.Errorf("v2, push: %d %s; want it served", code, msg)
+	}
+
+	// The Alertmanager token rotated: the new one in, the old one out, without a reload.
+	writeFile(t, amToken, "am-2-rotated\n") // another size: coarse mtimes cannot hide the change
+	if code, msg := request(t, "POST", url+"/v1/alertmanager", "am-1", alert("api")); code != 401 {
+		t.Errorf("old token after rotation: %d %s, want 401", code, msg)
+	}
+	if code, msg := request(t, "POST", url+"/v1/alertmanager", "am-2-rotated", alert("api")); code == 401 {
+		t.Errorf("new token after rotation: %d %s", code, msg)
+	}
+
+	// Bad configurations: the previous one stays in force.
+	for _, bad := range []struct{ name, config, msg string }{
+		{"invalid mode", v2 + "  policies: [{name: web, mode: fight}]\n", "webhook.policies[0].mode"},
+		{"not YAML", "policies: [", "yaml:"},
+		{"missing push token file", strings.ReplaceAll(v2, pushToken, filepath.Join(dir, "nope")), "webhook.tidal.push.bearer_token_file"},
+	} {
+		writeFile(t, cfgFile, bad.config)
+		if code, msg := request(t, "PUT", url+"/-/reload", "", ""); code != 500 || !strings.Contains(msg, bad.msg) {
+			t.Errorf("%s: reload %d %s, want 500 naming %s", bad.name, code, msg, bad.msg)
+		}
+		if reloadOK() != 0 || info("api", "act", "apa") != 1 {
+			t.Errorf("%s: reload_successful %v, api still configured %v", bad.name, reloadOK(), info("api", "act", "apa"))
+		}
+		if code, msg := request(t, "POST", url+"/v1/alertmanager", "am-2-rotated", alert("api")); code == 422 || code == 401 {
+			t.Errorf("%s: the previous configuration is not in force: %d %s", bad.name, code, msg)
+		}
+	}
+
+	// SIGHUP: back to v1.
+	writeFile(t, cfgFile, v1)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 10*time.Second, "the SIGHUP reload", func() bool { return reloadOK() == 1 })
+	if !math.IsNaN(info("api", "act", "apa")) || info("web", "shadow", "hpa") != 1 {
+		t.Errorf("after SIGHUP: api %v (want gone), web %v", info("api", "act", "apa"), info("web", "shadow", "hpa"))
+	}
+	if code, msg := request(t, "POST", url+"/v1/tidal", "push-1", tidal); code != 404 {
+		t.Errorf("after SIGHUP, push: %d %s, want 404", code, msg)
+	}
+	if code, _ := request(t, "GET", url+"/-/reload", "", ""); code != 404 && code != 405 {
+		t.Errorf("GET /-/reload = %d, want 404 or 405", code)
+	}
+	// The metrics were created once (a second registration would have panicked) and lint.
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) != 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+// TestRunKubeconfigFromEnv: without --kubeconfig, Run finds the cluster through $KUBECONFIG, as
+// kubectl does: the API server it names (a fake over TLS: client-go sends credentials over https
+// only) is asked for its version with the kubeconfig's
+// credentials, and the webhook becomes ready.
+func TestRunKubeconfigFromEnv(t *testing.T) {
+	var mu sync.Mutex
+	var auth []string
+	apiserver := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/version" {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"major":"1","minor":"37","gitVersion":"v1.37.2"}`)
+	}))
+	defer apiserver.Close()
+	dir := t.TempDir()
+	kubeconfig := func(server, token string) string {
+		f := filepath.Join(dir, token+".kubeconfig")
+		writeFile(t, f, "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: '"+server+"', insecure-skip-tls-verify: true}}]\n"+
+			"users: [{name: u, user: {token: "+token+"}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n")
+		return f
+	}
+	t.Setenv("HOME", dir) // no ~/.kube/config of the machine
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBECONFIG", kubeconfig(apiserver.URL, "env-token"))
+
+	// --kubeconfig wins over $KUBECONFIG; with neither, and outside a cluster, the error says where it looked.
+	if rc, err := restConfig(Options{Kubeconfig: kubeconfig("https://explicit:6443", "flag-token")}); err != nil || rc.Host != "https://explicit:6443" {
+		t.Errorf("--kubeconfig: %v, %v", rc, err)
+	}
+	if rc, err := restConfig(Options{}); err != nil || rc.Host != apiserver.URL || rc.BearerToken != "env-token" {
+		t.Errorf("$KUBECONFIG: %+v, %v", rc, err)
+	}
+
+	cfgFile := filepath.Join(dir, "debi.yml")
+	writeFile(t, cfgFile, "policies:\n  - {name: web, target: {namespace: shop, name: web}, algorithm: hpa, request: 1}\n"+
+		"webhook:\n  allow_unauthenticated: true\n  tidal: {enabled: false}\n")
+	url := runWebhook(t, Options{ConfigFile: cfgFile}, prometheusRegistry())
+	poll(t, 10*time.Second, "readyz through $KUBECONFIG", func() bool {
+		code, _ := request(t, "GET", url+"/readyz", "", "")
+		return code == 200
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(auth) == 0 || auth[0] != "Bearer env-token" {
+		t.Errorf("API server saw Authorization %q, want the kubeconfig's token", auth)
+	}
+
+	t.Setenv("KUBECONFIG", filepath.Join(dir, "absent"))
+	if _, err := restConfig(Options{}); err == nil || !strings.Contains(err.Error(), "$KUBECONFIG") {
+		t.Errorf("no kubeconfig anywhere: %v", err)
+	}
 }

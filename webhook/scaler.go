@@ -11,13 +11,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/policy"
@@ -30,23 +33,32 @@ type Scaler interface {
 	Tidal(ctx context.Context, e *TidalEvent) (Outcome, error)
 }
 
-// Actuator reads and writes the cluster. Every write is an absolute count and retries
-// optimistic-concurrency conflicts (retry.RetryOnConflict); see KubeActuator.
+// Actuator reads and writes the cluster; see KubeActuator.
 type Actuator interface {
-	// GetScale reads the target's scale subresource.
+	// GetScale reads the target's scale subresource and the annotations of the target.
 	GetScale(ctx context.Context, t config.Target) (ScaleInfo, error)
-	// SetReplicas writes spec.replicas of the target's scale subresource. cur is the read the
-	// decision was based on: the first attempt writes conditionally on it (no second read), a
-	// conflict re-reads.
+	// SetReplicas writes spec.replicas of the target's scale subresource once, conditionally
+	// on cur, the read the decision was based on: a conflict is returned (the caller reads and
+	// decides again from the new size), never written over.
 	SetReplicas(ctx context.Context, t config.Target, n int32, cur ScaleInfo) (WriteResult, error)
 	// SetHPAFloor sets the minReplicas of the HPA that scales t to max(n, its own minimum).
 	SetHPAFloor(ctx context.Context, t config.Target, n int32) (WriteResult, error)
+	// ScalingHPA returns the name of a HorizontalPodAutoscaler whose scaleTargetRef is t, or "".
+	ScalingHPA(ctx context.Context, t config.Target) (string, error)
+	// GetTidal reads a Tidal-like object of resource r.
+	GetTidal(ctx context.Context, r config.WatchResource, namespace, name string) (*unstructured.Unstructured, error)
 }
 
-// ScaleInfo is what the scale subresource says.
+// AnnotationPaused on a target stops every write of the webhook to it while its value is
+// "true" (decisions are still logged and exported).
+const AnnotationPaused = "debi.io/paused"
+
+// ScaleInfo is what the scale subresource says, with the target's annotations.
 type ScaleInfo struct {
 	Replicas int32
 	UID      types.UID
+	// Annotations of the target object (for debi.io/paused).
+	Annotations map[string]string
 	// obj is the Scale object read, when the actuator keeps it.
 	obj *unstructured.Unstructured
 }
@@ -57,12 +69,9 @@ type WriteResult struct {
 	Object string
 	// Before and After are the written field's values (spec.replicas or minReplicas).
 	Before, After int32
-	// Conflicts met and retried.
+	// Conflicts met (each one made the webhook read and decide again).
 	Conflicts int
 }
-
-// QueryFunc runs an instant PromQL query that must return exactly one finite sample.
-type QueryFunc func(ctx context.Context, expr string) (float64, error)
 
 // Outcome reports one policy's decision.
 type Outcome struct {
@@ -78,9 +87,14 @@ type Outcome struct {
 	Before int32    `json:"before"`
 	After  int32    `json:"after"`
 	Reason string   `json:"reason"`
+	// Held says why nothing was decided: an input stale, missing or ambiguous, the target
+	// paused. The size is kept.
+	Held string `json:"held,omitempty"`
 	// Written is true when the cluster was changed.
 	Written bool   `json:"written"`
 	Object  string `json:"object,omitempty"`
+	// Conflicts met while writing; each one was decided again from the new size.
+	Conflicts int `json:"conflicts,omitempty"`
 }
 
 // Controller decides and acts for the policies of one configuration. It is safe for
@@ -94,19 +108,53 @@ type Controller struct {
 	m        *metrics
 	log      *slog.Logger
 	now      func() time.Time
+	// tidalMissingLogged: the watch said once that its resource is not served.
+	tidalMissingLogged atomic.Bool
 }
 
+// policyState is what the webhook knows of a policy: its configuration, its stateless rule and
+// its rendered queries. No decision state: every decision is a function of what Prometheus and
+// the API server say at that moment (see decide), so that every webhook replica, restarted or
+// not, decides alike.
 type policyState struct {
-	mu   sync.Mutex
-	pol  *config.Policy
-	mode string
-	alg  scaling.Algorithm
+	// mu serialises the decisions of the policy; flights coalesces the triggers waiting for
+	// one (by trigger kind).
+	mu      sync.Mutex
+	flights map[string]*flightGroup
+	fmu     sync.Mutex
+	pol     *config.Policy
+	mode    string
+	paused  bool
+	// rule is the algorithm's stateless rule (scaling.Stateful.Rule for hpa and budget, the
+	// algorithm itself for the stateless ones); stateful says the published bounds are needed.
+	rule     scaling.Algorithm
+	algName  string
+	stateful bool
 	// budget is an overload-budget policy: it also reads the observed load and the scale-down
 	// gate's quantile (qNow, qDown).
 	budget bool
-	// rendered queries
-	qLoad, qLoadReplicas, qWindow, qNow, qDown string
+	// inputs are the rendered queries this policy reads, by input name.
+	inputs []input
 }
+
+// input is one query a decision reads.
+type input struct {
+	name string // the field of webhook.queries
+	expr string
+}
+
+// Input names, as in webhook.queries.
+const (
+	inLoad         = "load"
+	inLoadReplicas = "load_replicas"
+	inWindow       = "window_load"
+	inNow          = "now_load"
+	inDown         = "down_load"
+	inStale        = "stale"
+	inAge          = "age"
+	inFloor        = "floor"
+	inCeiling      = "ceiling"
+)
 
 // ControllerOptions are a Controller's collaborators.
 type ControllerOptions struct {
@@ -117,12 +165,15 @@ type ControllerOptions struct {
 	Recorder record.EventRecorder
 	// Registerer receives the metrics; nil keeps them private.
 	Registerer prometheus.Registerer
-	Logger     *slog.Logger
+	// Metrics, when set, are used instead of new ones on Registerer (a reload builds a new
+	// Controller on the metrics of the first).
+	Metrics *metrics
+	Logger  *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
 
-// NewController builds the per-policy algorithms of cfg.
+// NewController builds the per-policy rules and queries of cfg.
 func NewController(cfg *config.Config, o ControllerOptions) (*Controller, error) {
 	if o.Actuator == nil {
 		return nil, errors.New("webhook: no actuator")
@@ -134,7 +185,10 @@ func NewController(cfg *config.Config, o ControllerOptions) (*Controller, error)
 		o.Now = time.Now
 	}
 	c := &Controller{cfg: cfg, policies: map[string]*policyState{}, act: o.Actuator, query: o.Query,
-		rec: o.Recorder, m: newMetrics(o.Registerer), log: o.Logger, now: o.Now}
+		rec: o.Recorder, m: o.Metrics, log: o.Logger, now: o.Now}
+	if c.m == nil {
+		c.m = newMetrics(o.Registerer)
+	}
 	for i := range cfg.Policies {
 		p := &cfg.Policies[i]
 		spec, err := policy.Parse(p.Algorithm, p.Model)
@@ -145,22 +199,36 @@ func NewController(cfg *config.Config, o ControllerOptions) (*Controller, error)
 		if err != nil {
 			return nil, fmt.Errorf("policies[%d] (%s): %w", i, p.Name, err)
 		}
-		ps := &policyState{pol: p, mode: cfg.Webhook.ModeFor(p.Name), alg: alg, budget: spec.Load == policy.LoadBudget}
+		ps := &policyState{pol: p, mode: cfg.Webhook.ModeFor(p.Name), paused: cfg.Webhook.PausedFor(p.Name),
+			rule: alg, algName: alg.Name(), budget: spec.Load == policy.LoadBudget, flights: map[string]*flightGroup{}}
+		if st, ok := alg.(scaling.Stateful); ok {
+			ps.rule, ps.stateful = st.Rule(), true
+		}
 		wq := cfg.Webhook.Queries
+		window := spec.Algorithm == "debi" && p.Scaling.Window > 0
 		for _, q := range []struct {
-			dst    *string
-			tmpl   string
-			budget bool // read by budget policies only
+			name, tmpl string
+			read       bool
 		}{
-			{&ps.qLoad, wq.Load, false}, {&ps.qLoadReplicas, wq.LoadReplicas, false}, {&ps.qWindow, wq.WindowLoad, false},
-			{&ps.qNow, wq.NowLoad, true}, {&ps.qDown, wq.DownLoad, true},
+			{inLoad, wq.Load, true}, {inLoadReplicas, wq.LoadReplicas, true}, {inWindow, wq.WindowLoad, window},
+			{inNow, wq.NowLoad, ps.budget}, {inDown, wq.DownLoad, ps.budget},
+			{inStale, wq.Stale, true}, {inAge, wq.Age, true},
+			{inFloor, wq.Floor, ps.stateful}, {inCeiling, wq.Ceiling, ps.stateful},
 		} {
-			if q.tmpl == "" || q.tmpl == config.QueryNone || (q.budget && !ps.budget) {
+			if !q.read || q.tmpl == "" {
 				continue
 			}
-			if *q.dst, err = config.RenderQuery(q.tmpl, p); err != nil {
-				return nil, fmt.Errorf("policies[%d] (%s): webhook query: %w", i, p.Name, err)
+			if q.tmpl == config.QueryNone {
+				if q.name == inFloor || q.name == inCeiling {
+					return nil, fmt.Errorf("webhook.queries.%s: cannot be none while policies[%d] (%s) uses the stateful algorithm %s: its stabilisation and rate limits come from the exporter", q.name, i, p.Name, ps.algName)
+				}
+				continue
 			}
+			expr, err := config.RenderQuery(q.tmpl, p)
+			if err != nil {
+				return nil, fmt.Errorf("policies[%d] (%s): webhook.queries.%s: %w", i, p.Name, q.name, err)
+			}
+			ps.inputs = append(ps.inputs, input{q.name, expr})
 		}
 		c.policies[p.Name] = ps
 	}
@@ -218,8 +286,11 @@ func (c *Controller) Alerts(ctx context.Context, m *AlertmanagerMessage) ([]Outc
 			outs = append(outs, Outcome{Policy: name, Mode: j.ps.mode, Trigger: StatusResolved, Source: "none", Reason: "resolved"})
 			continue
 		}
-		out, err := c.decide(ctx, j.ps, StatusFiring, func(cur ScaleInfo) (decision, error) {
-			return c.alertDecision(ctx, j.ps, j.firing, cur)
+		firing := j.firing
+		out, err := c.coalesce(ctx, j.ps, "alert", func(ctx context.Context) (Outcome, error) {
+			return c.decide(ctx, j.ps, StatusFiring, func(cur ScaleInfo) (decision, error) {
+				return c.alertDecision(ctx, j.ps, firing, cur)
+			})
 		})
 		outs = append(outs, out)
 		if err != nil {
@@ -229,28 +300,59 @@ func (c *Controller) Alerts(ctx context.Context, m *AlertmanagerMessage) ([]Outc
 	return outs, joinErrors(errs)
 }
 
-// Tidal implements Scaler: the Tidal's desired count, within the policy's min and max.
+// Tidal implements Scaler: the Tidal's desired count, within the policy's min and max. An event
+// is a trigger: unless it comes from the watch (an object the API server sent), the webhook reads
+// the named Tidal from the API server and decides on what the object says — its labels, its
+// targetRef and its status — never on what the event's body claims.
 func (c *Controller) Tidal(ctx context.Context, e *TidalEvent) (Outcome, error) {
+	if !e.fromCluster {
+		u, err := c.readTidal(ctx, e.Namespace, e.Name)
+		if err != nil {
+			return Outcome{Trigger: "tidal", Source: "tidal"}, err
+		}
+		e = TidalFromUnstructured(u)
+	}
 	ps, err := c.tidalPolicy(e)
 	if err != nil {
-		return Outcome{}, err
+		return Outcome{Trigger: "tidal", Source: "tidal"}, err
 	}
 	want, err := e.Desired()
 	if err != nil {
-		return Outcome{}, err
+		return Outcome{Policy: ps.pol.Name, Mode: ps.mode, Trigger: "tidal", Source: "tidal"}, err
 	}
-	return c.decide(ctx, ps, "tidal", func(cur ScaleInfo) (decision, error) {
-		p := ps.pol.Scaling
-		d := decision{source: "tidal", w: math.NaN(), replicas: want, reason: "tidal",
-			note: fmt.Sprintf("tidal %s/%s desiredReplicas=%d", e.Namespace, e.Name, want)}
-		switch {
-		case want < p.MinReplicas:
-			d.replicas, d.reason = p.MinReplicas, scaling.ReasonMinReplicas
-		case want > p.MaxReplicas:
-			d.replicas, d.reason = p.MaxReplicas, scaling.ReasonMaxReplicas
-		}
-		return d, nil
+	return c.coalesce(ctx, ps, "tidal/"+e.Namespace+"/"+e.Name, func(ctx context.Context) (Outcome, error) {
+		return c.decide(ctx, ps, "tidal", func(cur ScaleInfo) (decision, error) {
+			p := ps.pol.Scaling
+			d := decision{source: "tidal", w: math.NaN(), replicas: want, reason: "tidal",
+				note: fmt.Sprintf("tidal %s/%s desiredReplicas=%d", e.Namespace, e.Name, want)}
+			switch {
+			case want < p.MinReplicas:
+				d.replicas, d.reason = p.MinReplicas, scaling.ReasonMinReplicas
+			case want > p.MaxReplicas:
+				d.replicas, d.reason = p.MaxReplicas, scaling.ReasonMaxReplicas
+			}
+			return d, nil
+		})
 	})
+}
+
+// readTidal reads the named Tidal from the API server, trying the configured resources in
+// order: 404 when none has it.
+func (c *Controller) readTidal(ctx context.Context, ns, name string) (*unstructured.Unstructured, error) {
+	var errs []error
+	for _, r := range c.cfg.Webhook.Tidal.Resources {
+		u, err := c.act.GetTidal(ctx, r, ns, name)
+		if err == nil {
+			return u, nil
+		}
+		var e *Error
+		if !apierrors.IsNotFound(err) && !(errors.As(err, &e) && e.Code == http.StatusNotFound) {
+			return nil, kubeError(fmt.Sprintf("read tidal %s/%s (%s)", ns, name, r), err)
+		}
+		errs = append(errs, err)
+	}
+	return nil, &Error{http.StatusNotFound, fmt.Errorf("tidal %s/%s: not found in %d configured resources (webhook.tidal.resources): %w",
+		ns, name, len(c.cfg.Webhook.Tidal.Resources), errors.Join(errs...))}
 }
 
 // tidalPolicy binds an event to a policy: by the elasticscaler.io labels when present, else by
@@ -330,7 +432,8 @@ func checkIdentity(labels map[string]string, t config.Target) error {
 	return nil
 }
 
-// decision is what a trigger decided, before the mode acts on it.
+// decision is what a trigger decided, before the mode acts on it. hold, when set, says why
+// nothing may be decided: the size is kept and nothing written.
 type decision struct {
 	source   string
 	w        float64
@@ -338,16 +441,68 @@ type decision struct {
 	replicas int32
 	reason   string
 	note     string
+	hold     string
 }
 
+// maxDecideAttempts bounds the read–decide–write rounds of one decision: a conflict means
+// someone changed the target between the read and the write, so the webhook reads the new size
+// and decides again rather than writing a count computed from the old one.
+const maxDecideAttempts = 5
+
 // decide serialises one policy's decision: read the scale subresource (the authoritative current
-// size), let the trigger decide, then write according to the mode and record an Event.
+// size), let the trigger decide, then write according to the mode and record an Event. A
+// conflict on the write starts over from the read.
 func (c *Controller) decide(ctx context.Context, ps *policyState, trigger string, f func(ScaleInfo) (decision, error)) (Outcome, error) {
 	start := time.Now()
 	name := ps.pol.Name
 	defer func() { c.m.decisionDuration.WithLabelValues(name).Observe(time.Since(start).Seconds()) }()
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	conflicts := 0
+	backoff := retry.DefaultRetry
+	for attempt := 1; ; attempt++ {
+		out, err := c.decideOnce(ctx, ps, trigger, f)
+		if errors.Is(err, errConflict) {
+			conflicts++
+			c.m.conflicts.WithLabelValues(name).Inc()
+		}
+		out.Conflicts += conflicts
+		if !errors.Is(err, errConflict) || attempt == maxDecideAttempts {
+			if errors.Is(err, errConflict) {
+				c.m.decisions.WithLabelValues(name, out.Source, "error").Inc()
+				c.m.patches.WithLabelValues(name, ps.mode, "error").Inc()
+				err = &Error{http.StatusServiceUnavailable, fmt.Errorf("write for %s: %d conflicts in a row: %w", ps.pol.Target, conflicts, err)}
+			}
+			return out, err
+		}
+		c.log.Info("conflict while writing; reading and deciding again", "policy", name, "attempt", attempt)
+		select {
+		case <-ctx.Done():
+			return out, kubeError("write for "+ps.pol.Target.String(), ctx.Err())
+		case <-time.After(backoff.Step()):
+		}
+	}
+}
+
+// errConflict marks a write that met an optimistic-concurrency conflict.
+var errConflict = errors.New("conflict")
+
+// pausedWhy says why writes to the target are paused, or "".
+func pausedWhy(ps *policyState, cur ScaleInfo) string {
+	switch {
+	case ps.paused:
+		return "paused by the configuration (webhook.policies[].paused)"
+	case strings.EqualFold(strings.TrimSpace(cur.Annotations[AnnotationPaused]), "true"):
+		return "paused by the annotation " + AnnotationPaused + " on the target"
+	case cur.Replicas == 0:
+		// The HPA's convention: a workload at zero was stopped on purpose.
+		return "paused: the target is at 0 replicas (scaled to zero on purpose)"
+	}
+	return ""
+}
+
+func (c *Controller) decideOnce(ctx context.Context, ps *policyState, trigger string, f func(ScaleInfo) (decision, error)) (Outcome, error) {
+	name := ps.pol.Name
 	out := Outcome{Policy: name, Mode: ps.mode, Trigger: trigger, Source: "none"}
 	fail := func(source string, err error) (Outcome, error) {
 		c.m.decisions.WithLabelValues(name, source, "error").Inc()
@@ -358,25 +513,38 @@ func (c *Controller) decide(ctx context.Context, ps *policyState, trigger string
 	if err != nil {
 		return fail("none", kubeError("read scale of "+ps.pol.Target.String(), err))
 	}
+	out.Before, out.After = cur.Replicas, cur.Replicas
+	paused := pausedWhy(ps, cur)
+	c.m.paused.WithLabelValues(name).Set(map[bool]float64{true: 1}[paused != ""])
 	d, err := f(cur)
 	if err != nil {
 		return fail(d.source, err)
 	}
-	out.Source, out.Before, out.After, out.Reason, out.Target = d.source, cur.Replicas, d.replicas, d.reason, d.target
-	if !math.IsNaN(d.w) {
+	if d.hold == "" && paused != "" && d.replicas != cur.Replicas {
+		d.hold = paused
+	}
+	out.Source, out.Reason, out.Target = d.source, d.reason, d.target
+	if !math.IsNaN(d.w) && !math.IsInf(d.w, 0) {
 		w := d.w
 		out.W = &w
 		c.m.lastLoad.WithLabelValues(name).Set(w)
 	}
-	now := c.now()
-	c.m.lastReplicas.WithLabelValues(name, ps.mode).Set(float64(d.replicas))
-	c.m.lastTarget.WithLabelValues(name).Set(d.target)
-	c.m.lastTimestamp.WithLabelValues(name).Set(float64(now.UnixNano()) / 1e9)
 	logArgs := []any{"policy", name, "mode", ps.mode, "trigger", trigger, "source", d.source, "w", d.w,
 		"target_utilization", d.target, "before", cur.Replicas, "after", d.replicas, "reason", d.reason}
 	if d.note != "" {
 		logArgs = append(logArgs, "note", d.note)
 	}
+	if d.hold != "" {
+		out.Held, out.Reason = d.hold, "held"
+		c.m.decisions.WithLabelValues(name, d.source, "held").Inc()
+		c.log.Warn("holding the size", append(logArgs, "held", d.hold)...)
+		return out, nil
+	}
+	out.After = d.replicas
+	now := c.now()
+	c.m.lastReplicas.WithLabelValues(name, ps.mode).Set(float64(d.replicas))
+	c.m.lastTarget.WithLabelValues(name).Set(d.target)
+	c.m.lastTimestamp.WithLabelValues(name).Set(float64(now.UnixNano()) / 1e9)
 
 	var res WriteResult
 	written := false
@@ -388,6 +556,18 @@ func (c *Controller) decide(ctx context.Context, ps *policyState, trigger string
 			c.m.patches.WithLabelValues(name, ps.mode, "unchanged").Inc()
 			break
 		}
+		if ps.mode == config.ModeAct {
+			// An HPA on the same target would undo every write, and be undone: refuse.
+			hpa, err := c.act.ScalingHPA(ctx, ps.pol.Target)
+			if err != nil {
+				return fail(d.source, kubeError("list HorizontalPodAutoscalers in "+ps.pol.Target.Namespace, err))
+			}
+			if hpa != "" {
+				return fail(d.source, &Error{http.StatusConflict, fmt.Errorf(
+					"mode act refused: HorizontalPodAutoscaler %s/%s already scales %s; set webhook.policies[].mode: hpa-floor for policy %s to raise its minReplicas instead",
+					ps.pol.Target.Namespace, hpa, ps.pol.Target, name)})
+			}
+		}
 		ws := time.Now()
 		if ps.mode == config.ModeAct {
 			res, err = c.act.SetReplicas(ctx, ps.pol.Target, d.replicas, cur)
@@ -395,11 +575,15 @@ func (c *Controller) decide(ctx context.Context, ps *policyState, trigger string
 			res, err = c.act.SetHPAFloor(ctx, ps.pol.Target, d.replicas)
 		}
 		c.m.patchDuration.WithLabelValues(ps.mode).Observe(time.Since(ws).Seconds())
-		c.m.conflicts.WithLabelValues(name).Add(float64(res.Conflicts))
 		if err != nil {
+			if apierrors.IsConflict(err) {
+				return out, fmt.Errorf("%w: %w", errConflict, err)
+			}
 			c.m.patches.WithLabelValues(name, ps.mode, "error").Inc()
 			return fail(d.source, kubeError("write "+ps.mode+" for "+ps.pol.Target.String(), err))
 		}
+		c.m.conflicts.WithLabelValues(name).Add(float64(res.Conflicts)) // hpa-floor's own retries
+		out.Conflicts += res.Conflicts
 		written = res.Before != res.After
 		result := "unchanged"
 		if written {
@@ -415,10 +599,75 @@ func (c *Controller) decide(ctx context.Context, ps *policyState, trigger string
 	}
 	c.m.decisions.WithLabelValues(name, d.source, result).Inc()
 	if written {
-		c.log.Info("scaled", append(logArgs, "object", res.Object, "written_before", res.Before, "written_after", res.After, "conflicts", res.Conflicts)...)
+		c.log.Info("scaled", append(logArgs, "object", res.Object, "written_before", res.Before, "written_after", res.After)...)
 		c.event(ps, cur, d, res)
 	}
 	return out, nil
+}
+
+// flightGroup coalesces the triggers of one policy and kind: a trigger that arrives while a
+// decision runs waits for the next one, which starts after it arrived and so reads at least as
+// fresh a state; every trigger waiting gets that decision's outcome. Thousands of repeats of
+// one alert make a handful of decisions, none lost, none out of order.
+type flightGroup struct {
+	running bool
+	next    *flight
+}
+
+type flight struct {
+	done chan struct{}
+	run  func(context.Context) (Outcome, error)
+	out  Outcome
+	err  error
+}
+
+// coalesce runs run, or joins the next pending decision of the same policy and key. The
+// decision runs under the webhook's decision timeout, detached from the caller (a caller that
+// gives up does not cancel the decision others wait for).
+func (c *Controller) coalesce(ctx context.Context, ps *policyState, key string, run func(context.Context) (Outcome, error)) (Outcome, error) {
+	ps.fmu.Lock()
+	g := ps.flights[key]
+	if g == nil {
+		g = &flightGroup{}
+		ps.flights[key] = g
+	}
+	if g.next == nil {
+		g.next = &flight{done: make(chan struct{})}
+	}
+	fl := g.next
+	fl.run = run // the latest trigger's view (its annotations, for the fallback)
+	if !g.running {
+		g.running = true
+		go c.fly(ps, key, g)
+	}
+	ps.fmu.Unlock()
+	select {
+	case <-fl.done:
+		return fl.out, fl.err
+	case <-ctx.Done():
+		return Outcome{Policy: ps.pol.Name, Mode: ps.mode}, &Error{http.StatusGatewayTimeout,
+			fmt.Errorf("policy %s: decision still running after the timeout: %w", ps.pol.Name, ctx.Err())}
+	}
+}
+
+func (c *Controller) fly(ps *policyState, key string, g *flightGroup) {
+	for {
+		ps.fmu.Lock()
+		fl := g.next
+		if fl == nil {
+			g.running = false
+			delete(ps.flights, key)
+			ps.fmu.Unlock()
+			return
+		}
+		g.next = nil
+		run := fl.run
+		ps.fmu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Webhook.DecisionTimeout)
+		fl.out, fl.err = run(ctx)
+		cancel()
+		close(fl.done)
+	}
 }
 
 // event records a Kubernetes Event on the target with the decision's inputs.
@@ -435,90 +684,168 @@ func (c *Controller) event(ps *policyState, cur ScaleInfo, d decision, res Write
 	if ps.mode == config.ModeHPAFloor {
 		c.rec.Eventf(ref, corev1.EventTypeNormal, "DebiRaisedHPAFloor",
 			"policy %s (%s): %s minReplicas %d -> %d for %d recommended replicas (current %d, %s); %s",
-			ps.pol.Name, ps.alg.Name(), res.Object, res.Before, res.After, d.replicas, cur.Replicas, d.reason, in)
+			ps.pol.Name, ps.algName, res.Object, res.Before, res.After, d.replicas, cur.Replicas, d.reason, in)
 		return
 	}
 	c.rec.Eventf(ref, corev1.EventTypeNormal, "DebiScaled", "policy %s (%s): replicas %d -> %d (%s); %s",
-		ps.pol.Name, ps.alg.Name(), res.Before, res.After, d.reason, in)
+		ps.pol.Name, ps.algName, res.Before, res.After, d.reason, in)
 }
 
-// alertDecision reads fresh W from Prometheus (the alert is a trigger, not the data) and falls
-// back to the alert's annotations, labelled as such, when Prometheus cannot answer. A budget
-// policy also reads the observed load and the quantile over the lead time plus the hold; without
-// either (missing, ambiguous, or the annotation fallback, which carries neither) it holds the
-// size, as the algorithm does without an observation: never a scale-down on missing data.
+// inputs are one decision's query results by input name, and what went wrong reading them.
+type inputs struct {
+	val map[string]float64
+	// outage is Prometheus failing (unreachable, 5xx, timeout); bad lists the inputs Prometheus
+	// answered with no, several or unusable series.
+	outage error
+	bad    []string
+}
+
+// read runs the policy's queries at once.
+func (c *Controller) read(ctx context.Context, ps *policyState) inputs {
+	in := inputs{val: make(map[string]float64, len(ps.inputs))}
+	vals := make([]float64, len(ps.inputs))
+	errs := make([]error, len(ps.inputs))
+	var wg sync.WaitGroup
+	for i, q := range ps.inputs {
+		wg.Go(func() { vals[i], errs[i] = c.query(ctx, q.expr) })
+	}
+	wg.Wait()
+	var outages []error
+	for i, q := range ps.inputs {
+		switch err := errs[i]; {
+		case err == nil:
+			in.val[q.name] = vals[i]
+		case isDataError(err):
+			in.bad = append(in.bad, fmt.Sprintf("%s: %v", q.name, err))
+		default:
+			outages = append(outages, fmt.Errorf("%s: %w", q.name, err))
+		}
+	}
+	in.outage = errors.Join(outages...)
+	return in
+}
+
+// alertDecision decides on fresh inputs from Prometheus (the alert is a trigger, not the data):
+//
+//   - every configured input must be there, once, and usable; the exporter's values must not be
+//     stale (queries.stale) nor older than webhook.max_input_age (queries.age). Otherwise the
+//     size is held: never a decision on missing, ambiguous or stale data;
+//   - the loads are utilizations at the size the exporter saw (queries.load_replicas), converted
+//     to the current size so that a figure from before the last resize is not applied twice;
+//   - the policy's stateless rule decides, and for hpa and budget the answer is clamped into
+//     the bounds the exporter's stateful run published (queries.floor, queries.ceiling); while
+//     the exporter has not yet seen the current size, no scale-down;
+//   - when Prometheus itself fails, the alert's annotations are the fallback (if enabled): a
+//     scale-up or a hold, never a scale-down.
 func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Alert, cur ScaleInfo) (decision, error) {
 	d := decision{source: "prometheus", w: math.NaN()}
-	w, basis, window := math.NaN(), 0.0, math.NaN()
-	wNow, wDown := math.NaN(), math.NaN()
-	var promErr error
+	var in inputs
 	if c.query == nil {
-		promErr = errors.New("no Prometheus configured (global.prometheus_url)")
-	} else if w, promErr = c.query(ctx, ps.qLoad); promErr == nil {
-		if ps.qLoadReplicas != "" {
-			if b, err := c.query(ctx, ps.qLoadReplicas); err == nil {
-				basis = b
-			} else {
-				c.log.Warn("load_replicas query failed; taking W to refer to the current size", "policy", ps.pol.Name, "err", err)
-			}
-		}
-		if ps.qWindow != "" {
-			if x, err := c.query(ctx, ps.qWindow); err == nil {
-				window = x
-			} else {
-				c.log.Warn("window_load query failed; no window term", "policy", ps.pol.Name, "err", err)
-			}
-		}
-		if ps.budget {
-			now, errNow := c.query(ctx, ps.qNow)
-			down, errDown := c.query(ctx, ps.qDown)
-			if errNow == nil && errDown == nil {
-				wNow, wDown = now, down
-			} else {
-				c.log.Warn("budget inputs missing; holding the size", "policy", ps.pol.Name, "now_load_err", errNow, "down_load_err", errDown)
-			}
-		}
+		in.outage = errors.New("no Prometheus configured (global.prometheus_url)")
+	} else {
+		in = c.read(ctx, ps)
 	}
-	if promErr != nil {
-		fb := c.cfg.Webhook.Fallback
-		if fb.Disabled {
-			return d, &Error{http.StatusServiceUnavailable, fmt.Errorf("no fresh load: %w (annotation fallback disabled)", promErr)}
-		}
-		d.source = "annotation"
-		var err error
-		w, err = annotationFloat(a.Annotations, fb.LoadAnnotation)
-		if err != nil {
-			if c.query != nil { // Prometheus may come back: let Alertmanager retry
-				return d, &Error{http.StatusServiceUnavailable, fmt.Errorf("no fresh load: Prometheus: %v; fallback: %v", promErr, err)}
-			}
-			return d, &Error{http.StatusUnprocessableEntity, fmt.Errorf("no load: %v and %v", promErr, err)}
-		}
-		if b, err := annotationFloat(a.Annotations, fb.ReplicasAnnotation); err == nil {
-			basis = b
-		}
-		c.log.Warn("using the alert's annotations as fallback load", "policy", ps.pol.Name, "err", promErr)
-		if ps.budget {
-			c.log.Warn("the annotations carry no observed load for a budget policy; holding the size", "policy", ps.pol.Name)
-		}
+	if in.outage != nil {
+		return c.fallbackDecision(ps, a, cur, in.outage)
 	}
-	// W is a utilization at `basis` replicas; convert it to the current size so that a figure
-	// computed before the last scale-up is not applied twice.
-	div := float64(max(cur.Replicas, 1))
-	if basis > 0 && !math.IsInf(basis, 0) {
-		w = w * basis / div
-		window = window * basis / div
-		wNow = wNow * basis / div
-		wDown = wDown * basis / div
+	if len(in.bad) > 0 {
+		d.hold = "inputs missing or ambiguous: " + strings.Join(in.bad, "; ")
+		return d, nil
 	}
-	d.w = w
+	if v, ok := in.val[inStale]; ok && v != 0 {
+		d.hold = "the exporter's values are stale (an input query of the policy fails: see debi_query_errors_total)"
+		return d, nil
+	}
+	if age, ok := in.val[inAge]; ok && age > c.cfg.Webhook.MaxInputAge.Seconds() {
+		d.hold = fmt.Sprintf("the exporter's last complete step is %.0fs old, above webhook.max_input_age (%v)", age, c.cfg.Webhook.MaxInputAge)
+		return d, nil
+	}
+	basis := float64(cur.Replicas)
+	if b, ok := in.val[inLoadReplicas]; ok {
+		if b < 1 || b != math.Trunc(b) {
+			d.hold = fmt.Sprintf("load_replicas is %v, not a replica count of at least 1", b)
+			return d, nil
+		}
+		basis = b
+	}
+	conv := basis / float64(max(cur.Replicas, 1))
+	get := func(name string) float64 {
+		if v, ok := in.val[name]; ok {
+			return v * conv
+		}
+		return math.NaN()
+	}
+	d.w = get(inLoad)
+	sin := scaling.Input{Time: c.now(), Current: cur.Replicas, Ready: cur.Replicas, W: d.w,
+		WindowW: get(inWindow), WNow: get(inNow), WDown: get(inDown)}
 	if ps.budget {
-		d.note = fmt.Sprintf("observed W1=%s, quantile over lead time + hold=%s", fmtLoad(wNow), fmtLoad(wDown))
+		d.note = fmt.Sprintf("observed W1=%s, quantile over lead time + hold=%s", fmtLoad(sin.WNow), fmtLoad(sin.WDown))
 	}
-	in := scaling.Input{Time: c.now(), Current: cur.Replicas, Ready: cur.Replicas, W: w, WindowW: window, WNow: wNow, WDown: wDown}
-	dec := ps.alg.Recommend(in)
-	d.replicas, d.target, d.reason = dec.Replicas, dec.Target, dec.Reason
-	if ps.pol.Scaling.MaxReplicas < d.replicas {
-		d.replicas = ps.pol.Scaling.MaxReplicas
+	dec := ps.rule.Recommend(sin)
+	lo, hi := scaling.StatelessBounds(ps.pol.Scaling)
+	if ps.stateful {
+		fl, ce := in.val[inFloor], in.val[inCeiling]
+		if fl != math.Trunc(fl) || ce != math.Trunc(ce) || fl > ce {
+			d.hold = fmt.Sprintf("published bounds [%v, %v] are not a range of replica counts", fl, ce)
+			return d, nil
+		}
+		lo, hi = int32(fl), int32(ce)
+		d.note = strings.TrimPrefix(d.note+fmt.Sprintf(", state allows [%d, %d]", lo, hi), ", ")
+	}
+	if basis != float64(cur.Replicas) && lo < cur.Replicas {
+		// The exporter has not stepped at this size yet: its bounds are for another one.
+		lo = cur.Replicas
+		d.note = strings.TrimPrefix(d.note+fmt.Sprintf(", exporter saw %v replicas: no scale-down", basis), ", ")
+	}
+	d.replicas, d.target, d.reason = scaling.Clamp(dec.Replicas, lo, hi), dec.Target, dec.Reason
+	switch {
+	case d.replicas > dec.Replicas:
+		d.reason = scaling.ReasonStabilized
+	case d.replicas < dec.Replicas:
+		d.reason = scaling.ReasonRateLimited
+	}
+	if d.replicas > ps.pol.Scaling.MaxReplicas {
+		d.replicas, d.reason = ps.pol.Scaling.MaxReplicas, scaling.ReasonMaxReplicas
+	}
+	return d, nil
+}
+
+// fallbackDecision decides on the alert's annotations when Prometheus cannot be read: the load
+// and the replica count it refers to, both validated. It may scale up or hold, never down: the
+// annotations are as old as the alert, and a budget policy, which needs the observed load they do
+// not carry, holds.
+func (c *Controller) fallbackDecision(ps *policyState, a *Alert, cur ScaleInfo, promErr error) (decision, error) {
+	d := decision{source: "annotation", w: math.NaN()}
+	fb := c.cfg.Webhook.Fallback
+	retryable := func(err error) error {
+		if c.query != nil { // Prometheus may come back: let Alertmanager retry
+			return &Error{http.StatusServiceUnavailable, fmt.Errorf("no fresh load: Prometheus: %v; fallback: %w", promErr, err)}
+		}
+		return &Error{http.StatusUnprocessableEntity, fmt.Errorf("no load: %v; fallback: %w", promErr, err)}
+	}
+	if fb.Disabled {
+		d.source = "prometheus"
+		return d, &Error{http.StatusServiceUnavailable, fmt.Errorf("no fresh load: %w (annotation fallback disabled)", promErr)}
+	}
+	w, err := annotationFloat(a.Annotations, fb.LoadAnnotation)
+	if err != nil {
+		return d, retryable(err)
+	}
+	basis, err := annotationReplicas(a.Annotations, fb.ReplicasAnnotation)
+	if err != nil {
+		return d, retryable(err)
+	}
+	d.w = w * float64(basis) / float64(max(cur.Replicas, 1))
+	c.log.Warn("using the alert's annotations as fallback load: scale-up or hold only", "policy", ps.pol.Name, "err", promErr)
+	nan := math.NaN()
+	dec := ps.rule.Recommend(scaling.Input{Time: c.now(), Current: cur.Replicas, Ready: cur.Replicas, W: d.w, WindowW: nan, WNow: nan, WDown: nan})
+	d.target, d.reason = dec.Target, dec.Reason
+	d.replicas = min(max(dec.Replicas, cur.Replicas), ps.pol.Scaling.MaxReplicas)
+	switch {
+	case ps.budget:
+		d.hold = "fallback (Prometheus unreachable): the annotations carry no observed load; a budget policy holds"
+	case dec.Replicas < cur.Replicas:
+		d.hold = fmt.Sprintf("fallback (Prometheus unreachable): the annotations ask for %d, below the current size; the fallback never scales down", dec.Replicas)
 	}
 	return d, nil
 }
@@ -537,10 +864,22 @@ func annotationFloat(ann map[string]string, key string) (float64, error) {
 		return 0, fmt.Errorf("annotation %q missing", key)
 	}
 	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-		return 0, fmt.Errorf("annotation %s=%q is not a non-negative number", key, s)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > maxQueryValue {
+		return 0, fmt.Errorf("annotation %s=%q is not a load in [0, %g]", key, s, float64(maxQueryValue))
 	}
 	return v, nil
+}
+
+func annotationReplicas(ann map[string]string, key string) (int32, error) {
+	s, ok := ann[key]
+	if !ok {
+		return 0, fmt.Errorf("annotation %q missing: the load cannot be converted to the current size", key)
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || v != math.Trunc(v) || v < 1 || v > maxQueryValue {
+		return 0, fmt.Errorf("annotation %s=%q is not a whole replica count of at least 1", key, s)
+	}
+	return int32(v), nil
 }
 
 // joinErrors answers for a notification with several policies: retry when any failure is

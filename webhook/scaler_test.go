@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/debi-scaler/debi/config"
@@ -104,7 +105,7 @@ func TestAnnotationFallback(t *testing.T) {
 	}
 	t.Run("prometheus down, annotations used and labelled", func(t *testing.T) {
 		act := newFakeActuator(map[string]int32{"web": 4})
-		c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(nil), nil)
+		c := newTestController(t, testConfig(t, testConfigYAML), act, prometheusDown, nil)
 		outs, err := c.Alerts(context.Background(), mustDecode(t, fire(map[string]string{"load": "0.9", "current_replicas": "4"})))
 		if err != nil {
 			t.Fatal(err)
@@ -115,7 +116,7 @@ func TestAnnotationFallback(t *testing.T) {
 	})
 	t.Run("prometheus down, no annotation: retry", func(t *testing.T) {
 		act := newFakeActuator(map[string]int32{"web": 4})
-		c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(nil), nil)
+		c := newTestController(t, testConfig(t, testConfigYAML), act, prometheusDown, nil)
 		_, err := c.Alerts(context.Background(), mustDecode(t, fire(nil)))
 		if code := errorCode(err); code != http.StatusServiceUnavailable {
 			t.Fatalf("code = %d (%v), want 503", code, err)
@@ -128,10 +129,40 @@ func TestAnnotationFallback(t *testing.T) {
 		act := newFakeActuator(map[string]int32{"web": 4})
 		c := newTestController(t, testConfig(t, testConfigYAML), act, nil, nil)
 		_, err := c.Alerts(context.Background(), mustDecode(t, fire(map[string]string{"load": "-1"})))
-		if code := errorCode(err); code != http.StatusUnprocessableEntity || !strings.Contains(err.Error(), "not a non-negative number") {
+		if code := errorCode(err); code != http.StatusUnprocessableEntity || !strings.Contains(err.Error(), `annotation load="-1" is not a load in [0, 1e+06]`) {
 			t.Fatalf("code = %d (%v), want 422", code, err)
 		}
 	})
+	// The fallback may scale up or hold, never down, and only on validated values.
+	for _, tc := range []struct {
+		name string
+		ann  map[string]string
+		code int
+		want string
+	}{
+		{"a low load does not scale down", map[string]string{"load": "0.1", "current_replicas": "9"}, 0, ""},
+		{"an absurd load is refused", map[string]string{"load": "1e308", "current_replicas": "4"}, 503, "is not a load"},
+		{"Inf is refused", map[string]string{"load": "+Inf", "current_replicas": "4"}, 503, "is not a load"},
+		{"no replica count: refused (W cannot be converted)", map[string]string{"load": "0.9"}, 503, `annotation "current_replicas" missing`},
+		{"a fractional replica count is refused", map[string]string{"load": "0.9", "current_replicas": "2.5"}, 503, "not a whole replica count"},
+		{"a zero replica count is refused", map[string]string{"load": "0.9", "current_replicas": "0"}, 503, "not a whole replica count"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			act := newFakeActuator(map[string]int32{"web": 9})
+			c := newTestController(t, testConfig(t, testConfigYAML), act, prometheusDown, nil)
+			outs, err := c.Alerts(context.Background(), mustDecode(t, fire(tc.ann)))
+			if tc.code != 0 {
+				if errorCode(err) != tc.code || !strings.Contains(err.Error(), tc.want) || len(act.Writes()) != 0 {
+					t.Fatalf("err = %v (code %d), writes %v; want %d with %q", err, errorCode(err), act.Writes(), tc.code, tc.want)
+				}
+				return
+			}
+			// W 0.1 at 9 replicas: Algorithm 2 would go to the minimum, 2.
+			if err != nil || outs[0].After != 9 || outs[0].Source != "annotation" || len(act.Writes()) != 0 {
+				t.Fatalf("outcome %+v err %v writes %v: want 9 held from the annotations", outs, err, act.Writes())
+			}
+		})
+	}
 	t.Run("NaN annotation", func(t *testing.T) {
 		act := newFakeActuator(map[string]int32{"web": 4})
 		c := newTestController(t, testConfig(t, testConfigYAML), act, nil, nil)
@@ -159,7 +190,7 @@ func TestModes(t *testing.T) {
 		act := newFakeActuator(map[string]int32{"batch": 4})
 		reg := prometheus.NewRegistry()
 		c := newTestController(t, testConfig(t, testConfigYAML), act,
-			staticQuery(map[string]float64{`debi_load_ratio{policy="batch",load="w"}`: 0.9}), reg)
+			staticQuery(map[string]float64{`debi_load_ratio{policy="batch",load="w"}`: 0.9, `debi_load_replicas{policy="batch"}`: 4}), reg)
 		// apa, target 0.5: 0.9/0.5 = 1.8 > 1.1, ceil(4·1.8) = 8 = the ×2 rate limit.
 		outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "batch")})))
 		if err != nil {
@@ -237,8 +268,10 @@ func TestTidal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			act := newFakeActuator(map[string]int32{"web": 4})
+			act.tidals[tc.ev.Namespace+"/"+tc.ev.Name] = tidalObjectFrom(tc.ev)
 			c := newTestController(t, testConfig(t, testConfigYAML), act, nil, nil)
-			out, err := c.Tidal(context.Background(), &tc.ev)
+			// The event is a trigger: only its namespace and name count.
+			out, err := c.Tidal(context.Background(), &TidalEvent{Namespace: tc.ev.Namespace, Name: tc.ev.Name})
 			if tc.code != 0 {
 				if errorCode(err) != tc.code || !strings.Contains(err.Error(), tc.want) || len(act.Writes()) != 0 {
 					t.Fatalf("err = %v, writes %v; want %d with %q and no write", err, act.Writes(), tc.code, tc.want)
@@ -249,6 +282,47 @@ func TestTidal(t *testing.T) {
 				t.Fatalf("out %+v err %v replicas %d, want %d", out, err, act.replicas["web"], tc.after)
 			}
 		})
+	}
+}
+
+// tidalObjectFrom is the object the API server would hold for an event.
+func tidalObjectFrom(e TidalEvent) *unstructured.Unstructured {
+	var ref map[string]any
+	if r := e.TargetRef; r != nil {
+		ref = map[string]any{"apiVersion": r.APIVersion, "kind": r.Kind, "name": r.Name}
+		if r.Namespace != "" {
+			ref["namespace"] = r.Namespace
+		}
+	}
+	var desired any
+	if e.Status.DesiredReplicas != nil {
+		desired = *e.Status.DesiredReplicas
+	}
+	u := tidalObject(e.Namespace, e.Name, e.Labels, ref, desired)
+	if e.Status.Replicas != nil {
+		u.Object["status"].(map[string]any)["replicas"] = *e.Status.Replicas
+	}
+	return u
+}
+
+// TestTidalPushIsATrigger: what a pushed event claims (labels, status) is not believed; the
+// object read from the API server decides, and a Tidal the API server does not have is a 404.
+func TestTidalPushIsATrigger(t *testing.T) {
+	act := newFakeActuator(map[string]int32{"web": 5})
+	act.tidals["shop/t"] = tidalObject("shop", "t", map[string]string{LabelScalerName: "web"}, nil, int64(7))
+	c := newTestController(t, testConfig(t, testConfigYAML), act, nil, nil)
+	zero := 0.0
+	lie := &TidalEvent{Namespace: "shop", Name: "t", Labels: map[string]string{LabelScalerName: "db"}, Status: TidalStatus{DesiredReplicas: &zero}}
+	out, err := c.Tidal(context.Background(), lie)
+	if err != nil || out.Policy != "web" || out.After != 7 || act.replicas["web"] != 7 {
+		t.Fatalf("out %+v err %v replicas %d: want policy web scaled to the object's 7", out, err, act.replicas["web"])
+	}
+	_, err = c.Tidal(context.Background(), &TidalEvent{Namespace: "shop", Name: "ghost"})
+	if errorCode(err) != http.StatusNotFound || !strings.Contains(err.Error(), "tidal shop/ghost: not found") {
+		t.Fatalf("unknown tidal: err %v (code %d), want 404", err, errorCode(err))
+	}
+	if len(act.Writes()) != 1 {
+		t.Fatalf("writes %v, want one", act.Writes())
 	}
 }
 
@@ -284,7 +358,7 @@ func TestMetricsLint(t *testing.T) {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
 	err = testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP debi_webhook_decisions_total Decisions by policy, load source (prometheus, annotation, tidal, none) and result (change, no_change, error).
+# HELP debi_webhook_decisions_total Decisions by policy, load source (prometheus, annotation, tidal, none) and result (change, no_change, held: an input stale, missing or ambiguous or the target paused, resolved, error).
 # TYPE debi_webhook_decisions_total counter
 debi_webhook_decisions_total{policy="web",result="change",source="prometheus"} 1
 # HELP debi_webhook_last_decision_replicas Replica count of the last decision per policy, also in shadow mode.

@@ -26,7 +26,7 @@ import (
 // TidalFromUnstructured turns a watched object into a status event: metadata, spec.targetRef and
 // status.desiredReplicas (or status.replicas).
 func TidalFromUnstructured(u *unstructured.Unstructured) *TidalEvent {
-	e := &TidalEvent{Namespace: u.GetNamespace(), Name: u.GetName(), Labels: u.GetLabels()}
+	e := &TidalEvent{Namespace: u.GetNamespace(), Name: u.GetName(), Labels: u.GetLabels(), fromCluster: true}
 	if ref, ok, _ := unstructured.NestedMap(u.Object, "spec", "targetRef"); ok {
 		str := func(k string) string { s, _ := ref[k].(string); return s }
 		e.TargetRef = &TargetRef{APIVersion: str("apiVersion"), Kind: str("kind"), Namespace: str("namespace"), Name: str("name")}
@@ -56,7 +56,24 @@ func TidalFromUnstructured(u *unstructured.Unstructured) *TidalEvent {
 // elasticscaler.io/name, and feeds their status to the controller through a rate-limited work
 // queue: a retryable failure is retried with backoff, a permanent one is logged and dropped until
 // the object changes. It returns when ctx ends.
+//
+// Only the resources the API server serves are watched: on a cluster without the Tidal CRD the
+// watch waits (debi_webhook_tidal_watch_enabled 0, one log line) and looks again every
+// discoveryRecheck, instead of logging a failed list forever.
 func (c *Controller) WatchTidals(ctx context.Context, dyn dynamic.Interface, tc config.TidalConfig) {
+	served := c.servedResources(ctx, tc.Resources)
+	for len(served) == 0 {
+		c.m.tidalWatchEnabled.Set(0)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(discoveryRecheck):
+		}
+		served = c.servedResources(ctx, tc.Resources)
+	}
+	c.m.tidalWatchEnabled.Set(1)
+	defer c.m.tidalWatchEnabled.Set(0)
+	tc.Resources = served
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	defer q.ShutDown()
 	type key = string
@@ -170,6 +187,43 @@ func errorCode(err error) int {
 		return http.StatusGatewayTimeout
 	}
 	return http.StatusInternalServerError
+}
+
+// discoveryRecheck is how often the watch looks again for resources the API server did not serve.
+var discoveryRecheck = time.Minute
+
+// servedResources are the resources of rs the API server's discovery lists; every resource when
+// the actuator cannot tell (fakes). A resource not served is logged once per policy set.
+func (c *Controller) servedResources(ctx context.Context, rs []config.WatchResource) []config.WatchResource {
+	k, ok := c.act.(*KubeActuator)
+	if !ok {
+		return rs
+	}
+	var out []config.WatchResource
+	for _, r := range rs {
+		gv := schema.GroupVersion{Group: r.Group, Version: r.Version}.String()
+		list, err := k.kube.Discovery().ServerResourcesForGroupVersion(gv)
+		found := false
+		if err == nil {
+			for _, ar := range list.APIResources {
+				if ar.Name == r.Resource {
+					found = true
+				}
+			}
+		}
+		if found {
+			out = append(out, r)
+			continue
+		}
+		if !c.tidalMissingLogged.Swap(true) {
+			c.log.Info("Tidal watch waiting: the API server does not serve the resource (CRD not installed?); looking again every minute",
+				"resource", r.String(), "err", err)
+		}
+	}
+	if len(out) > 0 {
+		c.tidalMissingLogged.Store(false)
+	}
+	return out
 }
 
 // RunLeaderElected runs fn while this replica holds the Lease described by le, campaigning again

@@ -10,10 +10,12 @@
 // labelled fallback. Every write is an absolute count, so Alertmanager's repeats are harmless.
 // The webhook acts only on the targets of its configuration: labels select a policy, never an
 // object. It imports neither package exporter nor anything of it: the two meet through
-// Prometheus and Alertmanager.
+// Prometheus and Alertmanager. SIGHUP and POST|PUT /-/reload load the configuration again
+// without a restart.
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -22,18 +24,18 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
+	"os/signal"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/google/uuid"
 	"github.com/oklog/run"
-	"github.com/prometheus/client_golang/api"
-	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/model"
+	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/exporter-toolkit/web"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -44,18 +46,22 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/promclient"
+	"github.com/debi-scaler/debi/policy"
 )
 
 // Options are the command-line settings of `debi webhook`.
 type Options struct {
-	// ConfigFile is debi's configuration (--config.file).
+	// ConfigFile is debi's configuration (--config.file), read again on SIGHUP and on
+	// POST|PUT /-/reload.
 	ConfigFile string
 	// ListenAddress is the HTTP address (--web.listen-address, default :9108).
 	ListenAddress string
 	// WebConfigFile is an exporter-toolkit web configuration for TLS and basic auth
 	// (--web.config.file).
 	WebConfigFile string
-	// Kubeconfig is a kubeconfig file (--kubeconfig); empty means in-cluster.
+	// Kubeconfig is a kubeconfig file (--kubeconfig); empty follows client-go's default loading
+	// rules, as kubectl does: $KUBECONFIG, then ~/.kube/config, then in-cluster.
 	Kubeconfig string
 	// Listener, when set, is used instead of ListenAddress (tests listen on 127.0.0.1:0).
 	Listener net.Listener
@@ -67,10 +73,10 @@ type Options struct {
 // builds the *slog.Logger it passes to Run.
 func RegisterFlags(fs *flag.FlagSet) *Options {
 	o := &Options{}
-	fs.StringVar(&o.ConfigFile, "config.file", "debi.yml", "debi configuration file.")
+	fs.StringVar(&o.ConfigFile, "config.file", "debi.yml", "debi configuration file; reloaded on SIGHUP and POST|PUT /-/reload.")
 	fs.StringVar(&o.ListenAddress, "web.listen-address", ":9108", "Address to listen on for notifications, probes and metrics.")
 	fs.StringVar(&o.WebConfigFile, "web.config.file", "", "Path to a web configuration file enabling TLS or basic auth (exporter-toolkit format).")
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means in-cluster configuration.")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means $KUBECONFIG, then ~/.kube/config, then in-cluster configuration.")
 	return o
 }
 
@@ -78,6 +84,12 @@ var klogOnce sync.Once
 
 // Run serves until ctx ends or an actor fails. reg receives the metrics; /metrics serves reg when
 // it is also a Gatherer, else the default gatherer.
+//
+// SIGHUP and POST|PUT /-/reload read the configuration file again. A configuration that does
+// not load, or whose token files cannot be read, leaves the running one in force, says so in the
+// log and sets debi_webhook_config_last_reload_successful to 0. A good one replaces the
+// Controller at once (requests in flight finish on the old one), with the token files read
+// again, and restarts the Tidal watch with it.
 func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.Registerer) error {
 	if logger == nil {
 		logger = slog.Default()
@@ -85,55 +97,22 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 	// klog is process-global and must be set before client-go logs: the first Run's logger
 	// receives client-go's logs for the life of the process.
 	klogOnce.Do(func() { klog.SetLogger(logr.FromSlogHandler(logger.With("component", "client-go").Handler())) })
-	cfg, err := config.LoadFile(opts.ConfigFile)
+	raw, cfg, err := loadConfig(opts.ConfigFile, logger)
 	if err != nil {
 		return err
 	}
-	for _, w := range cfg.Warnings() {
-		logger.Warn("configuration setting replaced by its default", "warning", w)
-	}
-	wc := cfg.Webhook
-	token := ""
-	switch {
-	case wc.BearerTokenFile != "":
-		b, err := os.ReadFile(wc.BearerTokenFile)
-		if err != nil {
-			return fmt.Errorf("webhook.bearer_token_file: %w", err)
-		}
-		if token = strings.TrimSpace(string(b)); token == "" {
-			return fmt.Errorf("webhook.bearer_token_file: %s is empty", wc.BearerTokenFile)
-		}
-	case !wc.AllowUnauthenticated:
-		return errors.New("webhook.bearer_token_file: required to run the webhook (or set webhook.allow_unauthenticated: true)")
-	}
-	rc := opts.RestConfig
-	if rc == nil {
-		if rc, err = clientcmd.BuildConfigFromFlags("", opts.Kubeconfig); err != nil {
-			return fmt.Errorf("kubernetes client configuration: %w", err)
-		}
-	}
-	rc = rest.CopyConfig(rc)
-	rc.UserAgent = "debi-webhook"
-	if rc.QPS == 0 { // client-go's default (5/s, burst 10) would cap the webhook at ~2 patches/s
-		rc.QPS, rc.Burst = 50, 100
+	rc, err := restConfig(opts)
+	if err != nil {
+		return err
 	}
 	act, err := NewKubeActuator(rc)
 	if err != nil {
 		return err
 	}
-	var query QueryFunc
-	if cfg.Global.PrometheusURL != "" {
-		if query, err = PrometheusQuery(cfg.Global.PrometheusURL, cfg.Global.QueryTimeout); err != nil {
-			return fmt.Errorf("global.prometheus_url: %w", err)
-		}
-	} else {
-		logger.Warn("global.prometheus_url is empty: decisions use the alerts' annotations (fallback)")
-	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartStructuredLogging(4)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: act.Kube().CoreV1().Events("")})
 	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "debi-webhook"})
 
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -142,15 +121,23 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		gatherer = g
 	}
-	ctl, err := NewController(cfg, ControllerOptions{Actuator: act, Query: query, Recorder: recorder, Registerer: reg, Logger: logger})
+	host, _ := os.Hostname()
+	s := &server{
+		file: opts.ConfigFile, act: act, logger: logger, m: newMetrics(reg), id: host + "_" + uuid.NewString(),
+		recorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "debi-webhook"}),
+		restart:  make(chan struct{}, 1),
+	}
+	gen, err := s.build(raw, cfg)
 	if err != nil {
 		return err
 	}
+	s.install(gen, nil)
+	s.m.configReloadSuccess.Set(1)
+	s.m.configReloadTimestamp.SetToCurrentTime()
 
 	var ready atomic.Bool
 	handler := newRouter(routerOptions{
-		scaler: ctl, token: token, maxBodyBytes: wc.MaxBodyBytes, timeout: wc.DecisionTimeout,
-		gatherer: gatherer, metrics: ctl.m, logger: logger,
+		live: &s.live, reload: s.reload, gatherer: gatherer, metrics: s.m, logger: logger,
 		ready: func() error {
 			if !ready.Load() {
 				return errors.New("API server not reached yet")
@@ -202,23 +189,29 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 			return nil
 		}, func(error) { cancel() })
 	}
-	if wc.Tidal.IsEnabled() { // Tidal watch, on the leader only
+	{ // Tidal watch of the configuration in force, on the leader only; restarted on reload
 		wctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error {
-			watch := func(ctx context.Context) { ctl.WatchTidals(ctx, act.Dynamic(), wc.Tidal) }
-			if !wc.LeaderElection.IsEnabled() {
-				ctl.m.leader.Set(1)
-				watch(wctx)
-				return nil
-			}
-			host, _ := os.Hostname()
-			id := host + "_" + uuid.NewString()
-			return RunLeaderElected(wctx, act.Kube(), wc.LeaderElection, id, logger,
-				func(b bool) { ctl.m.leader.Set(map[bool]float64{true: 1}[b]) }, watch)
-		}, func(error) {
+		g.Add(func() error { return s.superviseWatch(wctx) }, func(error) {
 			cancel()
 			logger.Info("tidal watch stopped")
 		})
+	}
+	{ // reload on SIGHUP
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		hctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error {
+			defer signal.Stop(hup)
+			for {
+				select {
+				case <-hctx.Done():
+					return nil
+				case <-hup:
+					logger.Info("SIGHUP received; reloading the configuration", "file", s.file)
+					_ = s.reload()
+				}
+			}
+		}, func(error) { cancel() })
 	}
 	{ // shutdown on ctx
 		cctx, cancel := context.WithCancel(ctx)
@@ -228,39 +221,276 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 			return nil
 		}, func(error) { cancel() })
 	}
-	logger.Info("starting debi webhook", "mode", wc.Mode, "policies", len(cfg.Policies), "tidal_watch", wc.Tidal.IsEnabled())
+	wc := cfg.Webhook
+	logger.Info("starting debi webhook", "mode", wc.Mode, "policies", len(cfg.Policies), "tidal_watch", wc.Tidal.IsEnabled(),
+		"tidal_push", wc.Tidal.Push.Enabled)
 	return g.Run()
 }
 
-// PrometheusQuery returns a QueryFunc over Prometheus's HTTP API. A query must return exactly
-// one finite, non-negative sample; anything else is an error (the caller falls back).
-func PrometheusQuery(url string, timeout time.Duration) (QueryFunc, error) {
-	c, err := api.NewClient(api.Config{Address: url})
+// restConfig is opts.RestConfig, or the kubeconfig found by client-go's default loading rules
+// (--kubeconfig, else $KUBECONFIG, else ~/.kube/config), or the in-cluster configuration when
+// there is none: what kubectl and controller-runtime do.
+func restConfig(opts Options) (*rest.Config, error) {
+	rc := opts.RestConfig
+	if rc == nil {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = opts.Kubeconfig
+		var err error
+		rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client configuration (--kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster): %w", err)
+		}
+	}
+	rc = rest.CopyConfig(rc)
+	rc.UserAgent = "debi-webhook"
+	if rc.QPS == 0 { // client-go's default (5/s, burst 10) would cap the webhook at ~2 patches/s
+		rc.QPS, rc.Burst = 50, 100
+	}
+	return rc, nil
+}
+
+// loadConfig reads and validates the configuration file; raw is its content, so that a reload
+// of an unchanged file can be told apart.
+func loadConfig(file string, logger *slog.Logger) ([]byte, *config.Config, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := config.Load(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", file, err)
+	}
+	for _, w := range cfg.Warnings() {
+		logger.Warn("configuration setting replaced by its default", "warning", w)
+	}
+	return raw, cfg, nil
+}
+
+// server holds what survives a reload (clients, metrics, the Lease identity) and the
+// configuration in force.
+type server struct {
+	file     string
+	act      *KubeActuator
+	recorder record.EventRecorder
+	m        *metrics
+	logger   *slog.Logger
+	// id is this replica's identity in the Lease, the same across reloads.
+	id string
+
+	reloadMu sync.Mutex
+	current  atomic.Pointer[generation]
+	live     atomic.Pointer[endpoints]
+	// restart tells the watch to start again with the configuration in force.
+	restart chan struct{}
+}
+
+// generation is one loaded configuration and what was built from it.
+type generation struct {
+	raw []byte
+	cfg *config.Config
+	ctl *Controller
+	ep  *endpoints
+}
+
+// build makes a Controller and the endpoints (with their token files read) of a configuration.
+// Nothing is installed: a failure leaves the configuration in force untouched.
+func (s *server) build(raw []byte, cfg *config.Config) (*generation, error) {
+	wc := cfg.Webhook
+	if wc.BearerTokenFile == "" && !wc.AllowUnauthenticated {
+		return nil, errors.New("webhook.bearer_token_file: required to run the webhook (or set webhook.allow_unauthenticated: true)")
+	}
+	query, err := newQuery(cfg, s.logger)
 	if err != nil {
 		return nil, err
 	}
-	papi := promv1.NewAPI(c)
-	return func(ctx context.Context, expr string) (float64, error) {
-		if timeout > 0 {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
-			defer cancel()
+	ctl, err := NewController(cfg, ControllerOptions{Actuator: s.act, Query: query, Recorder: s.recorder, Metrics: s.m, Logger: s.logger})
+	if err != nil {
+		return nil, err
+	}
+	g := &generation{raw: raw, cfg: cfg, ctl: ctl}
+	if g.ep, err = s.endpoints(g); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// endpoints reads the token files of g's configuration.
+func (s *server) endpoints(g *generation) (*endpoints, error) {
+	wc := g.cfg.Webhook
+	ep := &endpoints{scaler: g.ctl, push: wc.Tidal.Push.Enabled, maxBodyBytes: wc.MaxBodyBytes, timeout: wc.DecisionTimeout}
+	var am, push *tokenFile
+	var err error
+	if wc.BearerTokenFile != "" {
+		if am, err = newTokenFile(wc.BearerTokenFile, "webhook.bearer_token_file", s.logger,
+			s.m.tokenReloadFailures.WithLabelValues("alertmanager")); err != nil {
+			return nil, err
 		}
-		v, _, _, err := papi.Query(ctx, expr, time.Now())
-		if err != nil {
-			return 0, fmt.Errorf("query %s: %w", expr, err)
+		ep.alertmanager = am
+	}
+	if wc.Tidal.Push.Enabled && wc.Tidal.Push.BearerTokenFile != "" {
+		if push, err = newTokenFile(wc.Tidal.Push.BearerTokenFile, "webhook.tidal.push.bearer_token_file", s.logger,
+			s.m.tokenReloadFailures.WithLabelValues("tidal")); err != nil {
+			return nil, err
 		}
-		vec, ok := v.(model.Vector)
-		if !ok {
-			return 0, fmt.Errorf("query %s: want an instant vector, got %s", expr, v.Type())
+		ep.tidal = push
+	}
+	if am != nil && push != nil && am.current() == push.current() {
+		return nil, errors.New("webhook.tidal.push.bearer_token_file: holds the same token as webhook.bearer_token_file; give /v1/tidal a token of its own")
+	}
+	return ep, nil
+}
+
+// install puts g in force; old is the generation it replaces (nil at start).
+func (s *server) install(g *generation, old *generation) {
+	s.current.Store(g)
+	s.live.Store(g.ep)
+	info := policyInfo(g.cfg)
+	for _, l := range info {
+		s.m.policyInfo.WithLabelValues(l[:]...).Set(1)
+	}
+	if old == nil {
+		return
+	}
+	// Deleted rather than Reset, so that a scrape never sees the policies vanish.
+	for _, l := range policyInfo(old.cfg) {
+		if !slices.Contains(info, l) {
+			s.m.policyInfo.DeleteLabelValues(l[:]...)
 		}
-		if len(vec) != 1 {
-			return 0, fmt.Errorf("query %s: want one series, got %d", expr, len(vec))
+	}
+	// The last-decision gauges of policies no longer configured would stay at their last value.
+	for _, p := range old.cfg.Policies {
+		if _, ok := g.cfg.PolicyByName(p.Name); ok {
+			continue
 		}
-		x := float64(vec[0].Value)
-		if x != x || x < 0 || x > 1e9 {
-			return 0, fmt.Errorf("query %s: value %v is not a usable load", expr, x)
+		l := prometheus.Labels{"policy": p.Name}
+		for _, v := range []*prometheus.GaugeVec{s.m.lastReplicas, s.m.lastLoad, s.m.lastTarget, s.m.lastTimestamp, s.m.paused} {
+			v.DeletePartialMatch(l)
 		}
-		return x, nil
-	}, nil
+	}
+}
+
+// policyInfo are the label values of debi_webhook_policy_info: policy, mode and algorithm (the
+// policy name normalised, as "naive-hpa").
+func policyInfo(cfg *config.Config) [][3]string {
+	var out [][3]string
+	for _, p := range cfg.Policies {
+		alg := p.Algorithm
+		if spec, err := policy.Parse(p.Algorithm, p.Model); err == nil {
+			alg = spec.Name
+		}
+		out = append(out, [3]string{p.Name, cfg.Webhook.ModeFor(p.Name), alg})
+	}
+	return out
+}
+
+// reload reads the configuration file again and puts it in force; on error the configuration in
+// force stays. Reloads are serialised.
+func (s *server) reload() error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	err := s.reloadLocked()
+	if err != nil {
+		s.m.configReloadSuccess.Set(0)
+		s.logger.Error("configuration reload failed; the previous configuration stays in force", "file", s.file, "err", err)
+		return err
+	}
+	s.m.configReloadSuccess.Set(1)
+	s.m.configReloadTimestamp.SetToCurrentTime()
+	return nil
+}
+
+func (s *server) reloadLocked() error {
+	raw, cfg, err := loadConfig(s.file, s.logger)
+	if err != nil {
+		return err
+	}
+	old := s.current.Load()
+	if bytes.Equal(raw, old.raw) {
+		// Token files are read again on change by themselves; restarting the watch would only
+		// hand the Lease over for nothing.
+		s.logger.Info("configuration unchanged", "file", s.file)
+		return nil
+	}
+	g, err := s.build(raw, cfg)
+	if err != nil {
+		return err
+	}
+	s.install(g, old)
+	select {
+	case s.restart <- struct{}{}:
+	default: // a restart is already pending; it will pick up this generation
+	}
+	wc := cfg.Webhook
+	s.logger.Info("configuration reloaded", "file", s.file, "mode", wc.Mode, "policies", len(cfg.Policies),
+		"tidal_watch", wc.Tidal.IsEnabled(), "tidal_push", wc.Tidal.Push.Enabled)
+	return nil
+}
+
+// superviseWatch runs the Tidal watch of the configuration in force until ctx ends, and starts
+// it again after each reload.
+func (s *server) superviseWatch(ctx context.Context) error {
+	for {
+		g := s.current.Load()
+		wctx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- s.watch(wctx, g) }()
+		select {
+		case <-ctx.Done():
+			stop()
+			return <-done
+		case err := <-done:
+			stop()
+			if err != nil {
+				return err
+			}
+			// The watch ended by itself (disabled, or its resources not served): wait for a
+			// reload or the end.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-s.restart:
+			}
+		case <-s.restart:
+			stop()
+			if err := <-done; err != nil {
+				return err
+			}
+			s.logger.Info("restarting the tidal watch with the reloaded configuration")
+		}
+	}
+}
+
+// watch runs g's Tidal watch, under the Lease when leader election is on, until ctx ends.
+func (s *server) watch(ctx context.Context, g *generation) error {
+	wc := g.cfg.Webhook
+	if !wc.Tidal.IsEnabled() {
+		return nil
+	}
+	watch := func(ctx context.Context) { g.ctl.WatchTidals(ctx, s.act.Dynamic(), wc.Tidal) }
+	if !wc.LeaderElection.IsEnabled() {
+		s.m.leader.Set(1)
+		defer s.m.leader.Set(0)
+		watch(ctx)
+		return nil
+	}
+	return RunLeaderElected(ctx, s.act.Kube(), wc.LeaderElection, s.id, s.logger,
+		func(b bool) { s.m.leader.Set(map[bool]float64{true: 1}[b]) }, watch)
+}
+
+// newQuery reads Prometheus as global.prometheus_url and global.http_config say; nil when no
+// Prometheus is configured (decisions use the alerts' annotations).
+func newQuery(cfg *config.Config, logger *slog.Logger) (QueryFunc, error) {
+	if cfg.Global.PrometheusURL == "" {
+		logger.Warn("global.prometheus_url is empty: decisions use the alerts' annotations (fallback)")
+		return nil, nil
+	}
+	var hc commoncfg.HTTPClientConfig
+	if cfg.Global.HTTPConfig != nil {
+		hc = *cfg.Global.HTTPConfig
+	}
+	client, err := promclient.New(cfg.Global.PrometheusURL, hc)
+	if err != nil {
+		return nil, fmt.Errorf("global.prometheus_url: %w", err)
+	}
+	return PrometheusQuery(client, cfg.Global.QueryTimeout, cfg.Global.LookbackDelta), nil
 }

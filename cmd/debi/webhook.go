@@ -13,6 +13,9 @@ import (
 	"github.com/debi-scaler/debi/webhook"
 )
 
+// runWebhook is `debi webhook`. ctx ends on SIGINT or SIGTERM; webhook.Run itself reloads the
+// configuration on SIGHUP and POST|PUT /-/reload, and finds the cluster as kubectl does
+// (--kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster).
 func runWebhook(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("debi webhook", flag.ContinueOnError)
 	fs.SetOutput(stderr)
