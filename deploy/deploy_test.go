@@ -407,6 +407,17 @@ func checkExporterJob(t *testing.T, objs []*unstructured.Unstructured) {
 		return // nothing to agree with
 	}
 	for _, sm := range findAll(objs, "ServiceMonitor") {
+		// Both keep their own labels: the exporter's namespace/workload name the scaled
+		// workload (renamed exported_namespace, the scale alert would name the exporter's
+		// namespace and the webhook refuse it), the webhook's endpoint is its own.
+		eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		for i, ep := range eps {
+			if h, _ := ep.(map[string]any)["honorLabels"].(bool); !h {
+				t.Errorf("ServiceMonitor %s endpoints[%d]: honorLabels not true", sm.GetName(), i)
+			}
+		}
+	}
+	for _, sm := range findAll(objs, "ServiceMonitor") {
 		if !strings.HasSuffix(sm.GetName(), "exporter") {
 			continue
 		}
