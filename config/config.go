@@ -178,6 +178,9 @@ type Policy struct {
 type givenKeys struct {
 	Scaling struct {
 		Budget map[string]any `yaml:"budget"`
+		// Window is set when the file names scaling.window: 0s then disables debi's window
+		// term (METHOD §5.5), as scaling.Params documents, instead of taking the default.
+		Window any `yaml:"window"`
 	} `yaml:"scaling"`
 	Budget map[string]any `yaml:"budget"`
 }
@@ -440,7 +443,11 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys) error {
 
 	// Defaults: zero values are filled from the paper's and Kubernetes' defaults field by field,
 	// so a policy names only what it changes.
+	noWindow := given.Scaling.Window != nil && p.Scaling.Window == 0
 	fillParams(&p.Scaling, scaling.DefaultParams())
+	if noWindow {
+		p.Scaling.Window = 0
+	}
 	fillUnset(&p.Scaling.Budget, scaling.DefaultBudgetParams(), given.Scaling.Budget)
 	if err := p.Scaling.Validate(); err != nil {
 		// BudgetParams name their fields budget.u_sla …: the path is scaling.budget.u_sla.

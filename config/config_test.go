@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -299,5 +300,23 @@ func TestBudgetMinimalDefaults(t *testing.T) {
 	}
 	if p := c.Policies[0]; p.Budget != forecast.DefaultCalibratorConfig() || p.Scaling.Budget != scaling.DefaultBudgetParams() {
 		t.Errorf("budget %+v, scaling.budget %+v: want the defaults", p.Budget, p.Scaling.Budget)
+	}
+}
+
+// TestWindowZeroDisables: scaling.window: 0s turns debi's window term off (scaling.Params says
+// 0 disables it); left out, it is the 5m default.
+func TestWindowZeroDisables(t *testing.T) {
+	const tmpl = "policies:\n  - {name: web, target: {namespace: shop, name: web}, algorithm: debi, request: 1%s}\n"
+	for _, tc := range []struct {
+		scaling string
+		want    time.Duration
+	}{{"", 5 * time.Minute}, {", scaling: {window: 0s}", 0}, {", scaling: {window: 2m}", 2 * time.Minute}, {", scaling: {min_replicas: 2}", 5 * time.Minute}} {
+		c, err := Load([]byte(fmt.Sprintf(tmpl, tc.scaling)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Policies[0].Scaling.Window; got != tc.want {
+			t.Errorf("%q: window %v, want %v", tc.scaling, got, tc.want)
+		}
 	}
 }

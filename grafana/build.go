@@ -158,6 +158,8 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			q{expr: `debi_ready_replicas{` + sel + `}`, legend: "{{policy}} ready"},
 			q{expr: `debi_recommended_replicas{` + sel + `}`, legend: "{{policy}} recommended"},
 			q{expr: `debi_webhook_last_decision_replicas{` + sel + `}`, legend: "{{policy}} webhook decision ({{mode}})"},
+			q{expr: `debi_decision_floor_replicas{` + sel + `}`, legend: "{{policy}} floor the state allows"},
+			q{expr: `debi_decision_ceiling_replicas{` + sel + `}`, legend: "{{policy}} ceiling the state allows"},
 		).Min(0).Decimals(0)).
 		WithRow(row(&id, "Cost and overload")).
 		WithPanel(singleStat(id.next(), "Cost (replica-minutes)",
@@ -264,6 +266,13 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			"Writes to the API server per minute by mode (act: scale subresource; hpa-floor: HPA minReplicas) and result.",
 			"short", 8, 8,
 			q{expr: `sum by (mode, result) (rate(debi_webhook_patches_total{` + sel + `}[$__rate_interval])) * 60`, legend: "{{mode}} {{result}}"},
+		).Min(0)).
+		WithPanel(series(id.next(), "Webhook: held, fallback, paused",
+			"Decisions per minute the webhook held (an input stale, missing or ambiguous, the target paused, a fallback that would scale down) and decided on the alert's annotations because Prometheus was unreachable; 1 while the policy is paused (configuration, debi.io/paused, or at 0 replicas). docs/runbooks.md: DebiWebhookDecisionsHeld, DebiWebhookFallbackInUse.",
+			"short", 8, 8,
+			q{expr: `sum by (policy) (rate(debi_webhook_decisions_total{result="held", ` + sel + `}[$__rate_interval])) * 60`, legend: "{{policy}} held/min"},
+			q{expr: `sum by (policy) (rate(debi_webhook_decisions_total{source="annotation", ` + sel + `}[$__rate_interval])) * 60`, legend: "{{policy}} fallback/min"},
+			q{expr: `max by (policy) (debi_webhook_policy_paused{` + sel + `})`, legend: "{{policy}} paused"},
 		).Min(0)).
 		WithPanel(series(id.next(), "Webhook decision latency",
 			"99th and 50th percentile time to decide: reading the scale subresource and Prometheus, running the algorithm, patching.",

@@ -32,7 +32,7 @@ policies:
     algorithm: debi
     model: naive
     request: 1
-    scaling: {min_replicas: 2, max_replicas: 20, lower: 0.3, upper: 0.7, tolerance: 0.1, window: 0s}
+    scaling: {min_replicas: 2, max_replicas: 20, lower: 0.3, upper: 0.7, tolerance: 0.1, window: 5m}
   - name: db
     target: {api_version: apps/v1, kind: StatefulSet, namespace: shop, name: db}
     algorithm: hpa
