@@ -82,3 +82,14 @@ servers: ## build Prometheus, Alertmanager, kube-apiserver, etcd and helm from t
 
 help: ## this list
 	@grep -E '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
+
+# The container image, without Docker (hack/image). Every timestamp is SOURCE_DATE_EPOCH (default:
+# the commit time), BuildDate included, so two builds of one commit give the same digest.
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+.PHONY: image image-test
+
+image: ## the image without Docker: bin/image/ (OCI layout, IMAGE_PLATFORMS) and bin/debi-image.tar (docker load); prints the digests
+	hack/image.sh build --version '$(VERSION)' --revision '$(REVISION)' --ldflags '$(LDFLAGS)' --platforms '$(IMAGE_PLATFORMS)'
+
+image-test: ## the image's test: validate the layout, run debi from the layer, same digest twice
+	hack/image.sh test

@@ -178,15 +178,16 @@ func established(u *unstructured.Unstructured) bool {
 	return false
 }
 
-// TestServerSideDryRun applies the kustomize base and the Helm chart's output to a real
-// kube-apiserver with a server-side dry run: every object must pass the API server's
-// validation, the CRDs' OpenAPI schemas (strict: no unknown fields) and RBAC's escalation
-// check. A deliberately misspelt ServiceMonitor shows the check has teeth.
+// TestServerSideDryRun applies the Helm chart's output — defaults, the example values, the
+// NetworkPolicy and TLS variant — to a real kube-apiserver with a server-side dry run, first
+// without the Prometheus Operator's CRDs (the chart then leaves its objects out), then with
+// them, together with the kustomize base and its example overlay: every object must pass the
+// API server's validation, the CRDs' OpenAPI schemas (strict: no unknown fields) and RBAC's
+// escalation check. A deliberately misspelt ServiceMonitor shows the check has teeth.
 func TestServerSideDryRun(t *testing.T) {
 	c := startCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c.installCRDs(ctx, t, crdDir(t))
 	// Namespaces exist for real: a dry-run Namespace does not make its objects applicable.
 	for _, ns := range []string{"debi-system", "debi", "shop", "web", "monitoring"} {
 		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
@@ -195,17 +196,9 @@ func TestServerSideDryRun(t *testing.T) {
 		}
 	}
 
-	t.Run("negative control", func(t *testing.T) {
-		bad := decodeObjects(t, []byte(`{"apiVersion":"monitoring.coreos.com/v1","kind":"ServiceMonitor","metadata":{"name":"x"},"spec":{"selector":{},"endpoints":[{"prot":"metrics"}]}}`))[0]
-		err := c.apply(ctx, bad, "debi", true)
-		if err == nil || !strings.Contains(err.Error(), "prot") {
-			t.Fatalf("a ServiceMonitor with an unknown field was accepted (err %v): the dry run proves nothing", err)
-		}
-	})
-
 	applyAll := func(t *testing.T, objs []*unstructured.Unstructured, ns string) {
 		t.Helper()
-		if len(objs) < 15 {
+		if len(objs) < 10 {
 			t.Fatalf("only %d objects rendered", len(objs))
 		}
 		for _, o := range objs {
@@ -214,12 +207,41 @@ func TestServerSideDryRun(t *testing.T) {
 			}
 		}
 	}
+	bin := helmBin(t)
+	// Before the Operator's CRDs: helm install's defaults and the example are accepted as they
+	// are, without the Operator's objects (helm template sees no monitoring.coreos.com, as
+	// helm install sees none on such a cluster).
+	t.Run("helm without the Operator", func(t *testing.T) {
+		for _, vals := range [][]string{nil, {"--values", exampleValues}, {"--values", networkTLSValues(t)}} {
+			objs := helmTemplate(t, bin, "debi", vals...)
+			for _, k := range operatorKinds {
+				if find(objs, k, "") != nil {
+					t.Errorf("%v: a %s rendered without its CRD", vals, k)
+				}
+			}
+			applyAll(t, objs, "debi")
+		}
+	})
+
+	c.installCRDs(ctx, t, crdDir(t))
+	t.Run("negative control", func(t *testing.T) {
+		bad := decodeObjects(t, []byte(`{"apiVersion":"monitoring.coreos.com/v1","kind":"ServiceMonitor","metadata":{"name":"x"},"spec":{"selector":{},"endpoints":[{"prot":"metrics"}]}}`))[0]
+		err := c.apply(ctx, bad, "debi", true)
+		if err == nil || !strings.Contains(err.Error(), "prot") {
+			t.Fatalf("a ServiceMonitor with an unknown field was accepted (err %v): the dry run proves nothing", err)
+		}
+	})
 	t.Run("kustomize", func(t *testing.T) {
 		applyAll(t, renderKustomize(t, "kustomize/base"), "debi-system")
+		applyAll(t, renderKustomize(t, "kustomize/examples/shop-web"), "debi-system")
 	})
 	t.Run("helm", func(t *testing.T) {
-		bin := helmBin(t)
-		applyAll(t, helmTemplate(t, bin, "debi"), "debi")
-		applyAll(t, helmTemplate(t, bin, "debi", "--values", variantValues(t)), "debi")
+		for _, vals := range [][]string{nil, {"--values", exampleValues}, {"--values", variantValues(t)}, {"--values", networkTLSValues(t)}} {
+			objs := helmTemplate(t, bin, "debi", append(vals, operatorAPIs...)...)
+			if find(objs, "ServiceMonitor", "") == nil || find(objs, "AlertmanagerConfig", "") == nil {
+				t.Errorf("%v: Operator objects missing though their CRDs are served", vals)
+			}
+			applyAll(t, objs, "debi")
+		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -213,9 +214,6 @@ func checkConfig(t *testing.T, objs []*unstructured.Unstructured, namespace, mod
 	if err != nil {
 		t.Fatalf("ConfigMap %s: debi.yml does not load: %v\n%s", cm.GetName(), err, raw)
 	}
-	if len(cfg.Policies) == 0 {
-		t.Error("the example configuration has no policy")
-	}
 	if cfg.Webhook.Mode != mode {
 		t.Errorf("the webhook runs in mode %q, want %q (the example: shadow first)", cfg.Webhook.Mode, mode)
 	}
@@ -305,7 +303,7 @@ func anyNamespace(url string) string {
 func TestKustomizeBase(t *testing.T) {
 	objs := renderKustomize(t, "kustomize/base")
 	want := []string{
-		"AlertmanagerConfig/debi-webhook", "ClusterRole/debi-webhook-scaler", "RoleBinding/debi-webhook-scaler",
+		"AlertmanagerConfig/debi-webhook", "ClusterRole/debi-webhook-scaler",
 		"ConfigMap/debi-config", "Deployment/debi-exporter", "Deployment/debi-webhook", "Namespace/debi-system",
 		"PodDisruptionBudget/debi-webhook", "Role/debi-webhook-leader-election", "RoleBinding/debi-webhook-leader-election",
 		"Service/debi-exporter", "Service/debi-webhook", "ServiceAccount/debi-exporter", "ServiceAccount/debi-webhook",
@@ -331,11 +329,47 @@ func TestKustomizeBase(t *testing.T) {
 	checkPrometheusRules(t, objs, "")
 	checkDashboards(t, objs, "grafana_dashboard")
 	cfg := checkConfig(t, objs, "debi-system", config.ModeShadow)
-	checkScalerBindings(t, objs, TargetNamespaces(cfg))
+	if len(cfg.Policies) != 0 {
+		t.Errorf("the base configures %d policies, want none (the example is an overlay)", len(cfg.Policies))
+	}
+	checkScalerBindings(t, objs, nil)
 	checkScalerRules(t, objs)
 	checkAlertmanagerConfig(t, objs)
 	checkLeastPrivilege(t, objs)
 	checkExporterJob(t, objs)
+	checkProbes(t, objs)
+
+	t.Run("example overlay", func(t *testing.T) {
+		ex := renderKustomize(t, "kustomize/examples/shop-web")
+		if got, want := inventory(ex), append(inventory(objs), "RoleBinding/debi-webhook-scaler"); !reflect.DeepEqual(got, sorted(want)) {
+			t.Errorf("the overlay adds more than the scaler RoleBinding:\n got %v\nwant %v", got, sorted(want))
+		}
+		cfg := checkConfig(t, ex, "debi-system", config.ModeShadow)
+		if len(cfg.Policies) != 1 || cfg.Policies[0].Name != "shop-web" {
+			t.Errorf("the overlay's policies %v, want shop-web", cfg.Policies)
+		}
+		checkScalerBindings(t, ex, TargetNamespaces(cfg))
+	})
+}
+
+func sorted(s []string) []string {
+	out := append([]string(nil), s...)
+	sort.Strings(out)
+	return out
+}
+
+// checkProbes: both binaries answer the Prometheus family's /-/healthy and /-/ready.
+func checkProbes(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, d := range findAll(objs, "Deployment") {
+		cs, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+		for probe, want := range map[string]string{"livenessProbe": "/-/healthy", "readinessProbe": "/-/ready"} {
+			p, _, _ := unstructured.NestedString(cs[0].(map[string]any), probe, "httpGet", "path")
+			if p != want {
+				t.Errorf("Deployment %s: %s on %q, want %s", d.GetName(), probe, p, want)
+			}
+		}
+	}
 }
 
 // checkScalerBindings: the scaler ClusterRole is bound exactly in the target namespaces, never

@@ -2,17 +2,29 @@ package deploy
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/debi-scaler/debi/config"
 )
 
 const chart = "helm/debi"
+
+// exampleValues is the chart's example policy, the counterpart of the kustomize example overlay.
+const exampleValues = chart + "/examples/values-example.yaml"
+
+// operatorAPIs makes helm template see the Prometheus Operator's API versions, as helm install
+// does on a cluster that serves them.
+var operatorAPIs = []string{"--api-versions", "monitoring.coreos.com/v1", "--api-versions", "monitoring.coreos.com/v1alpha1"}
+
+// operatorKinds are the kinds rendered only where their CRDs are served.
+var operatorKinds = []string{"ServiceMonitor", "PrometheusRule", "AlertmanagerConfig"}
 
 // helmTemplate renders the chart as release "debi" in namespace ns with extra helm flags.
 func helmTemplate(t *testing.T, bin, ns string, flags ...string) []*unstructured.Unstructured {
@@ -27,6 +39,64 @@ func TestHelmLint(t *testing.T) {
 	bin := helmBin(t)
 	helm(t, bin, "lint", "--strict", chart)
 	helm(t, bin, "lint", "--strict", chart, "--values", variantValues(t))
+	helm(t, bin, "lint", "--strict", chart, "--values", exampleValues)
+	helm(t, bin, "lint", "--strict", chart, "--values", networkTLSValues(t))
+}
+
+// TestHelmSchema: values.schema.json rejects wrong types, unknown keys and values outside the
+// enums, in helm lint and helm template alike.
+func TestHelmSchema(t *testing.T) {
+	bin := helmBin(t)
+	for _, tc := range []struct{ name, set, want string }{
+		{"mode", `config.webhook.mode="bogus"`, "/config/webhook/mode"},
+		{"replicas", `webhook.replicas="two"`, "/webhook/replicas"},
+		{"log level", `log.level="verbose"`, "/log/level"},
+		{"unknown key", `webhook.replica=2`, "replica"},
+		{"auto", `serviceMonitor.enabled="yes"`, "/serviceMonitor/enabled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, cmd := range []string{"template", "lint"} {
+				out, err := helmErr(bin, cmd, "debi", chart, "--set-json", tc.set)
+				if cmd == "lint" {
+					out, err = helmErr(bin, cmd, chart, "--set-json", tc.set)
+				}
+				if err == nil || !strings.Contains(out, tc.want) {
+					t.Errorf("helm %s --set-json %s: err %v, want a schema error naming %s\n%s", cmd, tc.set, err, tc.want, out)
+				}
+			}
+		})
+	}
+}
+
+// helmErr runs helm expecting it may fail, with a private home; it returns stdout and stderr.
+func helmErr(bin string, args ...string) (string, error) {
+	home, err := os.MkdirTemp("", "helm")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(home)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// networkTLSValues switches on the NetworkPolicies and TLS from an existing Secret.
+func networkTLSValues(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "values.yaml")
+	err := os.WriteFile(f, []byte(`
+networkPolicy:
+  enabled: true
+  alertmanager: {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}
+webhook:
+  tls: {enabled: true, secretName: debi-webhook-cert}
+log: {level: debug, format: json}
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // variantValues turns on the chart's optional branches: namespaced RBAC, Tidal resources, an
@@ -64,7 +134,7 @@ dashboards: {namespace: monitoring}
 // configuration that loads, and the same route to the webhook.
 func TestHelmTemplate(t *testing.T) {
 	bin := helmBin(t)
-	objs := helmTemplate(t, bin, "debi")
+	objs := helmTemplate(t, bin, "debi", operatorAPIs...)
 	base := renderKustomize(t, "kustomize/base")
 	if got, want := inventory(objs, "Secret"), inventory(base, "Namespace"); !reflect.DeepEqual(got, want) {
 		t.Errorf("helm and kustomize differ:\nhelm:      %v\nkustomize: %v", got, want)
@@ -76,7 +146,67 @@ func TestHelmTemplate(t *testing.T) {
 	checkPrometheusRules(t, objs, "debi-")
 	checkDashboards(t, objs, "grafana_dashboard")
 	cfg := checkConfig(t, objs, "debi", config.ModeShadow)
-	checkScalerBindings(t, objs, TargetNamespaces(cfg))
+	if len(cfg.Policies) != 0 {
+		t.Errorf("the chart's defaults configure %d policies, want none (examples/values-example.yaml has one)", len(cfg.Policies))
+	}
+	checkScalerBindings(t, objs, nil)
+	checkProbes(t, objs)
+	if dep := find(objs, "Deployment", "debi-webhook"); !strings.Contains(toString(dep.Object), "ghcr.io/debi-scaler/debi:"+chartAppVersion(t)) {
+		t.Errorf("the image tag is not the chart's appVersion %s", chartAppVersion(t))
+	}
+
+	t.Run("without the Operator", func(t *testing.T) {
+		objs := helmTemplate(t, bin, "debi")
+		for _, k := range operatorKinds {
+			if o := find(objs, k, ""); o != nil {
+				t.Errorf("%s %s rendered, yet monitoring.coreos.com is not served", k, o.GetName())
+			}
+		}
+		objs = helmTemplate(t, bin, "debi", "--set", "serviceMonitor.enabled=true", "--set", "prometheusRule.enabled=false")
+		if find(objs, "ServiceMonitor", "") == nil || find(objs, "AlertmanagerConfig", "") != nil {
+			t.Error("serviceMonitor.enabled=true does not force the ServiceMonitors")
+		}
+		objs = helmTemplate(t, bin, "debi", append([]string{"--set", "prometheusRule.enabled=false"}, operatorAPIs...)...)
+		if find(objs, "PrometheusRule", "") != nil {
+			t.Error("prometheusRule.enabled=false still renders PrometheusRules")
+		}
+	})
+
+	t.Run("example", func(t *testing.T) {
+		objs := helmTemplate(t, bin, "debi", append([]string{"--values", exampleValues}, operatorAPIs...)...)
+		overlay := renderKustomize(t, "kustomize/examples/shop-web")
+		if got, want := inventory(objs, "Secret"), inventory(overlay, "Namespace"); !reflect.DeepEqual(got, want) {
+			t.Errorf("helm with the example values and the example overlay differ:\nhelm:      %v\nkustomize: %v", got, want)
+		}
+		cfg := checkConfig(t, objs, "debi", config.ModeShadow)
+		want := checkConfig(t, overlay, "debi-system", config.ModeShadow)
+		if !reflect.DeepEqual(cfg.Policies, want.Policies) {
+			t.Errorf("examples/values-example.yaml and the overlay's debi.yml configure different policies:\n%+v\n%+v", cfg.Policies, want.Policies)
+		}
+		checkScalerBindings(t, objs, TargetNamespaces(cfg))
+	})
+
+	t.Run("network policy and TLS", func(t *testing.T) {
+		objs := helmTemplate(t, bin, "debi", append([]string{"--values", networkTLSValues(t)}, operatorAPIs...)...)
+		checkNetworkPolicies(t, objs)
+		checkTLS(t, objs, "debi-webhook-cert")
+	})
+
+	t.Run("cert-manager", func(t *testing.T) {
+		flags := []string{"--set", "webhook.tls.enabled=true", "--set", "webhook.tls.certManager.enabled=true", "--set", "webhook.tls.certManager.issuerRef.name=ca"}
+		if out, err := helmErr(bin, append([]string{"template", "debi", chart}, flags...)...); err == nil || !strings.Contains(out, "cert-manager.io/v1") {
+			t.Errorf("certManager.enabled without cert-manager.io/v1 served: err %v\n%s", err, out)
+		}
+		objs := helmTemplate(t, bin, "debi", append(append(flags, "--api-versions", "cert-manager.io/v1"), operatorAPIs...)...)
+		crt := find(objs, "Certificate", "debi-webhook")
+		if crt == nil {
+			t.Fatal("no Certificate")
+		}
+		if s := toString(crt.Object["spec"]); !strings.Contains(s, "secretName:debi-webhook-tls") || !strings.Contains(s, "debi-webhook.debi.svc") || !strings.Contains(s, "name:ca") {
+			t.Errorf("Certificate spec %s", s)
+		}
+		checkTLS(t, objs, "debi-webhook-tls")
+	})
 	checkScalerRules(t, objs)
 	checkAlertmanagerConfig(t, objs)
 	checkLeastPrivilege(t, objs)
@@ -91,7 +221,7 @@ func TestHelmTemplate(t *testing.T) {
 	})
 
 	t.Run("variant", func(t *testing.T) {
-		objs := helmTemplate(t, bin, "ops", "--values", variantValues(t))
+		objs := helmTemplate(t, bin, "ops", append([]string{"--values", variantValues(t)}, operatorAPIs...)...)
 		cfg := checkConfig(t, objs, "ops", config.ModeAct)
 		if len(cfg.Policies) != 1 || cfg.Policies[0].Name != "shop-api" || cfg.Webhook.Mode != "act" || cfg.Global.Interval.Seconds() != 30 {
 			t.Errorf("config override not applied: policies %v, mode %s, interval %v", cfg.Policies, cfg.Webhook.Mode, cfg.Global.Interval)
@@ -117,6 +247,9 @@ func TestHelmTemplate(t *testing.T) {
 			}
 		}
 		for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+			if len(findAll(objs, kind)) == 0 {
+				t.Errorf("no %s", kind)
+			}
 			for _, o := range findAll(objs, kind) {
 				if o.GetLabels()["release"] != "kube-prometheus-stack" {
 					t.Errorf("%s %s lacks the selector label", kind, o.GetName())
@@ -162,5 +295,82 @@ func checkSameSpecs(t *testing.T, helmObjs, baseObjs []*unstructured.Unstructure
 	}
 	if compared < 12 {
 		t.Errorf("compared only %d fields", compared)
+	}
+}
+
+// chartAppVersion reads appVersion from Chart.yaml.
+func chartAppVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct {
+		AppVersion string `yaml:"appVersion"`
+	}
+	if err := yaml.Unmarshal(b, &c); err != nil || c.AppVersion == "" {
+		t.Fatalf("Chart.yaml appVersion: %v", err)
+	}
+	return c.AppVersion
+}
+
+// checkNetworkPolicies: the webhook admits Alertmanager and Prometheus on its port, the exporter
+// Prometheus alone on its metrics port.
+func checkNetworkPolicies(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for name, want := range map[string][]string{
+		"debi-webhook":  {"app.kubernetes.io/name:alertmanager", "app.kubernetes.io/name:prometheus", "port:http", "kubernetes.io/metadata.name:monitoring"},
+		"debi-exporter": {"app.kubernetes.io/name:prometheus", "port:metrics"},
+	} {
+		np := find(objs, "NetworkPolicy", name)
+		if np == nil {
+			t.Errorf("no NetworkPolicy %s", name)
+			continue
+		}
+		s := toString(np.Object["spec"])
+		for _, w := range want {
+			if !strings.Contains(s, w) {
+				t.Errorf("NetworkPolicy %s lacks %s: %s", name, w, s)
+			}
+		}
+		if name == "debi-exporter" && strings.Contains(s, "alertmanager") {
+			t.Errorf("NetworkPolicy %s admits Alertmanager: %s", name, s)
+		}
+	}
+}
+
+// checkTLS: the webhook serves HTTPS from the Secret through --web.config.file, its probes and
+// its ServiceMonitor use https, and Alertmanager's receiver is https with the Secret's CA.
+func checkTLS(t *testing.T, objs []*unstructured.Unstructured, secret string) {
+	t.Helper()
+	dep := find(objs, "Deployment", "debi-webhook")
+	s := toString(dep.Object)
+	for _, w := range []string{"--web.config.file=/etc/debi/webhook-web.yml", "secretName:" + secret, "mountPath:/etc/debi/tls", "scheme:HTTPS"} {
+		if !strings.Contains(s, w) {
+			t.Errorf("webhook Deployment lacks %s", w)
+		}
+	}
+	var web string
+	for _, cm := range findAll(objs, "ConfigMap") {
+		if v, ok, _ := unstructured.NestedString(cm.Object, "data", "webhook-web.yml"); ok {
+			web = v
+		}
+	}
+	var wc struct {
+		TLS struct {
+			CertFile string `yaml:"cert_file"`
+			KeyFile  string `yaml:"key_file"`
+		} `yaml:"tls_server_config"`
+	}
+	if err := yaml.Unmarshal([]byte(web), &wc); err != nil || wc.TLS.CertFile != "/etc/debi/tls/tls.crt" || wc.TLS.KeyFile != "/etc/debi/tls/tls.key" {
+		t.Errorf("webhook-web.yml %q (%v): want tls_server_config with the mounted tls.crt and tls.key", web, err)
+	}
+	amc := find(objs, "AlertmanagerConfig", "")
+	if s := toString(amc.Object["spec"]); !strings.Contains(s, "url:https://debi-webhook.") || !strings.Contains(s, "name:"+secret) || !strings.Contains(s, "key:ca.crt") {
+		t.Errorf("AlertmanagerConfig does not reach the webhook over https with the Secret's CA: %s", s)
+	}
+	sm := find(objs, "ServiceMonitor", "debi-webhook")
+	if s := toString(sm.Object["spec"]); !strings.Contains(s, "scheme:https") || !strings.Contains(s, "key:ca.crt") {
+		t.Errorf("webhook ServiceMonitor does not scrape over https: %s", s)
 	}
 }

@@ -106,11 +106,17 @@ func TestBudgetSeries(t *testing.T) {
 			// The bounds the budget's hold allowed: the webhook clamps its rule into them.
 			{"debi_decision_floor_replicas", float64(want.Floor), nil},
 			{"debi_decision_ceiling_replicas", float64(want.Ceiling), nil},
+			// Why: the load that decided and the rule's branch.
+			{"debi_decision_info", 1, []string{"term", want.Term, "reason", want.Decision.Reason}},
+			{"debi_policy_max_replicas", 40, nil},
 		} {
 			// Not available (NaN) is left out: the margin of a zero forecast.
 			if got, ok := value(t, reg, c.name, "web", c.extra...); !near(got, c.want) || ok == math.IsNaN(c.want) {
 				t.Fatalf("step %d: %s %v = %v (present %v), want %v", i, c.name, c.extra, got, ok, c.want)
 			}
+		}
+		if want.Term != "quantile" && want.Term != "w1" {
+			t.Fatalf("step %d: a budget decision decided by %q, want quantile or w1", i, want.Term)
 		}
 		if want.Ceiling < want.Floor || want.Ceiling == 0 {
 			t.Fatalf("step %d: bounds [%d, %d]", i, want.Floor, want.Ceiling)

@@ -28,6 +28,8 @@ type policySnap struct {
 	request           float64
 	recommended       float64
 	floor, ceiling    float64
+	minR, maxR        float64
+	term, reason      string
 	current, ready    float64
 	stale             float64
 	mae               float64
@@ -81,6 +83,9 @@ var (
 	descRequest     = desc("debi_request_cores", "CPU request of one pod used for the loads.")
 	descTarget      = desc("debi_target_utilization_ratio", "Target utilization of the scaling rule (dynamic for debi).")
 	descRecommended = desc("debi_recommended_replicas", "Recommended replica count; never below the current count while inputs are missing.")
+	descDecision    = desc("debi_decision_info", "Why the last decision is what it is; always 1. term: the load that decided (w1 observed, w2 forecast, w3 high-water, quantile the budget's calibrated quantile, window debi's window term); reason: the rule's branch (scale-up, scale-down, within-tolerance, stabilized, rate-limited, at-min-replicas, at-max-replicas, …).", "term", "reason")
+	descMinR        = desc("debi_policy_min_replicas", "min_replicas of the policy: a recommendation there is limited by it.")
+	descMaxR        = desc("debi_policy_max_replicas", "max_replicas of the policy: a recommendation there is limited by it.")
 	descFloor       = desc("debi_decision_floor_replicas", "Lowest replica count the policy's state (stabilisation, rate limits, hold) allowed its last decision; the webhook's decision from fresh inputs is clamped into [floor, ceiling]. min_replicas for a stateless algorithm.")
 	descCeiling     = desc("debi_decision_ceiling_replicas", "Highest replica count the policy's state allowed its last decision (rate limits); max_replicas for a stateless algorithm.")
 	descCurrent     = desc("debi_current_replicas", "Spec replica count as last seen by the exporter.")
@@ -118,7 +123,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{
-	descInfo, descLoad, descDemand, descHorizon, descRequest, descTarget, descRecommended, descFloor, descCeiling,
+	descInfo, descLoad, descDemand, descHorizon, descRequest, descTarget, descRecommended, descFloor, descCeiling, descDecision, descMinR, descMaxR,
 	descCurrent, descReady, descStale, descLastSuccess, descSteps, descHistory, descMAE, descQueryErrors,
 	descXi, descSigma, descThreshold, descFallback, descExcesses, descTrainDuration, descLastTrain, descTrainFailures,
 	descHistoryStep, descHistoryRequired, descHistorySteps,
@@ -164,6 +169,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descTarget, p.target)
 		gauge(descRecommended, p.recommended)
 		gauge(descFloor, p.floor)
+		gauge(descMinR, p.minR)
+		gauge(descMaxR, p.maxR)
+		if p.reason != "" {
+			gauge(descDecision, 1, p.term, p.reason)
+		}
 		gauge(descCeiling, p.ceiling)
 		gauge(descCurrent, p.current)
 		gauge(descReady, p.ready)
@@ -221,6 +231,7 @@ func (ps *policyState) snap() policySnap {
 		historyStep: ps.histStep.Seconds(),
 		w1:          nan, w2: nan, w3: nan, w: nan, ww: nan, demand: nan, forecast: nan, highWater: nan, target: nan,
 		request: nan, recommended: nan, current: nan, ready: nan, floor: nan, ceiling: nan,
+		minR: float64(ps.cfg.Scaling.MinReplicas), maxR: float64(ps.cfg.Scaling.MaxReplicas),
 		mae: ps.mae.value(), lastSuccess: nan, lastTrain: nan, trainDuration: nan,
 		trainFailures: ps.trainFailures, historyPoints: float64(ps.historyPoints), steps: float64(ps.steps),
 		queryErrors: ps.queryErrors, stale: 0,
@@ -253,6 +264,7 @@ func (ps *policyState) snap() policySnap {
 		if r.Ceiling > 0 {
 			p.floor, p.ceiling = float64(r.Floor), float64(r.Ceiling)
 		}
+		p.term, p.reason = r.Term, r.Decision.Reason
 		if b := r.Budget; b != nil {
 			p.quantile, p.quantileDown, p.budgetForecast, p.margin = b.Quantile, b.QuantileDown, b.Forecast, b.Margin
 			p.level, p.errors, p.wDown = b.Alpha, float64(b.Errors), ps.lastWDown

@@ -10,7 +10,6 @@ package exporter
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -22,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	kingpin "github.com/alecthomas/kingpin/v2"
 	"github.com/oklog/run"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,9 +45,6 @@ type Options struct {
 	WebConfigFile string
 	// Shard selects this exporter's policies (--shard=i/n).
 	Shard Shard
-	// LogLevel is debug, info, warn or error (--log.level); read by the caller that builds the
-	// logger (see NewLogger).
-	LogLevel string
 
 	// Querier replaces the Prometheus client built from global.prometheus_url and
 	// global.http_config (embedding, tests); a reload keeps it.
@@ -56,24 +53,16 @@ type Options struct {
 	Listener net.Listener
 }
 
-// RegisterFlags registers the exporter's flags on fs and returns the options they fill.
-func RegisterFlags(fs *flag.FlagSet) *Options {
+// RegisterFlags declares the exporter's flags on cmd (`debi exporter`) and returns the options
+// they fill when the command line is parsed. --log.level and --log.format belong to the
+// application, which builds the one *slog.Logger it passes to Run.
+func RegisterFlags(cmd *kingpin.CmdClause) *Options {
 	o := &Options{}
-	fs.StringVar(&o.ConfigFile, "config.file", "debi.yml", "debi configuration file.")
-	fs.StringVar(&o.ListenAddress, "web.listen-address", ":9107", "Address on which to expose metrics.")
-	fs.StringVar(&o.WebConfigFile, "web.config.file", "", "Path to a web configuration file enabling TLS or authentication (exporter-toolkit format).")
-	fs.Var(&o.Shard, "shard", "Run only the policies whose name hashes (FNV-1a) to i modulo n, as i/n (default 0/1: all).")
-	fs.StringVar(&o.LogLevel, "log.level", "info", "Only log messages with the given severity or above: debug, info, warn, error.")
+	cmd.Flag("config.file", "debi configuration file; reloaded on SIGHUP and POST|PUT /-/reload.").Default("debi.yml").StringVar(&o.ConfigFile)
+	cmd.Flag("shard", "Run only the policies whose name hashes (FNV-1a) to i modulo n, as i/n (0/1: all).").Default("0/1").SetValue(&o.Shard)
+	cmd.Flag("web.config.file", "Path to a web configuration file enabling TLS or authentication (exporter-toolkit format).").Default("").StringVar(&o.WebConfigFile)
+	cmd.Flag("web.listen-address", "Address on which to expose metrics, /-/healthy, /-/ready and /-/reload.").Default(":9107").StringVar(&o.ListenAddress)
 	return o
-}
-
-// NewLogger builds the logfmt logger the Prometheus family uses, at the given level.
-func NewLogger(level string, w interface{ Write([]byte) (int, error) }) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log.level: %w", err)
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
 // Run loads the configuration, checks every query once (a policy whose query is at fault is

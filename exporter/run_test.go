@@ -2,7 +2,6 @@ package exporter
 
 import (
 	"context"
-	"flag"
 	"io"
 	"net/http"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	kingpin "github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
@@ -111,22 +111,28 @@ func TestRunConfigError(t *testing.T) {
 }
 
 func TestRegisterFlags(t *testing.T) {
-	fs := flag.NewFlagSet("exporter", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o := RegisterFlags(fs)
-	if o.ListenAddress != ":9107" || o.Shard.String() != "0/1" || o.LogLevel != "info" {
-		t.Fatalf("defaults: %+v", o)
+	parse := func(args ...string) (*Options, error) {
+		app := kingpin.New("debi", "")
+		app.Terminate(nil)
+		o := RegisterFlags(app.Command("exporter", ""))
+		_, err := app.Parse(append([]string{"exporter"}, args...))
+		return o, err
 	}
-	if err := fs.Parse([]string{"--config.file=x.yml", "--shard=2/3", "--web.listen-address=127.0.0.1:1", "--log.level=debug"}); err != nil {
+	o, err := parse()
+	if err != nil || o.ListenAddress != ":9107" || o.Shard.String() != "0/1" || o.ConfigFile != "debi.yml" || o.WebConfigFile != "" {
+		t.Fatalf("defaults: %+v, %v", o, err)
+	}
+	o, err = parse("--config.file=x.yml", "--shard=2/3", "--web.listen-address=127.0.0.1:1", "--web.config.file=web.yml")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if o.ConfigFile != "x.yml" || o.Shard != (Shard{2, 3}) || o.ListenAddress != "127.0.0.1:1" || o.LogLevel != "debug" {
+	if o.ConfigFile != "x.yml" || o.Shard != (Shard{2, 3}) || o.ListenAddress != "127.0.0.1:1" || o.WebConfigFile != "web.yml" {
 		t.Fatalf("parsed: %+v", o)
 	}
-	if err := fs.Parse([]string{"--shard=3/3"}); err == nil {
+	if _, err := parse("--shard=3/3"); err == nil {
 		t.Fatal("--shard=3/3 accepted")
 	}
-	if _, err := NewLogger("loud", io.Discard); err == nil {
-		t.Fatal("--log.level=loud accepted")
+	if _, err := parse("-config.file=x.yml"); err == nil {
+		t.Fatal("single-dash -config.file accepted")
 	}
 }

@@ -160,7 +160,14 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			q{expr: `debi_webhook_last_decision_replicas{` + sel + `}`, legend: "{{policy}} webhook decision ({{mode}})"},
 			q{expr: `debi_decision_floor_replicas{` + sel + `}`, legend: "{{policy}} floor the state allows"},
 			q{expr: `debi_decision_ceiling_replicas{` + sel + `}`, legend: "{{policy}} ceiling the state allows"},
+			q{expr: `debi_policy_max_replicas{` + sel + `}`, legend: "{{policy}} max_replicas"},
+			q{expr: `debi_policy_min_replicas{` + sel + `}`, legend: "{{policy}} min_replicas"},
 		).Min(0).Decimals(0)).
+		WithPanel(series(id.next(), "Why: the load that decided, and the rule's branch",
+			"One line per (term, reason) while it holds: term is the load W was taken from — w1 observed, w2 forecast, w3 high-water, quantile (budget), window (debi's window term) — and reason the rule's branch; at-max-replicas means limited by max_replicas (raise it), stabilized or rate-limited by the algorithm's state.",
+			"short", 24, 6,
+			q{expr: `debi_decision_info{` + sel + `}`, legend: "{{policy}}: {{term}}, {{reason}}"},
+		).Min(0).Max(1).Decimals(0)).
 		WithRow(row(&id, "Cost and overload")).
 		WithPanel(singleStat(id.next(), "Cost (replica-minutes)",
 			"Replica-minutes over the dashboard's time range: mean spec replicas × range.",

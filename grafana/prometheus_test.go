@@ -55,6 +55,7 @@ func exposition(step int) string {
 			"debi_policy_last_success_timestamp_seconds 1.7e9", "debi_forecast_mean_absolute_error_cores 0.2",
 			"debi_evt_shape 0.1", "debi_evt_threshold_cores 1.8", "debi_evt_fallback 0",
 			"debi_decision_floor_replicas 2", "debi_decision_ceiling_replicas 12",
+			"debi_policy_min_replicas 1", "debi_policy_max_replicas 40",
 		} {
 			name, v, _ := strings.Cut(m, " ")
 			fmt.Fprintf(&b, "%s{%s} %s\n", name, l, v)
@@ -65,6 +66,7 @@ func exposition(step int) string {
 		fmt.Fprintf(&b, "debi_webhook_decisions_total{policy=%q,source=\"prometheus\",result=\"held\"} %d\n", p, step)
 		fmt.Fprintf(&b, "debi_webhook_decisions_total{policy=%q,source=\"annotation\",result=\"change\"} %d\n", p, step)
 		fmt.Fprintf(&b, "debi_webhook_policy_paused{policy=%q} 0\n", p)
+		fmt.Fprintf(&b, "debi_decision_info{%s,term=\"w2\",reason=\"scale-up\"} 1\n", l)
 		fmt.Fprintf(&b, "debi_webhook_last_decision_replicas{policy=%q,mode=\"act\"} %d\n", p, 5+step%2)
 		for _, le := range []string{"0.01", "0.1", "+Inf"} {
 			fmt.Fprintf(&b, "debi_webhook_decision_duration_seconds_bucket{policy=%q,le=%q} %d\n", p, le, step)

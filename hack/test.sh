@@ -22,6 +22,8 @@ if [ -x hack/rules-test.sh ]; then
 fi
 echo "== differential HPA test against k8s.io/kubernetes v1.37.2"
 hack/hpadiff.sh
+echo "== image: built without Docker, validated, run, reproducible (hack/image)"
+hack/image.sh test
 echo "== go test"
 go test -count=1 -timeout 20m ${GOTESTFLAGS:-} ./...
 echo "== fuzz: every target for ${FUZZTIME:-10s} (make fuzz runs them for 10m)"

@@ -236,6 +236,9 @@ type Result struct {
 	// so that the webhook decides from fresh inputs without decision state of its own.
 	Floor   int32 `json:"floor"`
 	Ceiling int32 `json:"ceiling"`
+	// Term is the load that decided: w1 (observed), w2 (forecast), w3 (high-water), quantile
+	// (the budget's calibrated quantile) or window (debi's window term); "" without a load.
+	Term string `json:"term"`
 	// Training holds the report of a training run that finished during this step.
 	Training *forecast.FitReport `json:"training,omitempty"`
 	// TrainError is the error of a training run that failed during this step.
@@ -479,6 +482,7 @@ func (r *Runner) Step(ctx context.Context, obs Observation) (Result, error) {
 		res.Floor, res.Ceiling = st.Bounds(in.Time, in.Current)
 	}
 	res.Decision = r.alg.Recommend(in)
+	res.Term = decidingTerm(&res)
 	return res, nil
 }
 
@@ -820,4 +824,27 @@ func (r *Runner) tickBudget(obs Observation) {
 	if fu > 0 {
 		b.Margin = b.Quantile / fu
 	}
+}
+
+// decidingTerm is the load that made res.W, or the window term when it decided (for the
+// dashboards' "why"): W equals one of the loads it is the max or min of.
+func decidingTerm(res *Result) string {
+	switch {
+	case res.Decision.Reason == scaling.ReasonWindow:
+		return "window"
+	case math.IsNaN(res.W):
+		return ""
+	case res.Budget != nil:
+		if res.W >= res.W1 {
+			return "quantile"
+		}
+		return "w1"
+	case res.W == res.W1:
+		return "w1"
+	case res.W == res.W2:
+		return "w2"
+	case res.W == res.W3:
+		return "w3"
+	}
+	return ""
 }

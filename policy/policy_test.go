@@ -353,3 +353,25 @@ func TestBudgetRunner(t *testing.T) {
 		t.Fatalf("decided %d pods for a quantile of %v cores", res.Decision.Replicas, b.Quantile)
 	}
 }
+
+// TestDecidingTerm: the term is the load W was taken from, the window when it decided.
+func TestDecidingTerm(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		r    Result
+		want string
+	}{
+		{Result{W: 0.5, W1: 0.5, W2: 0.4, W3: 0.9}, "w1"}, // max(min(0.4, 0.9), 0.5) = W1
+		{Result{W: 0.6, W1: 0.5, W2: 0.6, W3: 0.9}, "w2"}, // min(W2, W3) = W2 above W1
+		{Result{W: 0.7, W1: 0.5, W2: 0.9, W3: 0.7}, "w3"}, // the high-water caps the forecast
+		{Result{W: 0.5, W1: 0.5, W2: nan, W3: nan}, "w1"}, // no model yet
+		{Result{W: nan, W1: nan}, ""},                     // no load
+		{Result{W: 0.8, W1: 0.5, Budget: &BudgetState{}}, "quantile"},
+		{Result{W: 0.4, W1: 0.5, Budget: &BudgetState{}}, "w1"}, // the observed floor
+		{Result{W: 0.5, W1: 0.5, Decision: scaling.Decision{Reason: scaling.ReasonWindow}}, "window"},
+	} {
+		if got := decidingTerm(&tc.r); got != tc.want {
+			t.Errorf("%+v: term %q, want %q", tc.r, got, tc.want)
+		}
+	}
+}

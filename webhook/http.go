@@ -83,14 +83,20 @@ func newRouter(o routerOptions) http.Handler {
 		o.logger.Error("panic while handling a request", "path", c.Request.URL.Path, "panic", fmt.Sprint(rec))
 		c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"error": "internal error"})
 	}))
-	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
-	r.GET("/readyz", func(c *gin.Context) {
+	// /-/healthy and /-/ready as the exporter and the rest of the Prometheus family; /healthz and
+	// /readyz are deprecated aliases, kept for one release.
+	healthy := func(c *gin.Context) { c.String(http.StatusOK, "ok") }
+	ready := func(c *gin.Context) {
 		if err := o.ready(); err != nil {
 			c.String(http.StatusServiceUnavailable, "not ready: %v", err)
 			return
 		}
 		c.String(http.StatusOK, "ok")
-	})
+	}
+	r.GET("/-/healthy", healthy)
+	r.GET("/-/ready", ready)
+	r.GET("/healthz", healthy)
+	r.GET("/readyz", ready)
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(o.gatherer, promhttp.HandlerOpts{})))
 	if o.reload != nil {
 		reload := func(c *gin.Context) {

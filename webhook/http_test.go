@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -95,7 +96,7 @@ func TestHTTPHappyPathAndProbes(t *testing.T) {
 	if n, m := s.calls(); code != 200 || n != 1 || m != 1 || !strings.Contains(body, `"policy":"shop/t"`) {
 		t.Fatalf("tidal: %d %s, calls %d %d", code, body, n, m)
 	}
-	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+	for _, p := range []string{"/-/healthy", "/-/ready", "/healthz", "/readyz", "/metrics"} {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, p, nil))
 		if w.Code != 200 {
@@ -378,5 +379,31 @@ func TestAnswerNeverEmpty(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/alertmanager", bytes.NewReader(amPayload("firing", map[string]any{"labels": labels("policy", "web")}))))
 	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "could not be encoded") {
 		t.Fatalf("answer %d %q, want 500 with a message", rec.Code, rec.Body.String())
+	}
+}
+
+// TestProbePaths checks that /-/healthy and /-/ready (the Prometheus family's paths, as the
+// exporter serves them) and their deprecated aliases /healthz and /readyz answer alike, ready or
+// not.
+func TestProbePaths(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ready func() error
+		want  map[string]int
+	}{
+		{"ready", func() error { return nil }, map[string]int{"/-/healthy": 200, "/healthz": 200, "/-/ready": 200, "/readyz": 200}},
+		{"not ready", func() error { return errors.New("API server unreachable") },
+			map[string]int{"/-/healthy": 200, "/healthz": 200, "/-/ready": http.StatusServiceUnavailable, "/readyz": http.StatusServiceUnavailable}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newRouter(routerOptions{ready: tc.ready, gatherer: prometheus.NewRegistry(), metrics: newMetrics(nil), logger: testLogger(t)})
+			for path, want := range tc.want {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+				if w.Code != want {
+					t.Errorf("GET %s = %d %q, want %d", path, w.Code, w.Body.String(), want)
+				}
+			}
+		})
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"flag"
 	"io"
 	"math"
 	"math/big"
@@ -25,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	kingpin "github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/rest"
@@ -33,9 +33,10 @@ import (
 func nanValue() float64 { var z float64; return z / z }
 
 func TestRegisterFlags(t *testing.T) {
-	fs := flag.NewFlagSet("webhook", flag.ContinueOnError)
-	o := RegisterFlags(fs)
-	if err := fs.Parse([]string{"--config.file=x.yml", "--web.config.file=web.yml"}); err != nil {
+	app := kingpin.New("debi", "")
+	app.Terminate(nil)
+	o := RegisterFlags(app.Command("webhook", ""))
+	if _, err := app.Parse([]string{"webhook", "--config.file=x.yml", "--web.config.file=web.yml"}); err != nil {
 		t.Fatal(err)
 	}
 	if o.ConfigFile != "x.yml" || o.ListenAddress != ":9108" || o.WebConfigFile != "web.yml" || o.Kubeconfig != "" {
@@ -83,10 +84,13 @@ func TestRunTLSAndToken(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	if resp, err := client.Get(url + "/readyz"); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("readyz with the API server down: %v %v, want 503", resp, err)
-	} else {
-		resp.Body.Close()
+	// /-/healthy and /-/ready, as the exporter; /healthz and /readyz are deprecated aliases.
+	for path, want := range map[string]int{"/-/healthy": 200, "/-/ready": http.StatusServiceUnavailable, "/readyz": http.StatusServiceUnavailable} {
+		if resp, err := client.Get(url + path); err != nil || resp.StatusCode != want {
+			t.Errorf("%s with the API server down: %v %v, want %d", path, resp, err, want)
+		} else {
+			resp.Body.Close()
+		}
 	}
 	if resp, err := client.Post(url+"/v1/alertmanager", "application/json", strings.NewReader("{}")); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("alertmanager without token: %v %v, want 401", resp, err)

@@ -18,7 +18,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -31,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	kingpin "github.com/alecthomas/kingpin/v2"
 	"github.com/go-logr/logr"
 	"github.com/google/uuid"
 	"github.com/oklog/run"
@@ -69,14 +69,15 @@ type Options struct {
 	RestConfig *rest.Config
 }
 
-// RegisterFlags registers the webhook's flags on fs. --log.level belongs to the command, which
-// builds the *slog.Logger it passes to Run.
-func RegisterFlags(fs *flag.FlagSet) *Options {
+// RegisterFlags declares the webhook's flags on cmd (`debi webhook`) and returns the options
+// they fill when the command line is parsed. --log.level and --log.format belong to the
+// application, which builds the one *slog.Logger it passes to Run.
+func RegisterFlags(cmd *kingpin.CmdClause) *Options {
 	o := &Options{}
-	fs.StringVar(&o.ConfigFile, "config.file", "debi.yml", "debi configuration file; reloaded on SIGHUP and POST|PUT /-/reload.")
-	fs.StringVar(&o.ListenAddress, "web.listen-address", ":9108", "Address to listen on for notifications, probes and metrics.")
-	fs.StringVar(&o.WebConfigFile, "web.config.file", "", "Path to a web configuration file enabling TLS or basic auth (exporter-toolkit format).")
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means $KUBECONFIG, then ~/.kube/config, then in-cluster configuration.")
+	cmd.Flag("config.file", "debi configuration file; reloaded on SIGHUP and POST|PUT /-/reload.").Default("debi.yml").StringVar(&o.ConfigFile)
+	cmd.Flag("kubeconfig", "Path to a kubeconfig; empty means $KUBECONFIG, then ~/.kube/config, then in-cluster configuration.").Default("").StringVar(&o.Kubeconfig)
+	cmd.Flag("web.config.file", "Path to a web configuration file enabling TLS or basic auth (exporter-toolkit format).").Default("").StringVar(&o.WebConfigFile)
+	cmd.Flag("web.listen-address", "Address to listen on for notifications, /-/healthy, /-/ready, /-/reload and /metrics.").Default(":9108").StringVar(&o.ListenAddress)
 	return o
 }
 

@@ -2,26 +2,23 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	kingpin "github.com/alecthomas/kingpin/v2"
+
+	"github.com/prometheus/common/model"
 
 	"github.com/debi-scaler/debi/backtest"
 	"github.com/debi-scaler/debi/forecast"
 	"github.com/debi-scaler/debi/scaling"
 	"github.com/debi-scaler/debi/trace"
 )
-
-// stringList is a repeatable flag.
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 // floatList is a comma-separated list of numbers.
 type floatList []float64
@@ -53,7 +50,7 @@ type durationList []time.Duration
 func (d *durationList) String() string {
 	parts := make([]string, len(*d))
 	for i, v := range *d {
-		parts[i] = v.String()
+		parts[i] = shortDuration(v)
 	}
 	return strings.Join(parts, ",")
 }
@@ -74,115 +71,256 @@ func (d *durationList) Set(v string) error {
 	return nil
 }
 
-// backtestFlags binds every parameter of METHOD §7 to a flag. Spans of time are durations
-// (--startup-delay 2m); counts of trace samples say so.
-func backtestFlags(fs *flag.FlagSet, o *backtest.Options) (traces *stringList, policies, format, plots *string) {
-	traces = &stringList{}
-	fs.Var(traces, "trace", "trace CSV file (`minute,value`); repeat for several; default: the embedded CC-BY-4.0 traces")
-	policies = fs.String("policies", strings.Join(o.Policies, ","), "comma-separated policies: hpa, apa, debi, oracle, <model>-debi, <model>-hpa, evt-<model>-hpa; models: "+strings.Join(forecast.Names(), ", ")+" (the oracle and the HPA sweep always run)")
-	format = fs.String("format", "summary", "output format: "+strings.Join(backtest.Formats, ", "))
-	plots = fs.String("plots", "", "directory to write PNG plots into (per trace: replicas per policy, the largest burst, cost vs overload)")
-	fs.StringVar(&o.DebiModel, "debi.model", o.DebiModel, "forecaster of the debi policy")
-	fs.Float64Var(&o.Request, "request", o.Request, "R: CPU request of one pod (cores)")
-	p := &o.Params
-	var minR, maxR int
-	fs.IntVar(&minR, "min-replicas", int(p.MinReplicas), "N_min")
-	fs.IntVar(&maxR, "max-replicas", int(p.MaxReplicas), "N_max")
-	fs.Float64Var(&p.Target, "hpa.target", p.Target, "HPA (and APA) target utilization")
-	behavior := fs.String("hpa.behavior", string(p.HPABehavior), "HPA modelled: none (no behavior field, as kubectl autoscale creates) or default (behavior = the API defaults)")
-	fs.Float64Var(&p.Tolerance, "tolerance", p.Tolerance, "Δ: tolerance of hpa and debi")
-	fs.Float64Var(&p.Lower, "debi.lower", p.Lower, "U_lower: dynamic target at N_min")
-	fs.Float64Var(&p.Upper, "debi.upper", p.Upper, "U_upper: dynamic target limit")
-	rounding := fs.String("debi.rounding", string(p.Rounding), "Algorithm 2 rounding: nearest or ceil")
-	fs.DurationVar(&p.Window, "debi.window", p.Window, "debi observation window (0 disables)")
-	fs.DurationVar(&p.ScaleDownStabilization, "hpa.scale-down-stabilization", p.ScaleDownStabilization, "HPA scale-down stabilisation window")
-	fs.Float64Var(&p.UpTolerance, "apa.up-tolerance", p.UpTolerance, "APA up tolerance")
-	fs.Float64Var(&p.DownTolerance, "apa.down-tolerance", p.DownTolerance, "APA down tolerance")
-	fs.Float64Var(&p.MaxScaleUpRate, "apa.max-scale-up-rate", p.MaxScaleUpRate, "APA maximum scale-up factor per decision")
-	fs.Float64Var(&p.MaxScaleDownRate, "apa.max-scale-down-rate", p.MaxScaleDownRate, "APA maximum scale-down factor per decision")
-	fs.DurationVar(&o.Tick, "tick", o.Tick, "controllers' sync period: every policy decides once per tick")
-	fs.DurationVar(&o.SamplePeriod, "sample-period", o.SamplePeriod, "time between trace samples (0: from the trace's minute column)")
-	fs.StringVar(&o.Demand, "demand", o.Demand, "demand between samples: linear or step")
-	fs.DurationVar(&o.MetricWindow, "metric-window", o.MetricWindow, "observation lag: policies see the mean demand over this window (0: instantaneous)")
-	fs.Float64Var(&o.PeakUtilization, "peak-utilization", o.PeakUtilization, "demand scale: the p99 of the warm-up maps to this fraction of N_max·R")
-	fs.Float64Var(&o.Scale, "scale", o.Scale, "demand = trace value × scale (overrides --peak-utilization)")
-	fs.DurationVar(&o.StartupDelay, "startup-delay", o.StartupDelay, "time before a new pod serves")
-	sweepStartup := durationList(o.StartupSweep)
-	fs.Var(&sweepStartup, "startup-sweep", "also run everything at these start-up delays for the per-class summary (e.g. 30s,2m,5m)")
-	fs.DurationVar(&o.DecisionDelay, "decision-delay", o.DecisionDelay, "time from a decision to the deployment's new size (a live pipeline's delay)")
-	fs.IntVar(&o.Warmup, "warmup", o.Warmup, "trace samples that train models and are not scored")
-	fs.Float64Var(&o.SLAUtilization, "sla-utilization", o.SLAUtilization, "u_sla: overloaded when D > u_sla·Nr·R")
-	fs.IntVar(&o.Horizon, "horizon", o.Horizon, "forecast horizon h in samples (0: ceil((decision delay + start-up delay)/period) + 1)")
-	fs.IntVar(&o.History, "history", o.History, "trace samples of history the models and EVT see")
-	fs.DurationVar(&o.Retrain, "retrain", o.Retrain, "time between model training runs (0: once)")
-	fs.DurationVar(&o.Season, "season", o.Season, "seasonal period of the seasonal models, converted to samples of each trace")
-	fs.Float64Var(&o.POT.Tau, "evt.tau", o.POT.Tau, "τ: tail fraction of the EVT threshold")
-	fs.Float64Var(&o.POT.Q, "evt.q", o.POT.Q, "q: risk of the high-water level (must be below τ)")
-	fs.IntVar(&o.POT.MinExcesses, "evt.min-excesses", o.POT.MinExcesses, "fewest excesses for a GPD fit")
-	fs.StringVar(&o.POT.Method, "evt.method", o.POT.Method, "GPD fit: moments or grimshaw")
-	c := &o.Calibration
-	fs.Float64Var(&c.Budget, "budget.overload-budget", c.Budget, "budget: the share of time the workload may run above u_sla")
-	fs.Float64Var(&c.Gain, "budget.calibration-gain", c.Gain, "budget: γ of the online calibration α ← α + γ·(budget − overloaded), per tick (0: fixed α)")
-	fs.StringVar(&c.Method, "budget.quantile", c.Method, "budget: quantile of the forecast errors: pot (GPD tail) or empirical")
-	fs.StringVar(&c.Errors, "budget.errors", c.Errors, "budget: forecast errors as ratio (ln actual/forecast), additive (cores) or scaled (cores over the mean level)")
-	fs.StringVar(&c.Scoring, "budget.scoring", c.Scoring, "budget: score forecasts at every tick (the demand at t + lead time, anchored at the observation) or once per sample")
-	fs.IntVar(&c.Window, "budget.error-window", c.Window, "budget: forecast errors kept (history steps)")
-	fs.DurationVar(&p.Budget.Hold, "budget.hold", p.Budget.Hold, "budget: least time since the last change of size before a scale-down")
-	fs.Float64Var(&p.Budget.MinSaving, "budget.min-saving", p.Budget.MinSaving, "budget: least share of the size a scale-down must save (besides one pod)")
-	fs.IntVar(&o.Model.Season, "model.season", 0, "seasonal period in samples (0: --season converted)")
-	fs.IntVar(&o.Model.Window, "model.window", 0, "input window L of the neural models (0: default)")
-	fs.IntVar(&o.Model.Hidden, "model.hidden", 0, "hidden units per direction (0: default)")
-	fs.IntVar(&o.Model.MaxIterations, "model.max-iterations", 0, "training iteration cap (0: default)")
-	fs.DurationVar(&o.Model.TimeBudget, "model.time-budget", 0, "training time budget per run (0: default)")
-	fs.Int64Var(&o.Model.Seed, "model.seed", 1, "training seed")
+// shortDuration prints d as time.ParseDuration reads it, without the zero tails of
+// Duration.String ("2m", not "2m0s"), for the defaults shown in --help.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// flagger declares the flags of one command with the current value of their destination as the
+// default kingpin shows in --help. A value that does not parse is reported with its flag's name
+// and in words ("--hpa.target: \"half\" is not a number").
+type flagger struct{ cmd *kingpin.CmdClause }
+
+// parsed is a flag value of type T.
+type parsed[T any] struct {
+	p      *T
+	parse  func(string) (T, error)
+	format func(T) string
+}
+
+func (v parsed[T]) String() string { return v.format(*v.p) }
+
+func (v parsed[T]) Set(s string) error {
+	x, err := v.parse(s)
+	if err != nil {
+		return err
+	}
+	*v.p = x
+	return nil
+}
+
+func parser[T any](f func(string) (T, error), what string) func(string) (T, error) {
+	return func(s string) (T, error) {
+		x, err := f(strings.TrimSpace(s))
+		if err != nil {
+			return x, fmt.Errorf("%q is not %s", s, what)
+		}
+		return x, nil
+	}
+}
+
+func (f flagger) str(name, help string, p *string) { f.cmd.Flag(name, help).Default(*p).StringVar(p) }
+
+func (f flagger) float(name, help string, p *float64) {
+	f.value(name, help, parsed[float64]{p, parser(func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }, "a number"),
+		func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }})
+}
+
+func (f flagger) int(name, help string, p *int) {
+	f.value(name, help, parsed[int]{p, parser(strconv.Atoi, "an integer"), strconv.Itoa})
+}
+
+func (f flagger) int64(name, help string, p *int64) {
+	f.value(name, help, parsed[int64]{p, parser(func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }, "an integer"),
+		func(x int64) string { return strconv.FormatInt(x, 10) }})
+}
+
+func (f flagger) dur(name, help string, p *time.Duration) {
+	f.value(name, help, parsed[time.Duration]{p, parser(time.ParseDuration, "a duration (e.g. 30s, 2m)"), shortDuration})
+}
+
+func (f flagger) value(name, help string, v kingpin.Value) {
+	fl := f.cmd.Flag(name, help)
+	if d := v.String(); d != "" {
+		fl = fl.Default(d)
+	}
+	fl.SetValue(namedValue{name, v})
+}
+
+// namedValue prefixes the errors of a flag value with the flag's name.
+type namedValue struct {
+	name string
+	kingpin.Value
+}
+
+func (v namedValue) Set(s string) error {
+	if err := v.Value.Set(s); err != nil {
+		return fmt.Errorf("--%s: %w", v.name, err)
+	}
+	return nil
+}
+
+// backtestFlags binds every parameter of METHOD §7 to a flag, grouped by prefix as the
+// Prometheus family does (the run, the simulated cluster, then hpa.*, apa.*, debi.*, evt.*,
+// budget.*, model.*). Spans of time are durations (--startup-delay=2m); counts of trace
+// samples say so. finish converts the values that need it after parsing.
+func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]string, policies, format, plots *string, finish func()) {
+	f := flagger{cmd}
+	traces = new([]string)
+	cmd.Flag("trace", "Trace CSV file (minute,value); repeat for several. Default: the embedded CC-BY-4.0 traces.").PlaceHolder("FILE").StringsVar(traces)
+	policies, format, plots = new(string), new(string), new(string)
+	*policies, *format = strings.Join(o.Policies, ","), "summary"
+	f.str("policies", "Comma-separated policies: hpa, apa, debi, oracle, <model>-debi, <model>-hpa, evt-<model>-hpa; models: "+strings.Join(forecast.Names(), ", ")+" (the oracle and the HPA sweep always run).", policies)
+	f.str("format", "Output format: "+strings.Join(backtest.Formats, ", ")+".", format)
+	cmd.Flag("plots", "Directory to write PNG plots into (per trace: replicas per policy, the largest burst, cost vs overload).").PlaceHolder("DIR").StringVar(plots)
 	sweep := floatList(o.SweepTargets)
-	fs.Var(&sweep, "sweep", "HPA targets of the cost-at-equal-overload frontier")
-	fs.IntVar(&o.MaxSteps, "max-steps", 0, "truncate every trace to this many samples (0: whole trace)")
-	fs.IntVar(&o.Parallel, "parallel", 0, "runs at once (0: GOMAXPROCS)")
-	// Resolve the values that need conversion after parsing.
-	postParse = func() {
-		p.MinReplicas, p.MaxReplicas, p.Rounding = int32(minR), int32(maxR), scaling.Rounding(*rounding)
-		p.HPABehavior = scaling.HPABehavior(*behavior)
+	f.value("sweep", "HPA targets of the cost-at-equal-overload frontier.", &sweep)
+	o.MaxSteps, o.Parallel = 0, 0
+	f.int("max-steps", "Truncate every trace to this many samples (0: whole trace).", &o.MaxSteps)
+	f.int("parallel", "Runs at once (0: GOMAXPROCS).", &o.Parallel)
+
+	// The simulated cluster and the scoring.
+	p := &o.Params
+	minR, maxR := int(p.MinReplicas), int(p.MaxReplicas)
+	f.float("request", "R: CPU request of one pod (cores).", &o.Request)
+	f.int("min-replicas", "N_min.", &minR)
+	f.int("max-replicas", "N_max.", &maxR)
+	f.float("tolerance", "Δ: tolerance of hpa and debi.", &p.Tolerance)
+	f.dur("tick", "Controllers' sync period: every policy decides once per tick.", &o.Tick)
+	f.dur("sample-period", "Time between trace samples (0: from the trace's minute column).", &o.SamplePeriod)
+	f.str("demand", "Demand between samples: linear or step.", &o.Demand)
+	f.dur("metric-window", "Observation lag: policies see the mean demand over this window (0: instantaneous).", &o.MetricWindow)
+	f.float("peak-utilization", "Demand scale: the p99 of the warm-up maps to this fraction of N_max·R.", &o.PeakUtilization)
+	f.float("scale", "Demand = trace value × scale (overrides --peak-utilization).", &o.Scale)
+	f.dur("startup-delay", "Time before a new pod serves.", &o.StartupDelay)
+	sweepStartup := durationList(o.StartupSweep)
+	f.value("startup-sweep", "Also run everything at these start-up delays for the per-class summary (e.g. 30s,2m,5m).", &sweepStartup)
+	f.dur("decision-delay", "Time from a decision to the deployment's new size (a live pipeline's delay).", &o.DecisionDelay)
+	f.int("warmup", "Trace samples that train models and are not scored.", &o.Warmup)
+	f.float("sla-utilization", "u_sla: overloaded when D > u_sla·Nr·R.", &o.SLAUtilization)
+	f.int("horizon", "Forecast horizon h in samples (0: ceil((decision delay + start-up delay)/period) + 1).", &o.Horizon)
+	f.int("history", "Trace samples of history the models and EVT see.", &o.History)
+	f.dur("retrain", "Time between model training runs (0: once).", &o.Retrain)
+	f.dur("season", "Seasonal period of the seasonal models, converted to samples of each trace.", &o.Season)
+
+	f.float("hpa.target", "HPA (and APA) target utilization.", &p.Target)
+	behavior := string(p.HPABehavior)
+	f.str("hpa.behavior", "HPA modelled: none (no behavior field, as kubectl autoscale creates) or default (behavior = the API defaults).", &behavior)
+	f.dur("hpa.scale-down-stabilization", "HPA scale-down stabilisation window.", &p.ScaleDownStabilization)
+	f.float("apa.up-tolerance", "APA up tolerance.", &p.UpTolerance)
+	f.float("apa.down-tolerance", "APA down tolerance.", &p.DownTolerance)
+	f.float("apa.max-scale-up-rate", "APA maximum scale-up factor per decision.", &p.MaxScaleUpRate)
+	f.float("apa.max-scale-down-rate", "APA maximum scale-down factor per decision.", &p.MaxScaleDownRate)
+	f.str("debi.model", "Forecaster of the debi policy.", &o.DebiModel)
+	f.float("debi.lower", "U_lower: dynamic target at N_min.", &p.Lower)
+	f.float("debi.upper", "U_upper: dynamic target limit.", &p.Upper)
+	rounding := string(p.Rounding)
+	f.str("debi.rounding", "Algorithm 2 rounding: nearest or ceil.", &rounding)
+	f.dur("debi.window", "Debi observation window (0 disables).", &p.Window)
+	f.float("evt.tau", "τ: tail fraction of the EVT threshold.", &o.POT.Tau)
+	f.float("evt.q", "q: risk of the high-water level (must be below τ).", &o.POT.Q)
+	f.int("evt.min-excesses", "Fewest excesses for a GPD fit.", &o.POT.MinExcesses)
+	f.str("evt.method", "GPD fit: moments or grimshaw.", &o.POT.Method)
+
+	c := &o.Calibration
+	f.float("budget.overload-budget", "The share of time the workload may run above u_sla.", &c.Budget)
+	f.float("budget.calibration-gain", "γ of the online calibration α ← α + γ·(budget − overloaded), per tick (0: fixed α).", &c.Gain)
+	f.str("budget.quantile", "Quantile of the forecast errors: pot (GPD tail) or empirical.", &c.Method)
+	f.str("budget.errors", "Forecast errors as ratio (ln actual/forecast), additive (cores) or scaled (cores over the mean level).", &c.Errors)
+	f.str("budget.scoring", "Score forecasts at every tick (the demand at t + lead time, anchored at the observation) or once per sample.", &c.Scoring)
+	f.int("budget.error-window", "Forecast errors kept (history steps).", &c.Window)
+	f.dur("budget.hold", "Least time since the last change of size before a scale-down.", &p.Budget.Hold)
+	f.float("budget.min-saving", "Least share of the size a scale-down must save (besides one pod).", &p.Budget.MinSaving)
+
+	o.Model.Season, o.Model.Window, o.Model.Hidden, o.Model.MaxIterations, o.Model.TimeBudget, o.Model.Seed = 0, 0, 0, 0, 0, 1
+	f.int("model.season", "Seasonal period in samples (0: --season converted).", &o.Model.Season)
+	f.int("model.window", "Input window L of the neural models (0: default).", &o.Model.Window)
+	f.int("model.hidden", "Hidden units per direction (0: default).", &o.Model.Hidden)
+	f.int("model.max-iterations", "Training iteration cap (0: default).", &o.Model.MaxIterations)
+	f.dur("model.time-budget", "Training time budget per run (0: default).", &o.Model.TimeBudget)
+	f.int64("model.seed", "Training seed.", &o.Model.Seed)
+	finish = func() {
+		p.MinReplicas, p.MaxReplicas, p.Rounding = int32(minR), int32(maxR), scaling.Rounding(rounding)
+		p.HPABehavior = scaling.HPABehavior(behavior)
 		o.SweepTargets = sweep
 		o.StartupSweep = sweepStartup
 	}
 	return
 }
 
-var postParse func()
-
-func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("debi backtest", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func backtestCommand(app *kingpin.Application) action {
+	cmd := app.Command("backtest", "Replay traces through scaling policies and print the paper's comparison (on the embedded traces by default).")
 	o := backtest.DefaultOptions()
-	traces, policies, format, plots := backtestFlags(fs, &o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	traces, policies, format, plots, finish := backtestFlags(cmd, &o)
+	// What-if on real history: the configured policy replayed on what Prometheus recorded.
+	var w whatIf
+	cmd.Flag("config.file", "What-if: replay a policy of this debi configuration on the demand Prometheus recorded (instead of traces).").PlaceHolder("FILE").StringVar(&w.configFile)
+	cmd.Flag("policy", "What-if: the policy of --config.file to replay (default: its only one).").PlaceHolder("NAME").StringVar(&w.policy)
+	cmd.Flag("prometheus.url", "What-if: the Prometheus to read the history from (default: global.prometheus_url; global.http_config applies).").PlaceHolder("URL").StringVar(&w.promURL)
+	rng := cmd.Flag("range", "What-if: how far back to replay, ending now (or at --range.end), in Prometheus's duration format (7d, 36h).").Default("7d").String()
+	cmd.Flag("range.step", "What-if: the step of the history (default: the policy's history_step).").Default("0s").DurationVar(&w.step)
+	end := cmd.Flag("range.end", "What-if: the end of the range, RFC 3339 (default: now).").PlaceHolder("TIME").String()
+	// Positional arguments are a mistake (traces go in --trace): caught here to say so.
+	stray := cmd.Arg("stray", "").Hidden().Strings()
+	return func(ctx context.Context, _ *slog.Logger, stdout, stderr io.Writer) int {
+		if len(*stray) > 0 {
+			fmt.Fprintf(stderr, "debi backtest: unexpected argument %q (traces go in --trace)\n", (*stray)[0])
+			return 2
 		}
-		return 2
+		finish()
+		if w.configFile == "" {
+			return runBacktest(ctx, o, *traces, *policies, *format, *plots, nil, stdout, stderr)
+		}
+		if len(*traces) > 0 {
+			fmt.Fprintln(stderr, "debi backtest: --trace and --config.file are exclusive: traces, or the recorded history of a policy")
+			return 2
+		}
+		if *end != "" {
+			t, err := time.Parse(time.RFC3339, *end)
+			if err != nil {
+				fmt.Fprintf(stderr, "debi backtest: --range.end: %q is not an RFC 3339 time (e.g. 2026-11-24T00:00:00Z)\n", *end)
+				return 2
+			}
+			w.end = t
+		}
+		d, err := model.ParseDuration(*rng)
+		if err != nil || d <= 0 {
+			fmt.Fprintf(stderr, "debi backtest: --range: %q is not a positive duration (e.g. 7d, 36h)\n", *rng)
+			return 2
+		}
+		w.rng = time.Duration(d)
+		o.Policies = splitList(*policies)
+		ts, wo, err := whatIfTraces(ctx, w, o)
+		if err != nil {
+			fmt.Fprintln(stderr, "debi backtest:", err)
+			return 1
+		}
+		return runBacktest(ctx, wo, nil, strings.Join(wo.Policies, ","), *format, *plots, ts, stdout, stderr)
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "debi backtest: unexpected argument %q (traces go in --trace)\n", fs.Arg(0))
-		return 2
-	}
-	postParse()
-	o.Policies = nil
-	for _, p := range strings.Split(*policies, ",") {
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {
-			o.Policies = append(o.Policies, p)
+			out = append(out, p)
 		}
 	}
-	o.KeepSeries = *plots != ""
-	var ts []trace.Trace
-	if len(*traces) == 0 {
+	return out
+}
+
+// runBacktest runs the comparison on the given traces (loaded: the what-if), else on the trace
+// files, else on the embedded traces.
+func runBacktest(ctx context.Context, o backtest.Options, traces []string, policies, format, plots string, loaded []trace.Trace, stdout, stderr io.Writer) int {
+	o.Policies = splitList(policies)
+	o.KeepSeries = plots != ""
+	ts := loaded
+	if len(traces) == 0 && len(loaded) == 0 {
 		var err error
 		if ts, err = trace.Embedded(); err != nil {
 			fmt.Fprintln(stderr, "debi backtest:", err)
 			return 1
 		}
 	}
-	for _, name := range *traces {
+	for _, name := range traces {
 		t, err := trace.LoadFile(name)
 		if err != nil {
 			fmt.Fprintln(stderr, "debi backtest: --trace:", err)
@@ -190,8 +328,8 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		ts = append(ts, t)
 	}
-	if !contains(backtest.Formats, *format) {
-		fmt.Fprintf(stderr, "debi backtest: --format: %q is not one of %s\n", *format, strings.Join(backtest.Formats, ", "))
+	if !contains(backtest.Formats, format) {
+		fmt.Fprintf(stderr, "debi backtest: --format: %q is not one of %s\n", format, strings.Join(backtest.Formats, ", "))
 		return 2
 	}
 	if isTerminal(stderr) {
@@ -206,17 +344,17 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "debi backtest:", flagName(err))
 		return 1
 	}
-	if err := rep.Write(stdout, *format); err != nil {
+	if err := rep.Write(stdout, format); err != nil {
 		fmt.Fprintln(stderr, "debi backtest:", err)
 		return 1
 	}
-	if *plots != "" {
-		files, err := rep.WritePlots(*plots)
+	if plots != "" {
+		files, err := rep.WritePlots(plots)
 		if err != nil {
 			fmt.Fprintln(stderr, "debi backtest: --plots:", err)
 			return 1
 		}
-		fmt.Fprintf(stderr, "wrote %d plots to %s\n", len(files), *plots)
+		fmt.Fprintf(stderr, "wrote %d plots to %s\n", len(files), plots)
 	}
 	return 0
 }

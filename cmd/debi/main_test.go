@@ -3,10 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func runCmd(args ...string) (int, string, string) {
@@ -94,5 +99,116 @@ func TestVersion(t *testing.T) {
 	code, out, _ := runCmd("version")
 	if code != 0 || !strings.Contains(out, "debi") {
 		t.Fatalf("exit %d: %q", code, out)
+	}
+}
+
+func TestFlagsAndHelp(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string // in stdout + stderr
+	}{
+		{"--version", []string{"--version"}, 0, "debi, version"},
+		{"--help", []string{"--help"}, 0, "check config <config-files>..."},
+		{"-h", []string{"exporter", "-h"}, 0, "--web.listen-address=\":9107\""},
+		{"--help-long", []string{"--help-long"}, 0, "--budget.overload-budget"},
+		{"help command", []string{"help", "webhook"}, 0, "--kubeconfig"},
+		{"no command", nil, 2, "usage: debi"},
+		{"single dash", []string{"backtest", "-max-steps", "10"}, 2, "unknown short flag"},
+		{"negative value after a space", []string{"backtest", "--request", "-1"}, 1, "--request"},
+		{"bad log level", []string{"--log.level=loud", "version"}, 2, "loud"},
+		{"bad log format", []string{"version", "--log.format=xml"}, 2, "xml"},
+		{"forecast without eval", []string{"forecast"}, 2, "subcommand of 'forecast'"},
+		{"check without files", []string{"check", "config"}, 2, "config-files"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, stderr := runCmd(tc.args...)
+			if code != tc.code || !strings.Contains(out+stderr, tc.want) {
+				t.Fatalf("exit %d (want %d), output does not contain %q:\n%s%s", code, tc.code, tc.want, out, stderr)
+			}
+		})
+	}
+}
+
+func TestCheckConfig(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yml")
+	os.WriteFile(good, []byte("policies:\n  - {name: web, target: {namespace: shop, name: web}, request: 1}\n"), 0o644)
+	code, out, stderr := runCmd("check", "config", good)
+	if code != 0 || !strings.Contains(out, "SUCCESS") {
+		t.Fatalf("good file: exit %d\n%s%s", code, out, stderr)
+	}
+	code, out, stderr = runCmd("check", "config", good, "../../config/testdata/check-errors.yml", filepath.Join(dir, "missing.yml"))
+	if code != 1 {
+		t.Fatalf("bad files: exit %d, want 1\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{
+		"SUCCESS: " + good,
+		"FAILED: ../../config/testdata/check-errors.yml: 6 error(s)",
+		`policies[0].history_step (line 10): "abc" is not a duration`,
+		"policies[1].target.namespace (line 12): required",
+		`policies[2].algorithm (line 16): unknown policy "crystalball"`,
+		"missing.yml",
+	} {
+		if !strings.Contains(out+stderr, want) {
+			t.Errorf("output lacks %q:\n%s%s", want, out, stderr)
+		}
+	}
+}
+
+// TestBacktestWhatIf: `debi backtest --config.file` replays the configured policy on the history
+// a Prometheus returns for its demand query (a fake here; exporter.TestWhatIfOnRecordedHistory
+// does it on a real one), named after the policy and the range, beside the HPA and the oracle.
+func TestBacktestWhatIf(t *testing.T) {
+	end := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		if r.URL.Path != "/api/v1/query_range" || r.Form.Get("query") != `sum(demand{app="web"})` {
+			http.Error(w, "unexpected "+r.URL.Path+" "+r.Form.Get("query"), http.StatusBadRequest)
+			return
+		}
+		var pts []string
+		for i := range 2016 { // a week at 5 minutes
+			ts := end.Add(-time.Duration(2015-i) * 5 * time.Minute).Unix()
+			pts = append(pts, fmt.Sprintf(`[%d,"%g"]`, ts, 4+3*math.Sin(float64(i)/288*2*math.Pi)))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[%s]}]}}`, strings.Join(pts, ","))
+	}))
+	defer srv.Close()
+	cfg := filepath.Join(t.TempDir(), "debi.yml")
+	if err := os.WriteFile(cfg, []byte(`
+policies:
+  - name: web
+    target: {namespace: shop, name: web}
+    algorithm: budget
+    request: 1
+    queries: {demand: 'sum(demand{app="web"})', replicas: 'replicas', ready_replicas: 'ready'}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCmd("backtest", "--config.file", cfg, "--prometheus.url", srv.URL, "--range", "167h55m",
+		"--range.end", end.Format(time.RFC3339), "--policies", "hpa", "--sweep", "0.5,0.7", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{`"trace": "web (2026-11-17 00:05:00 – 2026-11-24 00:00:00 UTC)"`, `"policy": "budget"`, `"policy": "hpa"`, `"policy": "oracle"`, `"samples": 2016`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %s:\n%.2000s", want, out)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--config.file", cfg}, "--prometheus.url: required"},
+		{[]string{"--config.file", cfg, "--prometheus.url", srv.URL, "--policy", "nope"}, `--policy: no policy named "nope"`},
+		{[]string{"--config.file", cfg, "--prometheus.url", srv.URL, "--range.end", "yesterday"}, "--range.end"},
+		{[]string{"--config.file", cfg, "--trace", "x.csv"}, "exclusive"},
+	} {
+		if code, _, stderr := runCmd(append([]string{"backtest"}, tc.args...)...); code == 0 || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", tc.args, code, stderr, tc.want)
+		}
 	}
 }

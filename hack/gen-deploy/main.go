@@ -1,8 +1,9 @@
 // Command gen-deploy writes the generated parts of deploy/ — the PrometheusRule and dashboard
-// ConfigMaps of the kustomize base and the Helm chart's copies of rules/, grafana/ and the
-// example configuration — from their sources. Run it from the repository root after changing
-// rules/*.yaml, grafana/*.json or deploy/kustomize/base/debi.yml (`make generate` runs it after
-// the dashboard generator).
+// ConfigMaps of the kustomize base, the Helm chart's copies of rules/, grafana/ and the
+// base configuration, and the example overlay's RoleBindings — from their sources. Run it from
+// the repository root after changing rules/*.yaml, grafana/*.json, deploy/kustomize/base/debi.yml
+// or deploy/kustomize/examples/shop-web/debi.yml (`make generate` runs it after the dashboard
+// generator).
 package main
 
 import (

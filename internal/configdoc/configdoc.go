@@ -51,7 +51,7 @@ Loading is strict: an unknown field is an error, and every error names the field
 e.g. ` + "`policies[2].queries.demand`" + `. Durations are written as ` + "`15s`, `5m`, `1h`" + `.
 A field left out takes the default shown; defaults of ` + "`policies[]`" + ` are those of a policy whose
 target is the Deployment ` + "`default/web`" + ` (the default queries name the target). An example:
-[deploy/kustomize/base/debi.yml](../deploy/kustomize/base/debi.yml).
+[deploy/kustomize/examples/shop-web/debi.yml](../deploy/kustomize/examples/shop-web/debi.yml).
 
 `)
 	if err := g.section(&b, "", reflect.TypeOf(config.Config{}), reflect.ValueOf(*cfg)); err != nil {

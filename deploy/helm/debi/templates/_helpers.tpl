@@ -71,3 +71,34 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: ["ALL"]
 {{- end -}}
+
+{{/*
+Whether to render a Prometheus Operator object: pass (dict "ctx" $ "enabled" .Values.x.enabled
+"api" "monitoring.coreos.com/v1"). "auto" (or anything but true/false) renders it where the API
+version is served, true always, false never. Returns "true" or "".
+*/}}
+{{- define "debi.operatorObject" -}}
+{{- if eq (toString .enabled) "true" -}}
+true
+{{- else if eq (toString .enabled) "false" -}}
+{{- else if .ctx.Capabilities.APIVersions.Has .api -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The webhook's TLS Secret. */}}
+{{- define "debi.tlsSecret" -}}
+{{- .Values.webhook.tls.secretName | default (printf "%s-webhook-tls" (include "debi.fullname" .)) -}}
+{{- end -}}
+
+{{/* http or https: the webhook's scheme. */}}
+{{- define "debi.webhookScheme" -}}
+{{- if .Values.webhook.tls.enabled -}}https{{- else -}}http{{- end -}}
+{{- end -}}
+
+{{/* exporter-toolkit's web configuration of the webhook (--web.config.file). */}}
+{{- define "debi.webhookWebConfig" -}}
+tls_server_config:
+  cert_file: /etc/debi/tls/tls.crt
+  key_file: /etc/debi/tls/tls.key
+{{- end -}}

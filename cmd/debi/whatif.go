@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	commoncfg "github.com/prometheus/common/config"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+
+	"github.com/debi-scaler/debi/backtest"
+	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/exporter"
+	"github.com/debi-scaler/debi/internal/promclient"
+	"github.com/debi-scaler/debi/trace"
+)
+
+// whatIf are the flags of the what-if replay: `debi backtest --config.file F --range 7d`.
+type whatIf struct {
+	configFile string
+	policy     string
+	promURL    string
+	rng        time.Duration
+	step       time.Duration
+	end        time.Time
+}
+
+// whatIfTraces reads, for each configured policy (or the one named), the demand Prometheus
+// recorded over the range with the exporter's range loader, and returns one trace per policy
+// and the options that replay it (the configured policy beside o's, its parameters): what
+// would debi have done on this workload last week?
+func whatIfTraces(ctx context.Context, w whatIf, o backtest.Options) ([]trace.Trace, backtest.Options, error) {
+	cfg, err := config.LoadFile(w.configFile)
+	if err != nil {
+		return nil, o, err
+	}
+	url := w.promURL
+	if url == "" {
+		url = cfg.Global.PrometheusURL
+	}
+	if url == "" {
+		return nil, o, fmt.Errorf("--prometheus.url: required (or global.prometheus_url in %s)", w.configFile)
+	}
+	var hc commoncfg.HTTPClientConfig
+	if cfg.Global.HTTPConfig != nil {
+		hc = *cfg.Global.HTTPConfig
+	}
+	client, err := promclient.New(url, hc)
+	if err != nil {
+		return nil, o, fmt.Errorf("--prometheus.url: %w", err)
+	}
+	var ps []*config.Policy
+	for i := range cfg.Policies {
+		if w.policy == "" || cfg.Policies[i].Name == w.policy {
+			ps = append(ps, &cfg.Policies[i])
+		}
+	}
+	if len(ps) == 0 {
+		return nil, o, fmt.Errorf("--policy: no policy named %q in %s", w.policy, w.configFile)
+	}
+	if len(ps) > 1 {
+		var names []string
+		for _, p := range ps {
+			names = append(names, p.Name)
+		}
+		return nil, o, fmt.Errorf("--policy: %s has %d policies (%s); name the one to replay", w.configFile, len(ps), strings.Join(names, ", "))
+	}
+	p := ps[0]
+	step := w.step
+	if step == 0 {
+		step = p.HistoryStep
+	}
+	end := w.end
+	if end.IsZero() {
+		end = time.Now()
+	}
+	end = end.Truncate(step)
+	start := end.Add(-w.rng)
+	h, err := exporter.DemandHistory(ctx, v1.NewAPI(client), p, start, end, step)
+	if err != nil {
+		return nil, o, err
+	}
+	o, _ = backtest.PolicyOptions(p, o, step, h.Request, len(h.Demand))
+	return []trace.Trace{{Name: p.Name + " (" + start.UTC().Format(time.DateTime) + " – " + end.UTC().Format(time.DateTime) + " UTC)",
+		StepMinutes: max(int(step/time.Minute), 1), Values: h.Demand}}, o, nil
+}

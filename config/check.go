@@ -1,0 +1,340 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// CheckError is one problem Check found: the field path, its line in the file (0 when the file
+// does not have the field, e.g. a required one that is missing, and its parent has no line
+// either) and what is wrong, in the words of the file rather than of Go.
+type CheckError struct {
+	// Path is the YAML path of the field, e.g. policies[2].history_step.
+	Path string
+	// Line is the 1-based line of the field, or of its nearest parent present in the file.
+	Line int
+	// Msg says what is wrong.
+	Msg string
+}
+
+func (e *CheckError) Error() string {
+	switch {
+	case e.Path == "" && e.Line == 0:
+		return e.Msg
+	case e.Path == "":
+		return fmt.Sprintf("line %d: %s", e.Line, e.Msg)
+	case e.Line == 0:
+		return e.Path + ": " + e.Msg
+	}
+	return fmt.Sprintf("%s (line %d): %s", e.Path, e.Line, e.Msg)
+}
+
+// Check validates a configuration as Load does but reports every error it can find instead of
+// the first, for `debi check config`: every wrong type and unknown field the decoder meets, then
+// the global and exporter sections, each policy on its own, and what spans policies (duplicate
+// names and targets, the webhook section) over the policies that are valid. Errors are
+// *CheckError values in the order of their lines. A nil result means Load accepts the file.
+func Check(b []byte) []error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return []error{syntaxError(err)}
+	}
+	if len(root.Content) == 0 {
+		return []error{&CheckError{Msg: "empty configuration"}}
+	}
+	idx := indexNodes(&root)
+	var errs []error
+	bad := map[string]bool{} // paths with a decoding error: their zero values prove nothing
+	report := func(path, msg string) {
+		errs = append(errs, &CheckError{Path: path, Line: idx.line(path), Msg: msg})
+	}
+
+	decode := func() (*Config, error) {
+		c := &Config{}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		err := dec.Decode(c)
+		if errors.Is(err, io.EOF) {
+			err = errors.New("empty configuration")
+		}
+		return c, err
+	}
+	c, err := decode()
+	if err != nil {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			// The decoder stopped: nothing after this point was read.
+			return []error{&CheckError{Msg: withYAMLPaths(b, err).Error()}}
+		}
+		for _, m := range te.Errors {
+			e := idx.decodeError(m)
+			bad[e.Path] = true
+			errs = append(errs, e)
+		}
+	}
+	fresh, _ := decode() // an undefaulted copy for the pass over all policies
+	var keys struct {
+		Policies []givenKeys `yaml:"policies"`
+	}
+	_ = yaml.Unmarshal(b, &keys) // best effort: wrong types were reported above
+
+	// keep says whether a validation error is news, not the echo of a decoding error at or
+	// above its path.
+	keep := func(path string) bool {
+		for p := path; p != ""; p = parentPath(p) {
+			if bad[p] {
+				return false
+			}
+		}
+		return true
+	}
+	add := func(err error) bool {
+		if err == nil {
+			return false
+		}
+		path, msg := splitFieldError(err)
+		if keep(path) {
+			report(path, msg)
+		}
+		return true
+	}
+
+	// The global section, then the exporter's over a valid global section.
+	defaults := &Config{}
+	_ = defaults.setDefaultsAndValidate(nil)
+	g := &Config{Global: c.Global}
+	if add(g.setDefaultsAndValidate(nil)) {
+		g = &Config{Global: defaults.Global}
+		_ = g.setDefaultsAndValidate(nil)
+	}
+	e := &Config{Global: g.Global, Exporter: c.Exporter}
+	if add(e.setDefaultsAndValidate(nil)) {
+		e.Exporter = defaults.Exporter
+	}
+
+	// Each policy alone.
+	var valid []Policy
+	var index []int // index[k] is the position in the file of valid[k]
+	var invalid []string
+	for i := range c.Policies {
+		pc := &Config{Global: g.Global, Exporter: e.Exporter}
+		var k givenKeys
+		if i < len(keys.Policies) {
+			k = keys.Policies[i]
+		}
+		path := fmt.Sprintf("policies[%d]", i)
+		if add(pc.policyDefaults(&c.Policies[i], path, k)) || !keep(path) {
+			invalid = append(invalid, c.Policies[i].Name)
+			continue
+		}
+		valid = append(valid, fresh.Policies[i])
+		index = append(index, i)
+	}
+
+	// Across policies and the webhook section, over the valid policies, their indexes mapped
+	// back to the file's.
+	all := &Config{Global: g.Global, Exporter: e.Exporter, Policies: valid, Webhook: fresh.Webhook}
+	if err := all.setDefaultsAndValidate(keysOf(keys.Policies, index)); err != nil {
+		path, msg := splitFieldError(err)
+		renumber := func(s string) string {
+			return policyIndexRe.ReplaceAllStringFunc(s, func(m string) string {
+				sm := policyIndexRe.FindStringSubmatch(m)
+				k, _ := strconv.Atoi(sm[2])
+				if k < len(index) {
+					k = index[k]
+				}
+				return fmt.Sprintf("%spolicies[%d]", sm[1], k)
+			})
+		}
+		path, msg = renumber(path), renumber(msg)
+		echo := false
+		for _, name := range invalid {
+			echo = echo || strings.Contains(msg, fmt.Sprintf("no policy named %q", name))
+		}
+		if !echo && keep(path) {
+			report(path, msg)
+		}
+	}
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].(*CheckError).Line < errs[j].(*CheckError).Line })
+	return errs
+}
+
+// policyIndexRe finds the policy indexes in a message, not those of webhook.policies.
+var policyIndexRe = regexp.MustCompile(`(^|[^.\w])policies\[(\d+)\]`)
+
+func keysOf(given []givenKeys, index []int) []givenKeys {
+	out := make([]givenKeys, len(index))
+	for k, i := range index {
+		if i < len(given) {
+			out[k] = given[i]
+		}
+	}
+	return out
+}
+
+// splitFieldError separates the path of the package's validation errors from their message.
+func splitFieldError(err error) (path, msg string) {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return fe.Path, fe.Err.Error()
+	}
+	var we *fieldError
+	if errors.As(err, &we) {
+		return we.path, we.msg
+	}
+	return "", err.Error()
+}
+
+// parentPath is the path of the field that holds path: policies[0] for policies[0].name, policies
+// for policies[0].
+func parentPath(path string) string {
+	i := strings.LastIndexAny(path, ".[")
+	if i <= 0 {
+		return ""
+	}
+	return path[:i]
+}
+
+func syntaxError(err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if m := yamlLineRe.FindStringSubmatch(msg + " "); m != nil && strings.HasPrefix(msg, "line ") {
+		line, _ := strconv.Atoi(m[1])
+		return &CheckError{Line: line, Msg: strings.TrimPrefix(msg, m[0])}
+	}
+	return &CheckError{Msg: msg}
+}
+
+// nodeIndex maps the file's lines to field paths and back.
+type nodeIndex struct {
+	lines  map[string]int       // path → line of its key (or of the list item)
+	keys   map[int]string       // line → path of the first key on it
+	values map[int][]pathedNode // line → the value nodes that start on it, outermost first
+}
+
+type pathedNode struct {
+	path string
+	node *yaml.Node
+}
+
+func indexNodes(root *yaml.Node) *nodeIndex {
+	idx := &nodeIndex{lines: map[string]int{}, keys: map[int]string{}, values: map[int][]pathedNode{}}
+	var walk func(n *yaml.Node, path string, line int)
+	walk = func(n *yaml.Node, path string, line int) {
+		if path != "" {
+			if _, ok := idx.lines[path]; !ok {
+				idx.lines[path] = line
+			}
+			idx.values[n.Line] = append(idx.values[n.Line], pathedNode{path, n})
+		}
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path, c.Line)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := k.Value
+				if path != "" {
+					p = path + "." + k.Value
+				}
+				if _, ok := idx.keys[k.Line]; !ok {
+					idx.keys[k.Line] = p
+				}
+				walk(v, p, k.Line)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s[%d]", path, i), c.Line)
+			}
+		}
+	}
+	walk(root, "", 0)
+	return idx
+}
+
+// line is the line of path, or of its nearest parent in the file.
+func (idx *nodeIndex) line(path string) int {
+	for p := path; p != ""; p = parentPath(p) {
+		if l, ok := idx.lines[p]; ok {
+			return l
+		}
+	}
+	return 0
+}
+
+var (
+	unmarshalRe  = regexp.MustCompile("^line (\\d+): cannot unmarshal (!!\\w+)(?: `.*`)? into (.+)$")
+	notFoundRe   = regexp.MustCompile(`^line (\d+): field (.+) not found in type .+$`)
+	alreadySetRe = regexp.MustCompile(`^line (\d+): field (.+) already set in type .+$`)
+	lineRe       = regexp.MustCompile(`^line (\d+): (.*)$`)
+)
+
+// decodeError rewrites one of the decoder's messages in the file's terms: the path at its line,
+// the value as written and what the field wants, never a Go type.
+func (idx *nodeIndex) decodeError(msg string) *CheckError {
+	if m := unmarshalRe.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		want := kindOf(m[3])
+		kind := map[string]yaml.Kind{"!!seq": yaml.SequenceNode, "!!map": yaml.MappingNode}[m[2]]
+		if kind == 0 {
+			kind = yaml.ScalarNode
+		}
+		for _, v := range idx.values[line] {
+			if v.node.Kind != kind {
+				continue
+			}
+			got := map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.MappingNode: "a mapping"}[kind]
+			if kind == yaml.ScalarNode {
+				return &CheckError{Path: v.path, Line: line, Msg: fmt.Sprintf("%q is not %s", v.node.Value, want)}
+			}
+			return &CheckError{Path: v.path, Line: line, Msg: fmt.Sprintf("must be %s, not %s", want, got)}
+		}
+		return &CheckError{Path: idx.keys[line], Line: line, Msg: "must be " + want}
+	}
+	if m := notFoundRe.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &CheckError{Path: idx.keys[line], Line: line, Msg: fmt.Sprintf("unknown field %q", m[2])}
+	}
+	if m := alreadySetRe.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &CheckError{Path: idx.keys[line], Line: line, Msg: fmt.Sprintf("field %q is set twice", m[2])}
+	}
+	if m := lineRe.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &CheckError{Path: idx.keys[line], Line: line, Msg: m[2]}
+	}
+	return &CheckError{Msg: msg}
+}
+
+// kindOf names what a Go type of the configuration accepts.
+func kindOf(goType string) string {
+	t := strings.TrimLeft(goType, "*")
+	switch {
+	case t == "time.Duration" || t == "model.Duration":
+		return "a duration (e.g. 30s, 5m, 1h)"
+	case t == "bool":
+		return "a boolean (true or false)"
+	case t == "string":
+		return "a string"
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
+		return "an integer"
+	case strings.HasPrefix(t, "float"):
+		return "a number"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["):
+		return "a mapping"
+	case strings.Contains(t, "."):
+		return "a mapping" // a struct of the configuration
+	}
+	return "of another type"
+}

@@ -1,0 +1,170 @@
+package exporter
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+
+	"github.com/debi-scaler/debi/backtest"
+	"github.com/debi-scaler/debi/internal/testenv"
+	"github.com/debi-scaler/debi/trace"
+)
+
+// whatIfConfig is a policy whose demand is the backfilled series.
+const whatIfConfig = `
+global: {interval: 15s}
+policies:
+  - name: web
+    target: {namespace: shop, name: web}
+    algorithm: debi
+    model: naive
+    request: 2
+    history: 288
+    history_step: 5m
+    scaling: {min_replicas: 1, max_replicas: 40}
+    queries:
+      demand: 'debi_whatif_demand_cores{namespace="shop",workload="web"}'
+      replicas: 'debi_whatif_replicas{namespace="shop",workload="web"}'
+`
+
+// TestWhatIfOnRecordedHistory: a week of an embedded trace (5-minute samples) is backfilled
+// into a real Prometheus with promtool's OpenMetrics importer at exact timestamps; the what-if
+// reads it back with the exporter's range loader (DemandHistory), gets every sample exactly,
+// and the backtest of the replayed policy on it equals the backtest on the trace itself (what
+// `debi backtest --trace` computes).
+func TestWhatIfOnRecordedHistory(t *testing.T) {
+	dir := testenv.Env(t, "DEBI_PROMETHEUS_DIR", "the prometheus binary's directory (hack/servers.sh prometheus)")
+	traces, err := trace.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := traces[0]
+	const step = 5 * time.Minute
+	n := min(len(tr.Values), 7*24*12) // one week
+	// Cores: the trace's values scaled so that its peak needs about 10 of the 40 pods.
+	peak := 0.0
+	for _, v := range tr.Values[:n] {
+		peak = max(peak, v)
+	}
+	want := make([]float64, n)
+	for i, v := range tr.Values[:n] {
+		want[i] = v / peak * 20
+	}
+	end := time.Now().Add(-time.Hour).Truncate(step)
+	start := end.Add(-time.Duration(n-1) * step)
+
+	tmp := t.TempDir()
+	var om strings.Builder
+	om.WriteString("# TYPE debi_whatif_demand_cores gauge\n")
+	for i, v := range want {
+		ts := start.Add(time.Duration(i) * step)
+		fmt.Fprintf(&om, "debi_whatif_demand_cores{namespace=\"shop\",workload=\"web\"} %s %d\n", strconv.FormatFloat(v, 'g', -1, 64), ts.Unix())
+	}
+	om.WriteString("# EOF\n")
+	omFile := filepath.Join(tmp, "history.om")
+	if err := os.WriteFile(omFile, []byte(om.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(tmp, "data")
+	if out, err := exec.Command(filepath.Join(dir, "promtool"), "tsdb", "create-blocks-from", "openmetrics", "-q", omFile, data).CombinedOutput(); err != nil {
+		t.Fatalf("promtool tsdb create-blocks-from openmetrics: %v\n%s", err, out)
+	}
+	cfgFile := filepath.Join(tmp, "prometheus.yml")
+	if err := os.WriteFile(cfgFile, []byte("global: {scrape_interval: 15s}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := listen(t)
+	addr := l.Addr().String()
+	l.Close()
+	testenv.Start(t, tmp, "prometheus", filepath.Join(dir, "prometheus"), "--config.file="+cfgFile,
+		"--storage.tsdb.path="+data, "--storage.tsdb.retention.time=30d", "--web.listen-address="+addr, "--log.level=warn")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/-/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("prometheus not ready: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	client, err := api.NewClient(api.Config{Address: "http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := loadConfig(t, whatIfConfig)
+	p := &cfg.Policies[0]
+	h, err := DemandHistory(context.Background(), v1.NewAPI(client), p, start, end, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Demand) != n || h.Gaps != 0 || h.Request != 2 {
+		t.Fatalf("history: %d samples, %d gaps, request %v; want %d, 0, 2", len(h.Demand), h.Gaps, h.Request, n)
+	}
+	for i := range want {
+		if h.Demand[i] != want[i] {
+			t.Fatalf("sample %d at %v: %v from Prometheus, %v backfilled", i, start.Add(time.Duration(i)*step), h.Demand[i], want[i])
+		}
+	}
+	// A range with nothing recorded is an error, not an idle workload.
+	if _, err := DemandHistory(context.Background(), v1.NewAPI(client), p, start.Add(-30*24*time.Hour), start.Add(-29*24*time.Hour), step); err == nil {
+		t.Error("a range without samples gave no error")
+	}
+
+	base := backtest.DefaultOptions()
+	base.Policies = []string{"hpa"}
+	base.SweepTargets = []float64{0.5, 0.7}
+	o, name := backtest.PolicyOptions(p, base, step, h.Request, len(h.Demand))
+	if name != "debi" || o.Policies[0] != "debi" || o.DebiModel != "naive" || o.Request != 2 || o.Scale != 1 || o.History != 288 {
+		t.Fatalf("options from the policy: %s %+v", name, o)
+	}
+	run := func(vals []float64) string {
+		rep, err := backtest.RunTraces(context.Background(), []trace.Trace{{Name: "web", StepMinutes: 5, Values: vals}}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		if err := rep.Write(&b, "json"); err != nil {
+			t.Fatal(err)
+		}
+		// Everything but the run's own timing (decide and train seconds, ticks per second).
+		var keep []string
+		for _, line := range strings.Split(b.String(), "\n") {
+			if !strings.Contains(line, `"decide_seconds"`) && !strings.Contains(line, `"train_seconds"`) && !strings.Contains(line, `"ticks_per_second"`) {
+				keep = append(keep, line)
+			}
+		}
+		return strings.Join(keep, "\n")
+	}
+	replayed, direct := run(h.Demand), run(want)
+	if replayed != direct {
+		t.Fatalf("the replay of Prometheus's history differs from the backtest of the trace:\n%s\n%s", replayed, direct)
+	}
+	// The comparison has teeth: another week gives another report.
+	other := append([]float64(nil), want...)
+	for i := range other {
+		if i%10 == 0 {
+			other[i] *= 2
+		}
+	}
+	if run(other) == direct {
+		t.Fatal("a different demand gave the same report: the comparison proves nothing")
+	}
+	if !strings.Contains(replayed, `"policy": "debi"`) && !strings.Contains(replayed, `"policy":"debi"`) {
+		t.Errorf("the configured policy is not in the report: %.300s", replayed)
+	}
+}
