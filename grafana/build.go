@@ -277,8 +277,9 @@ func policyDashboard() (dashboard.Dashboard, error) {
 		WithPanel(series(id.next(), "Webhook: held, fallback, paused",
 			"Decisions per minute the webhook held (an input stale, missing or ambiguous, the target paused, a fallback that would scale down) and decided on the alert's annotations because Prometheus was unreachable; 1 while the policy is paused (configuration, debi.io/paused, or at 0 replicas). docs/runbooks.md: DebiWebhookDecisionsHeld, DebiWebhookFallbackInUse.",
 			"short", 8, 8,
-			q{expr: `sum by (policy) (rate(debi_webhook_decisions_total{result="held", ` + sel + `}[$__rate_interval])) * 60`, legend: "{{policy}} held/min"},
-			q{expr: `sum by (policy) (rate(debi_webhook_decisions_total{source="annotation", ` + sel + `}[$__rate_interval])) * 60`, legend: "{{policy}} fallback/min"},
+			// "or 0 × every decision": a line at 0 while nothing is held, not an empty panel.
+			q{expr: `(sum by (policy) (rate(debi_webhook_decisions_total{result="held", ` + sel + `}[$__rate_interval])) or 0 * sum by (policy) (rate(debi_webhook_decisions_total{` + sel + `}[$__rate_interval]))) * 60`, legend: "{{policy}} held/min"},
+			q{expr: `(sum by (policy) (rate(debi_webhook_decisions_total{source="annotation", ` + sel + `}[$__rate_interval])) or 0 * sum by (policy) (rate(debi_webhook_decisions_total{` + sel + `}[$__rate_interval]))) * 60`, legend: "{{policy}} fallback/min"},
 			q{expr: `max by (policy) (debi_webhook_policy_paused{` + sel + `})`, legend: "{{policy}} paused"},
 		).Min(0)).
 		WithPanel(series(id.next(), "Webhook decision latency",
