@@ -193,7 +193,7 @@ policies:
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{`"trace": "web (2026-11-17 00:05:00 – 2026-11-24 00:00:00 UTC)"`, `"policy": "budget"`, `"policy": "hpa"`, `"policy": "oracle"`, `"samples": 2016`} {
+	for _, want := range []string{`"trace": "web (6d23h55m to 2026-11-24 00:00)"`, `"policy": "budget"`, `"policy": "hpa"`, `"policy": "oracle"`, `"samples": 2016`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %s:\n%.2000s", want, out)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	commoncfg "github.com/prometheus/common/config"
+	"github.com/prometheus/common/model"
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 
@@ -83,6 +84,7 @@ func whatIfTraces(ctx context.Context, w whatIf, o backtest.Options) ([]trace.Tr
 		return nil, o, err
 	}
 	o, _ = backtest.PolicyOptions(p, o, step, h.Request, len(h.Demand))
-	return []trace.Trace{{Name: p.Name + " (" + start.UTC().Format(time.DateTime) + " – " + end.UTC().Format(time.DateTime) + " UTC)",
-		StepMinutes: max(int(step/time.Minute), 1), Values: h.Demand}}, o, nil
+	// Short enough for the summary's trace column: the policy, the range and its end.
+	name := fmt.Sprintf("%s (%s to %s)", p.Name, model.Duration(w.rng), end.UTC().Format("2006-01-02 15:04"))
+	return []trace.Trace{{Name: name, StepMinutes: max(int(step/time.Minute), 1), Values: h.Demand}}, o, nil
 }
