@@ -276,8 +276,8 @@ func checkDashboards(ctx context.Context, t *testing.T, promURL string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vars := map[string]string{"policy": e2eName, "__range": "2m", "__range_s": "120", "__rate_interval": "15s"}
-	budgetVars := map[string]string{"policy": e2eBudget, "__range": "2m", "__range_s": "120", "__rate_interval": "15s"}
+	vars := map[string]string{"policy": e2eName, "__range": "2m", "__range_s": "120", "__rate_interval": "15s", "horizon": "5"}
+	budgetVars := map[string]string{"policy": e2eBudget, "__range": "2m", "__range_s": "120", "__rate_interval": "15s", "horizon": "5"}
 	failed := 0
 	for _, q := range qs {
 		expr := grafana.Expand(q.Expr, vars)

@@ -86,6 +86,17 @@ func variables(withPolicy bool) []cog.Builder[dashboard.VariableModel] {
 			Definition("label_values(debi_policy_info, policy)").
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Sort(dashboard.VariableSortAlphabeticalAsc))
 	}
+	if withPolicy {
+		// The forecast's horizon in seconds, to draw W2's demand at the time it is for.
+		vs = append(vs, dashboard.NewQueryVariableBuilder("horizon").Label("Forecast horizon (s)").
+			Description("debi_forecast_horizon_seconds of the selected policies (their largest): the forecast panel draws W2 this far ahead, at the time it is for.").
+			Datasource(ds).
+			Query(dashboard.StringOrMap{String: ptr(`query_result(max(debi_forecast_horizon_seconds{policy=~"$policy"}))`)}).
+			Definition(`query_result(max(debi_forecast_horizon_seconds{policy=~"$policy"}))`).
+			Regex(`/ ([0-9.e+]+) /`).
+			Hide(dashboard.VariableHideHideVariable).
+			Refresh(dashboard.VariableRefreshOnTimeRangeChanged))
+	}
 	vs = append(vs, dashboard.NewCustomVariableBuilder("sla").Label("u_sla").
 		Description("Utilization of the ready replicas above which a step counts as overloaded (METHOD §7, default 0.9).").
 		Values(dashboard.StringOrMap{String: ptr("0.9,0.8,0.7,1")}).
@@ -129,10 +140,13 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			Step("30s")).
 		WithRow(row(&id, "Demand and load")).
 		WithPanel(series(id.next(), "Demand: observed vs forecast vs high-water",
-			"CPU demand of the workload in cores. Forecast is W2's demand at the lead-time horizon (debi_forecast_horizon_seconds); high-water is the EVT level W3 (exceeded with probability q); capacity is ready replicas × request.",
+			"CPU demand of the workload in cores. Forecast is W2's demand over the lead-time horizon (debi_forecast_horizon_seconds), drawn both when it was made and shifted forward by the horizon, at the time it is for; high-water is the EVT level W3 (exceeded with probability q); capacity is ready replicas × request.",
 			"short", 24, 9,
 			q{expr: `debi_demand_cores{load="w1", ` + sel + `}`, legend: "{{policy}} observed"},
-			q{expr: `debi_demand_cores{load="w2", ` + sel + `}`, legend: "{{policy}} forecast (W2)"},
+			q{expr: `debi_demand_cores{load="w2", ` + sel + `}`, legend: "{{policy}} forecast (W2), when made"},
+			// The same forecast at the time it is for: the value published $horizon seconds ago,
+			// drawn now (offset), where the observed demand can be held against it.
+			q{expr: `debi_demand_cores{load="w2", ` + sel + `} offset ${horizon}s`, legend: "{{policy}} forecast (W2), at the time it is for"},
 			q{expr: `debi_demand_cores{load="w3", ` + sel + `}`, legend: "{{policy}} high-water"},
 			q{expr: readyCap, legend: "{{policy}} ready capacity"},
 		).AxisLabel("cores").Min(0)).

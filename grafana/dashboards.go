@@ -152,6 +152,7 @@ var Defaults = map[string]string{
 	"policy":          ".+",
 	"namespace":       ".+",
 	"sla":             "0.9",
+	"horizon":         "60",
 	"__rate_interval": "1m",
 	"__interval":      "15s",
 	"__range":         "1h",

@@ -150,8 +150,8 @@ func TestQueriesReturnData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vars := map[string]string{"policy": "shop-web", "__range": "1m", "__range_s": "60", "__rate_interval": "30s"}
-	budgetVars := map[string]string{"policy": "shop-db", "__range": "1m", "__range_s": "60", "__rate_interval": "30s"}
+	vars := map[string]string{"policy": "shop-web", "__range": "1m", "__range_s": "60", "__rate_interval": "30s", "horizon": "1"}
+	budgetVars := map[string]string{"policy": "shop-db", "__range": "1m", "__range_s": "60", "__rate_interval": "30s", "horizon": "1"}
 	for _, q := range qs {
 		expr := Expand(q.Expr, vars)
 		if q.Row == BudgetRow {
