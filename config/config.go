@@ -99,7 +99,10 @@ func (g *Global) UnmarshalYAML(unmarshal func(any) error) error {
 	return nil
 }
 
-// Target names the scaled object; it must have a scale subresource.
+// Target names the scaled object; it must have a scale subresource. One policy acts on a
+// target (webhook mode act or hpa-floor); others on the same target must be in shadow mode, as
+// baselines: they decide and are published beside it (the policy dashboard draws every policy
+// of the workload), and write nothing.
 type Target struct {
 	APIVersion string `yaml:"api_version"`
 	Kind       string `yaml:"kind"`
@@ -376,7 +379,6 @@ func (c *Config) setDefaultsAndValidate(given []givenKeys) error {
 		return errorf("exporter.concurrency", "must be positive, got %d", c.Exporter.Concurrency)
 	}
 	seen := map[string]int{}
-	targets := map[string]int{}
 	for i := range c.Policies {
 		p := &c.Policies[i]
 		path := fmt.Sprintf("policies[%d]", i)
@@ -391,12 +393,25 @@ func (c *Config) setDefaultsAndValidate(given []givenKeys) error {
 			return errorf(path+".name", "%q is already used by policies[%d]", p.Name, j)
 		}
 		seen[p.Name] = i
-		if j, dup := targets[p.Target.Identity()]; dup {
-			return errorf(path+".target", "%s is already scaled by policies[%d]; one policy per target", p.Target, j)
-		}
-		targets[p.Target.Identity()] = i
 	}
-	return c.Webhook.setDefaultsAndValidate(c)
+	if err := c.Webhook.setDefaultsAndValidate(c); err != nil {
+		return err
+	}
+	// One policy acts on a target; any others on it must be shadow (a baseline that decides
+	// and is published, drawn beside the acting one, but writes nothing).
+	acting := map[string]int{}
+	for i := range c.Policies {
+		p := &c.Policies[i]
+		mode := c.Webhook.ModeFor(p.Name)
+		if mode == ModeShadow {
+			continue
+		}
+		if j, dup := acting[p.Target.Identity()]; dup {
+			return errorf(fmt.Sprintf("policies[%d].target", i), "%s is already scaled by policies[%d] (mode %s); a second policy on a target must be shadow (webhook.policies[].mode: shadow), one policy acts per target", p.Target, j, c.Webhook.ModeFor(c.Policies[j].Name))
+		}
+		acting[p.Target.Identity()] = i
+	}
+	return nil
 }
 
 func (c *Config) policyDefaults(p *Policy, path string, given givenKeys) error {

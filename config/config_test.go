@@ -320,3 +320,35 @@ func TestWindowZeroDisables(t *testing.T) {
 		}
 	}
 }
+
+// TestShadowBeside: one policy acts on a target; shadow policies may sit beside it (a live
+// baseline), and the error names the second acting policy and its mode.
+func TestShadowBeside(t *testing.T) {
+	const pols = `
+policies:
+  - {name: web, target: {namespace: shop, name: web}, request: 1}
+  - {name: web-hpa, target: {namespace: shop, kind: deployment, name: web}, algorithm: hpa, request: 1}
+  - {name: web-apa, target: {namespace: shop, name: web}, algorithm: apa, request: 1}
+`
+	for _, tc := range []struct {
+		name, webhook, want string
+	}{
+		{"all shadow by default", "", ""},
+		{"one acts, two shadow", "webhook: {mode: shadow, allow_unauthenticated: true, policies: [{name: web, mode: act}]}", ""},
+		{"hpa-floor beside shadow", "webhook: {mode: shadow, allow_unauthenticated: true, policies: [{name: web-apa, mode: hpa-floor}]}", ""},
+		{"two act", "webhook: {mode: shadow, allow_unauthenticated: true, policies: [{name: web, mode: act}, {name: web-apa, mode: act}]}",
+			"policies[2].target: shop/Deployment/web is already scaled by policies[0] (mode act); a second policy on a target must be shadow"},
+		{"act by default", "webhook: {mode: act, allow_unauthenticated: true, policies: [{name: web-hpa, mode: shadow}]}",
+			"policies[2].target: shop/Deployment/web is already scaled by policies[0] (mode act)"},
+		{"act and hpa-floor", "webhook: {mode: hpa-floor, allow_unauthenticated: true, policies: [{name: web-hpa, mode: shadow}, {name: web-apa, mode: act}]}",
+			"policies[2].target: shop/Deployment/web is already scaled by policies[0] (mode hpa-floor)"},
+	} {
+		_, err := Load([]byte(tc.webhook + pols))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}

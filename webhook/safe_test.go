@@ -306,6 +306,7 @@ func TestCoalescing(t *testing.T) {
 // escaped.
 func TestTargetIdentity(t *testing.T) {
 	dup := `
+webhook: {mode: act, allow_unauthenticated: true}
 policies:
   - {name: a, target: {namespace: shop, kind: Deployment, name: web}, algorithm: hpa, request: 1}
   - {name: b, target: {namespace: shop, kind: deployment, name: web}, algorithm: hpa, request: 1}
