@@ -39,9 +39,11 @@ func (e *CheckError) Error() string {
 
 // Check validates a configuration as Load does but reports every error it can find instead of
 // the first, for `debi check config`: every wrong type and unknown field the decoder meets, then
-// the global and exporter sections, each policy on its own, and what spans policies (duplicate
-// names and targets, the webhook section) over the policies that are valid. Errors are
-// *CheckError values in the order of their lines. A nil result means Load accepts the file.
+// every invalid field of the global, exporter and webhook sections and of each policy, and each
+// conflict across policies (every duplicate name, every second acting policy on a target).
+// A check that rests on a field already reported (e.g. history_step against an invalid
+// global.interval) is skipped rather than reported as its echo. Errors are *CheckError values in
+// the order of their lines. A nil result means Load accepts the file.
 func Check(b []byte) []error {
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
@@ -53,23 +55,15 @@ func Check(b []byte) []error {
 	idx := indexNodes(&root)
 	var errs []error
 	bad := map[string]bool{} // paths with a decoding error: their zero values prove nothing
-	report := func(path, msg string) {
-		errs = append(errs, &CheckError{Path: path, Line: idx.line(path), Msg: msg})
-	}
 
-	decode := func() (*Config, error) {
-		c := &Config{}
-		dec := yaml.NewDecoder(bytes.NewReader(b))
-		dec.KnownFields(true)
-		err := dec.Decode(c)
-		if errors.Is(err, io.EOF) {
-			err = errors.New("empty configuration")
-		}
-		return c, err
-	}
-	c, err := decode()
-	if err != nil {
+	c := &Config{}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
 		var te *yaml.TypeError
+		if errors.Is(err, io.EOF) {
+			return []error{&CheckError{Msg: "empty configuration"}}
+		}
 		if !errors.As(err, &te) {
 			// The decoder stopped: nothing after this point was read.
 			return []error{&CheckError{Msg: withYAMLPaths(b, err).Error()}}
@@ -80,104 +74,51 @@ func Check(b []byte) []error {
 			errs = append(errs, e)
 		}
 	}
-	fresh, _ := decode() // an undefaulted copy for the pass over all policies
 	var keys struct {
 		Policies []givenKeys `yaml:"policies"`
 	}
 	_ = yaml.Unmarshal(b, &keys) // best effort: wrong types were reported above
 
-	// keep says whether a validation error is news, not the echo of a decoding error at or
-	// above its path.
+	// keep says whether a validation error is news, not the echo of a decoding error at, above
+	// or below its path (policies[1].target is not checked for a clash when its kind could not
+	// be read).
 	keep := func(path string) bool {
 		for p := path; p != ""; p = parentPath(p) {
 			if bad[p] {
 				return false
 			}
 		}
+		for p := range bad {
+			if path != "" && (strings.HasPrefix(p, path+".") || strings.HasPrefix(p, path+"[")) {
+				return false
+			}
+		}
 		return true
 	}
-	add := func(err error) bool {
-		if err == nil {
-			return false
-		}
+	// An interval that could not be decoded is no more valid than one out of range: what is
+	// checked against it is skipped.
+	c.intervalBad = !keep("global.interval")
+
+	var found errList
+	c.validate(keys.Policies, &found)
+	for _, err := range found {
 		path, msg := splitFieldError(err)
 		if keep(path) {
-			report(path, msg)
-		}
-		return true
-	}
-
-	// The global section, then the exporter's over a valid global section.
-	defaults := &Config{}
-	_ = defaults.setDefaultsAndValidate(nil)
-	g := &Config{Global: c.Global}
-	if add(g.setDefaultsAndValidate(nil)) {
-		g = &Config{Global: defaults.Global}
-		_ = g.setDefaultsAndValidate(nil)
-	}
-	e := &Config{Global: g.Global, Exporter: c.Exporter}
-	if add(e.setDefaultsAndValidate(nil)) {
-		e.Exporter = defaults.Exporter
-	}
-
-	// Each policy alone.
-	var valid []Policy
-	var index []int // index[k] is the position in the file of valid[k]
-	var invalid []string
-	for i := range c.Policies {
-		pc := &Config{Global: g.Global, Exporter: e.Exporter}
-		var k givenKeys
-		if i < len(keys.Policies) {
-			k = keys.Policies[i]
-		}
-		path := fmt.Sprintf("policies[%d]", i)
-		if add(pc.policyDefaults(&c.Policies[i], path, k)) || !keep(path) {
-			invalid = append(invalid, c.Policies[i].Name)
-			continue
-		}
-		valid = append(valid, fresh.Policies[i])
-		index = append(index, i)
-	}
-
-	// Across policies and the webhook section, over the valid policies, their indexes mapped
-	// back to the file's.
-	all := &Config{Global: g.Global, Exporter: e.Exporter, Policies: valid, Webhook: fresh.Webhook}
-	if err := all.setDefaultsAndValidate(keysOf(keys.Policies, index)); err != nil {
-		path, msg := splitFieldError(err)
-		renumber := func(s string) string {
-			return policyIndexRe.ReplaceAllStringFunc(s, func(m string) string {
-				sm := policyIndexRe.FindStringSubmatch(m)
-				k, _ := strconv.Atoi(sm[2])
-				if k < len(index) {
-					k = index[k]
-				}
-				return fmt.Sprintf("%spolicies[%d]", sm[1], k)
-			})
-		}
-		path, msg = renumber(path), renumber(msg)
-		echo := false
-		for _, name := range invalid {
-			echo = echo || strings.Contains(msg, fmt.Sprintf("no policy named %q", name))
-		}
-		if !echo && keep(path) {
-			report(path, msg)
+			errs = append(errs, &CheckError{Path: path, Line: idx.line(path), Msg: inFileTerms(msg)})
 		}
 	}
 	sort.SliceStable(errs, func(i, j int) bool { return errs[i].(*CheckError).Line < errs[j].(*CheckError).Line })
 	return errs
 }
 
-// policyIndexRe finds the policy indexes in a message, not those of webhook.policies.
-var policyIndexRe = regexp.MustCompile(`(^|[^.\w])policies\[(\d+)\]`)
+// templateFieldRe finds text/template's message for a field the query data lacks, which names
+// the Go type of the data.
+var templateFieldRe = regexp.MustCompile(`can't evaluate field (\w+) in type \S+`)
 
-func keysOf(given []givenKeys, index []int) []givenKeys {
-	out := make([]givenKeys, len(index))
-	for k, i := range index {
-		if i < len(given) {
-			out[k] = given[i]
-		}
-	}
-	return out
+// inFileTerms rewrites what a validation message says in Go's terms: a query template's unknown
+// field is named with the fields a template has.
+func inFileTerms(msg string) string {
+	return templateFieldRe.ReplaceAllString(msg, "unknown field .$1 (a query template has .Policy, .Namespace, .Kind and .Name)")
 }
 
 // splitFieldError separates the path of the package's validation errors from their message.

@@ -53,6 +53,9 @@ type Config struct {
 
 	// warnings collected while loading (settings replaced by defaults).
 	warnings []string
+	// intervalBad is set when global.interval is invalid or could not be decoded (Check): the
+	// checks of other fields against it are skipped rather than reported as its echoes.
+	intervalBad bool
 }
 
 // Global holds settings shared by every component.
@@ -76,7 +79,8 @@ type Global struct {
 	// Alertmanager's http_config (prometheus/common): authorization (type, credentials or
 	// credentials_file; bearer by default), basic_auth, oauth2, tls_config, proxy_url,
 	// follow_redirects, enable_http2 and http_headers, e.g. `http_headers: {X-Scope-OrgID:
-	// {values: [tenant]}}` for a Mimir, Cortex or Thanos tenant. Relative file paths are taken
+	// {values: [tenant]}}` for a Mimir or Cortex tenant (Thanos Query reads THANOS-TENANT by
+	// default: docs/fleet.md). Relative file paths are taken
 	// from the configuration file's directory; secret files are read at each request, so a
 	// rotated token needs no restart.
 	HTTPConfig *commoncfg.HTTPClientConfig `yaml:"http_config"`
@@ -322,63 +326,45 @@ func withYAMLPaths(b []byte, err error) error {
 }
 
 // setDefaultsAndValidate is the one place where defaults are filled and fields checked; given
-// holds the budget keys each policy sets.
+// holds the budget keys each policy sets. It returns the first error of validate's.
 func (c *Config) setDefaultsAndValidate(given []givenKeys) error {
-	if c.Global.Interval == 0 {
-		c.Global.Interval = 15 * time.Second
+	var errs errList
+	c.validate(given, &errs)
+	return errs.first()
+}
+
+// errList collects the independent errors of one validation pass in the order of the checks:
+// Load reports the first, Check every one. A check that depends on a field already found
+// invalid is skipped rather than reported again.
+type errList []error
+
+// add appends err when it is not nil and reports whether it was.
+func (l *errList) add(err error) bool {
+	if err == nil {
+		return false
 	}
-	if c.Global.Interval < time.Second {
-		// Steps fall on a millisecond grid and feed rate()-based recording rules: below a
-		// second neither makes sense.
-		return errorf("global.interval", "must be at least 1s, got %v", c.Global.Interval)
+	*l = append(*l, err)
+	return true
+}
+
+// addf appends a FieldError at path.
+func (l *errList) addf(path, format string, args ...any) { l.add(errorf(path, format, args...)) }
+
+// first is the first error, or nil.
+func (l errList) first() error {
+	if len(l) == 0 {
+		return nil
 	}
-	if c.Global.QueryTimeout == 0 {
-		c.Global.QueryTimeout = 10 * time.Second
-	}
-	if c.Global.QueryTimeout < 0 {
-		return errorf("global.query_timeout", "must be positive, got %v", c.Global.QueryTimeout)
-	}
-	if c.Global.LookbackDelta == 0 {
-		c.Global.LookbackDelta = DefaultLookbackDelta
-	}
-	if c.Global.LookbackDelta < time.Second {
-		return errorf("global.lookback_delta", "must be at least 1s, got %v", c.Global.LookbackDelta)
-	}
-	if c.Global.PrometheusURL != "" {
-		u, err := url.Parse(c.Global.PrometheusURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return errorf("global.prometheus_url", "want an http(s) URL such as http://prometheus:9090, got %q", c.Global.PrometheusURL)
-		}
-	}
-	if c.Global.httpErr != nil {
-		return &FieldError{Path: "global.http_config", Err: c.Global.httpErr}
-	}
-	if c.Global.HTTPConfig == nil {
-		hc := commoncfg.DefaultHTTPClientConfig
-		c.Global.HTTPConfig = &hc
-	}
-	if err := c.Global.HTTPConfig.Validate(); err != nil {
-		return &FieldError{Path: "global.http_config", Err: err}
-	}
-	if c.Exporter.MAEWindow == 0 {
-		c.Exporter.MAEWindow = 60
-	}
-	if c.Exporter.MAEWindow < 0 {
-		return errorf("exporter.mae_window", "must be positive, got %d", c.Exporter.MAEWindow)
-	}
-	if c.Exporter.HistoryLookback < 0 {
-		return errorf("exporter.history_lookback", "must not be negative, got %v", c.Exporter.HistoryLookback)
-	}
-	if c.Exporter.QueryOffset < 0 || c.Exporter.QueryOffset >= c.Global.Interval {
-		return errorf("exporter.query_offset", "must be in [0, global.interval (%v)), got %v", c.Global.Interval, c.Exporter.QueryOffset)
-	}
-	if c.Exporter.Concurrency == 0 {
-		c.Exporter.Concurrency = 8
-	}
-	if c.Exporter.Concurrency < 0 {
-		return errorf("exporter.concurrency", "must be positive, got %d", c.Exporter.Concurrency)
-	}
+	return l[0]
+}
+
+// validate fills the defaults and checks every field, appending each independent error to errs
+// in the order Load has always checked them, so that the first is the one it reports.
+func (c *Config) validate(given []givenKeys, errs *errList) {
+	c.globalDefaults(errs)
+	c.exporterDefaults(errs)
 	seen := map[string]int{}
+	targetOK := make([]bool, len(c.Policies))
 	for i := range c.Policies {
 		p := &c.Policies[i]
 		path := fmt.Sprintf("policies[%d]", i)
@@ -386,37 +372,112 @@ func (c *Config) setDefaultsAndValidate(given []givenKeys) error {
 		if i < len(given) {
 			keys = given[i]
 		}
-		if err := c.policyDefaults(p, path, keys); err != nil {
-			return err
+		var nameOK bool
+		nameOK, targetOK[i] = c.policyDefaults(p, path, keys, errs)
+		if !nameOK {
+			continue
 		}
 		if j, dup := seen[p.Name]; dup {
-			return errorf(path+".name", "%q is already used by policies[%d]", p.Name, j)
+			errs.addf(path+".name", "%q is already used by policies[%d]", p.Name, j)
+			continue
 		}
 		seen[p.Name] = i
 	}
-	if err := c.Webhook.setDefaultsAndValidate(c); err != nil {
-		return err
-	}
+	c.Webhook.validate(c, errs)
 	// One policy acts on a target; any others on it must be shadow (a baseline that decides
-	// and is published, drawn beside the acting one, but writes nothing).
+	// and is published, drawn beside the acting one, but writes nothing). Policies whose target
+	// or mode is invalid are left out: that error is reported where it is.
 	acting := map[string]int{}
 	for i := range c.Policies {
 		p := &c.Policies[i]
 		mode := c.Webhook.ModeFor(p.Name)
-		if mode == ModeShadow {
+		if !targetOK[i] || mode == ModeShadow || !validMode(mode) {
 			continue
 		}
 		if j, dup := acting[p.Target.Identity()]; dup {
-			return errorf(fmt.Sprintf("policies[%d].target", i), "%s is already scaled by policies[%d] (mode %s); a second policy on a target must be shadow (webhook.policies[].mode: shadow), one policy acts per target", p.Target, j, c.Webhook.ModeFor(c.Policies[j].Name))
+			errs.addf(fmt.Sprintf("policies[%d].target", i), "%s is already scaled by policies[%d] (mode %s); a second policy on a target must be shadow (webhook.policies[].mode: shadow), one policy acts per target", p.Target, j, c.Webhook.ModeFor(c.Policies[j].Name))
+			continue
 		}
 		acting[p.Target.Identity()] = i
 	}
-	return nil
 }
 
-func (c *Config) policyDefaults(p *Policy, path string, given givenKeys) error {
+// globalDefaults fills and checks the global section. An invalid global.interval marks the
+// configuration so that the checks against it (history_step, query_offset, max_input_age) are
+// skipped instead of echoing it.
+func (c *Config) globalDefaults(errs *errList) {
+	g := &c.Global
+	if g.Interval == 0 {
+		g.Interval = 15 * time.Second
+	}
+	if g.Interval < time.Second {
+		// Steps fall on a millisecond grid and feed rate()-based recording rules: below a
+		// second neither makes sense.
+		errs.addf("global.interval", "must be at least 1s, got %v", g.Interval)
+		c.intervalBad = true
+	}
+	if g.QueryTimeout == 0 {
+		g.QueryTimeout = 10 * time.Second
+	}
+	if g.QueryTimeout < 0 {
+		errs.addf("global.query_timeout", "must be positive, got %v", g.QueryTimeout)
+	}
+	if g.LookbackDelta == 0 {
+		g.LookbackDelta = DefaultLookbackDelta
+	}
+	if g.LookbackDelta < time.Second {
+		errs.addf("global.lookback_delta", "must be at least 1s, got %v", g.LookbackDelta)
+	}
+	if g.PrometheusURL != "" {
+		u, err := url.Parse(g.PrometheusURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs.addf("global.prometheus_url", "want an http(s) URL such as http://prometheus:9090, got %q", g.PrometheusURL)
+		}
+	}
+	if g.httpErr != nil {
+		errs.add(&FieldError{Path: "global.http_config", Err: g.httpErr})
+	}
+	if g.HTTPConfig == nil {
+		hc := commoncfg.DefaultHTTPClientConfig
+		g.HTTPConfig = &hc
+	}
+	if g.httpErr == nil {
+		if err := g.HTTPConfig.Validate(); err != nil {
+			errs.add(&FieldError{Path: "global.http_config", Err: err})
+		}
+	}
+}
+
+// exporterDefaults fills and checks the exporter section.
+func (c *Config) exporterDefaults(errs *errList) {
+	e := &c.Exporter
+	if e.MAEWindow == 0 {
+		e.MAEWindow = 60
+	}
+	if e.MAEWindow < 0 {
+		errs.addf("exporter.mae_window", "must be positive, got %d", e.MAEWindow)
+	}
+	if e.HistoryLookback < 0 {
+		errs.addf("exporter.history_lookback", "must not be negative, got %v", e.HistoryLookback)
+	}
+	if e.QueryOffset < 0 || (!c.intervalBad && e.QueryOffset >= c.Global.Interval) {
+		errs.addf("exporter.query_offset", "must be in [0, global.interval (%v)), got %v", c.Global.Interval, e.QueryOffset)
+	}
+	if e.Concurrency == 0 {
+		e.Concurrency = 8
+	}
+	if e.Concurrency < 0 {
+		errs.addf("exporter.concurrency", "must be positive, got %d", e.Concurrency)
+	}
+}
+
+// policyDefaults fills and checks one policy, appending each independent error to errs. It
+// reports whether the name and the target are valid, for the checks across policies.
+func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *errList) (nameOK, targetOK bool) {
+	nameOK, targetOK = true, true
 	if strings.TrimSpace(p.Name) == "" {
-		return errorf(path+".name", "required")
+		errs.addf(path+".name", "required")
+		nameOK = false
 	}
 	if p.Target.APIVersion == "" {
 		p.Target.APIVersion = "apps/v1"
@@ -425,16 +486,19 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys) error {
 		p.Target.Kind = "Deployment"
 	}
 	if p.Target.Namespace == "" {
-		return errorf(path+".target.namespace", "required")
+		errs.addf(path+".target.namespace", "required")
+		targetOK = false
 	}
 	if p.Target.Name == "" {
-		return errorf(path+".target.name", "required")
+		errs.addf(path+".target.name", "required")
+		targetOK = false
 	}
-	if err := p.Target.normalize(path + ".target"); err != nil {
-		return err
+	if !p.Target.normalize(path+".target", errs) {
+		targetOK = false
 	}
-	if !policyNameRe.MatchString(p.Name) || len(p.Name) > 253 {
-		return errorf(path+".name", "%q must be letters, digits, '.', '_' or '-', starting with a letter or digit, at most 253 characters (it is a label value and part of queries)", p.Name)
+	if nameOK && (!policyNameRe.MatchString(p.Name) || len(p.Name) > 253) {
+		errs.addf(path+".name", "%q must be letters, digits, '.', '_' or '-', starting with a letter or digit, at most 253 characters (it is a label value and part of queries)", p.Name)
+		nameOK = false
 	}
 	if p.Algorithm == "" {
 		p.Algorithm = "debi"
@@ -444,16 +508,15 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys) error {
 		// model only in the algorithm's name).
 		p.Algorithm = strings.TrimSpace(p.Model) + "-budget"
 	}
-	spec, err := policy.Parse(p.Algorithm, p.Model)
-	if err != nil {
-		return &FieldError{Path: path + ".algorithm", Err: err}
-	}
-	if p.Model != "" && spec.Model != "" && !strings.EqualFold(p.Model, spec.Model) {
-		return errorf(path+".model", "%q contradicts algorithm %q, which names model %q", p.Model, p.Algorithm, spec.Model)
-	}
-	p.Algorithm = spec.Name
-	if spec.Model != "" {
-		p.Model = spec.Model
+	if spec, err := policy.Parse(p.Algorithm, p.Model); err != nil {
+		errs.add(&FieldError{Path: path + ".algorithm", Err: err})
+	} else if p.Model != "" && spec.Model != "" && !strings.EqualFold(p.Model, spec.Model) {
+		errs.addf(path+".model", "%q contradicts algorithm %q, which names model %q", p.Model, p.Algorithm, spec.Model)
+	} else {
+		p.Algorithm = spec.Name
+		if spec.Model != "" {
+			p.Model = spec.Model
+		}
 	}
 
 	// Defaults: zero values are filled from the paper's and Kubernetes' defaults field by field,
@@ -466,11 +529,11 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys) error {
 	fillUnset(&p.Scaling.Budget, scaling.DefaultBudgetParams(), given.Scaling.Budget)
 	if err := p.Scaling.Validate(); err != nil {
 		// BudgetParams name their fields budget.u_sla …: the path is scaling.budget.u_sla.
-		return subfieldError(path+".scaling", err)
+		errs.add(subfieldError(path+".scaling", err))
 	}
 	fillUnset(&p.Budget, forecast.DefaultCalibratorConfig(), given.Budget)
 	if err := p.Budget.Validate(); err != nil {
-		return subfieldError(path+".budget", err)
+		errs.add(subfieldError(path+".budget", err))
 	}
 	// An invalid metrics policy falls back to its defaults with a warning (the Elastic Scaler's
 	// rule: a bad setting never stops the scaler).
@@ -496,34 +559,39 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys) error {
 		p.EVT.Method = def.Method
 	}
 	if err := p.EVT.Validate(); err != nil {
-		return subfieldError(path+".evt", err)
+		errs.add(subfieldError(path+".evt", err))
 	}
 	if p.History == 0 {
 		p.History = 760
 	}
 	if p.History < 2 || p.History > 11000 {
 		// Prometheus answers a range query with at most 11,000 points per series.
-		return errorf(path+".history", "must be in [2, 11000] steps, got %d", p.History)
+		errs.addf(path+".history", "must be in [2, 11000] steps, got %d", p.History)
 	}
 	if p.Retrain == 0 {
 		p.Retrain = 120
 	}
 	if p.Retrain < 0 {
-		return errorf(path+".retrain", "must not be negative, got %d", p.Retrain)
+		errs.addf(path+".retrain", "must not be negative, got %d", p.Retrain)
 	}
 	iv := c.Global.Interval
 	if p.HistoryStep == 0 {
 		// 5m, rounded up to whole intervals.
 		p.HistoryStep = (DefaultHistoryStep + iv - 1) / iv * iv
 	}
-	if p.HistoryStep < iv || p.HistoryStep%iv != 0 {
-		return errorf(path+".history_step", "must be a positive multiple of global.interval (%v), got %v", iv, p.HistoryStep)
+	switch {
+	case c.intervalBad: // reported at global.interval: only what is wrong whatever it is
+		if p.HistoryStep < 0 {
+			errs.addf(path+".history_step", "must be a positive multiple of global.interval, got %v", p.HistoryStep)
+		}
+	case p.HistoryStep < iv || p.HistoryStep%iv != 0:
+		errs.addf(path+".history_step", "must be a positive multiple of global.interval (%v), got %v", iv, p.HistoryStep)
 	}
 	if p.LeadTime == 0 {
 		p.LeadTime = DefaultLeadTime
 	}
 	if p.LeadTime < 0 {
-		return errorf(path+".lead_time", "must not be negative, got %v", p.LeadTime)
+		errs.addf(path+".lead_time", "must not be negative, got %v", p.LeadTime)
 	}
 	if p.Season == 0 {
 		p.Season = DefaultSeason
@@ -532,41 +600,45 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys) error {
 		p.ObservationWindow = time.Minute
 	}
 	if p.ObservationWindow < 0 {
-		return errorf(path+".observation_window", "must not be negative, got %v", p.ObservationWindow)
+		errs.addf(path+".observation_window", "must not be negative, got %v", p.ObservationWindow)
 	}
 	if p.Season < 0 {
-		return errorf(path+".season", "must not be negative, got %v", p.Season)
+		errs.addf(path+".season", "must not be negative, got %v", p.Season)
 	}
 	if p.Forecast.Season < 0 {
-		return errorf(path+".forecast.season", "must not be negative, got %d", p.Forecast.Season)
+		errs.addf(path+".forecast.season", "must not be negative, got %d", p.Forecast.Season)
 	}
 	if p.Request < 0 || math.IsNaN(p.Request) || math.IsInf(p.Request, 0) {
-		return errorf(path+".request", "must be a positive number of cores, got %v", p.Request)
+		errs.addf(path+".request", "must be a positive number of cores, got %v", p.Request)
+	} else if p.Request > 0 && p.Queries.Request != "" {
+		errs.addf(path+".request", "set either a fixed request or queries.request, not both")
 	}
-	if p.Request > 0 && p.Queries.Request != "" {
-		return errorf(path+".request", "set either a fixed request or queries.request, not both")
+	// The default queries are built from the target: with an invalid one, only the queries the
+	// file sets are checked.
+	if targetOK {
+		c.queryDefaults(p)
 	}
-	c.queryDefaults(p)
 	for _, q := range []struct{ field, expr string }{
 		{"demand", p.Queries.Demand}, {"replicas", p.Queries.Replicas},
 		{"ready_replicas", p.Queries.ReadyReplicas}, {"request", p.Queries.Request},
 	} {
 		qpath := path + ".queries." + q.field
 		if q.expr == "" {
-			if q.field == "request" {
-				continue
+			if q.field != "request" && targetOK {
+				errs.addf(qpath, "required: no default query for target kind %q", p.Target.Kind)
 			}
-			return errorf(qpath, "required: no default query for target kind %q", p.Target.Kind)
+			continue
 		}
 		expr, err := parser.NewParser(parser.Options{}).ParseExpr(q.expr)
 		if err != nil {
-			return &FieldError{Path: qpath, Err: err}
+			errs.add(&FieldError{Path: qpath, Err: err})
+			continue
 		}
 		if t := expr.Type(); t != parser.ValueTypeVector && t != parser.ValueTypeScalar {
-			return errorf(qpath, "must return an instant vector or a scalar, got a %s", t)
+			errs.addf(qpath, "must return an instant vector or a scalar, got a %s", t)
 		}
 	}
-	return nil
+	return nameOK, targetOK
 }
 
 // policyNameRe is what a policy name may be: a label value that needs no escaping anywhere.
@@ -584,25 +656,35 @@ var canonicalKinds = map[string]string{
 
 // normalize spells the kind as the API does and checks every part of the target's identity:
 // api_version group/version, kind UpperCamelCase, namespace a DNS-1123 label, name a DNS-1123
-// subdomain.
-func (t *Target) normalize(path string) error {
-	if k, ok := canonicalKinds[strings.ToLower(t.Kind)]; ok {
+// subdomain (namespace and name when set: that they are required is checked before). It
+// reports whether every part is valid.
+func (t *Target) normalize(path string, errs *errList) bool {
+	ok := true
+	if k, known := canonicalKinds[strings.ToLower(t.Kind)]; known {
 		t.Kind = k
 	}
 	if !kindRe.MatchString(t.Kind) {
-		return errorf(path+".kind", "%q is not a Kind as the API spells it (UpperCamelCase, e.g. Deployment)", t.Kind)
+		errs.addf(path+".kind", "%q is not a Kind as the API spells it (UpperCamelCase, e.g. Deployment)", t.Kind)
+		ok = false
 	}
 	gv := strings.Split(t.APIVersion, "/")
 	if len(gv) > 2 || gv[len(gv)-1] == "" || (len(gv) == 2 && len(validation.IsDNS1123Subdomain(gv[0])) > 0) {
-		return errorf(path+".api_version", "%q is not group/version or version (e.g. apps/v1)", t.APIVersion)
+		errs.addf(path+".api_version", "%q is not group/version or version (e.g. apps/v1)", t.APIVersion)
+		ok = false
 	}
-	if errs := validation.IsDNS1123Label(t.Namespace); len(errs) > 0 {
-		return errorf(path+".namespace", "%q is not a valid namespace: %s", t.Namespace, strings.Join(errs, "; "))
+	if t.Namespace != "" {
+		if msgs := validation.IsDNS1123Label(t.Namespace); len(msgs) > 0 {
+			errs.addf(path+".namespace", "%q is not a valid namespace: %s", t.Namespace, strings.Join(msgs, "; "))
+			ok = false
+		}
 	}
-	if errs := validation.IsDNS1123Subdomain(t.Name); len(errs) > 0 {
-		return errorf(path+".name", "%q is not a valid object name: %s", t.Name, strings.Join(errs, "; "))
+	if t.Name != "" {
+		if msgs := validation.IsDNS1123Subdomain(t.Name); len(msgs) > 0 {
+			errs.addf(path+".name", "%q is not a valid object name: %s", t.Name, strings.Join(msgs, "; "))
+			ok = false
+		}
 	}
-	return nil
+	return ok
 }
 
 // Group is the API group of the target ("apps"; "" for the core group).

@@ -252,27 +252,30 @@ func RenderQuery(tmpl string, p *Policy) (string, error) {
 
 func validMode(m string) bool { return m == ModeAct || m == ModeHPAFloor || m == ModeShadow }
 
-func (w *WebhookConfig) setDefaultsAndValidate(c *Config) error {
+// validate fills the webhook section's defaults and checks it against the policies, appending
+// each independent error to errs in the order Load has always checked them.
+func (w *WebhookConfig) validate(c *Config, errs *errList) {
+	add := func(path, msg string) { errs.add(&fieldError{path, msg}) }
 	switch {
 	case w.Mode == "":
 		w.Mode = ModeShadow
 	case !validMode(w.Mode):
-		return &fieldError{"webhook.mode", `must be one of act, hpa-floor, shadow, got "` + w.Mode + `"`}
+		add("webhook.mode", `must be one of act, hpa-floor, shadow, got "`+w.Mode+`"`)
 	}
 	if w.BearerTokenFile != "" && w.AllowUnauthenticated {
-		return &fieldError{"webhook.allow_unauthenticated", "conflicts with bearer_token_file; set one"}
+		add("webhook.allow_unauthenticated", "conflicts with bearer_token_file; set one")
 	}
 	if w.MaxBodyBytes == 0 {
 		w.MaxBodyBytes = DefaultWebhookMaxBodyBytes
 	}
 	if w.MaxBodyBytes < 1024 {
-		return &fieldError{"webhook.max_body_bytes", fmt.Sprintf("must be at least 1024, got %d", w.MaxBodyBytes)}
+		add("webhook.max_body_bytes", fmt.Sprintf("must be at least 1024, got %d", w.MaxBodyBytes))
 	}
 	if w.DecisionTimeout == 0 {
 		w.DecisionTimeout = DefaultWebhookDecisionTimeout
 	}
 	if w.DecisionTimeout < 0 {
-		return &fieldError{"webhook.decision_timeout", fmt.Sprintf("must be positive, got %v", w.DecisionTimeout)}
+		add("webhook.decision_timeout", fmt.Sprintf("must be positive, got %v", w.DecisionTimeout))
 	}
 	if w.PolicyLabel == "" {
 		w.PolicyLabel = "policy"
@@ -281,7 +284,7 @@ func (w *WebhookConfig) setDefaultsAndValidate(c *Config) error {
 		w.Queries.Load = DefaultWebhookLoadQuery
 	}
 	if w.Queries.Load == QueryNone {
-		return &fieldError{"webhook.queries.load", "cannot be none: W is what the decision needs"}
+		add("webhook.queries.load", "cannot be none: W is what the decision needs")
 	}
 	if w.Queries.LoadReplicas == "" {
 		w.Queries.LoadReplicas = DefaultWebhookLoadReplicasQuery
@@ -318,7 +321,8 @@ func (w *WebhookConfig) setDefaultsAndValidate(c *Config) error {
 			}
 			if alg, err := scaling.New(spec.Algorithm, p.Scaling); err == nil {
 				if _, ok := alg.(scaling.Stateful); ok {
-					return &fieldError{"webhook.queries." + q.field, fmt.Sprintf("cannot be none while policies[%d] (%s) uses %s, a stateful algorithm: its stabilisation and rate limits come from the exporter's published bounds", i, p.Name, alg.Name())}
+					add("webhook.queries."+q.field, fmt.Sprintf("cannot be none while policies[%d] (%s) uses %s, a stateful algorithm: its stabilisation and rate limits come from the exporter's published bounds", i, p.Name, alg.Name()))
+					break // one error for the field
 				}
 			}
 		}
@@ -326,12 +330,12 @@ func (w *WebhookConfig) setDefaultsAndValidate(c *Config) error {
 	if w.MaxInputAge == 0 {
 		w.MaxInputAge = max(DefaultWebhookMaxInputAge, 4*c.Global.Interval)
 	}
-	if w.MaxInputAge < c.Global.Interval {
-		return &fieldError{"webhook.max_input_age", fmt.Sprintf("must be at least global.interval (%v), got %v", c.Global.Interval, w.MaxInputAge)}
+	if w.MaxInputAge < c.Global.Interval && !c.intervalBad {
+		add("webhook.max_input_age", fmt.Sprintf("must be at least global.interval (%v), got %v", c.Global.Interval, w.MaxInputAge))
 	}
 	for _, q := range []struct{ field, tmpl string }{{"now_load", w.Queries.NowLoad}, {"down_load", w.Queries.DownLoad}} {
 		if q.tmpl == QueryNone {
-			return &fieldError{"webhook.queries." + q.field, "cannot be none: a budget policy holds its size without it"}
+			add("webhook.queries."+q.field, "cannot be none: a budget policy holds its size without it")
 		}
 	}
 	probe := &Policy{Name: "p", Target: Target{Kind: "Deployment", Namespace: "ns", Name: "n"}}
@@ -340,15 +344,15 @@ func (w *WebhookConfig) setDefaultsAndValidate(c *Config) error {
 		{"now_load", w.Queries.NowLoad}, {"down_load", w.Queries.DownLoad},
 		{"stale", w.Queries.Stale}, {"age", w.Queries.Age}, {"floor", w.Queries.Floor}, {"ceiling", w.Queries.Ceiling},
 	} {
-		if q.tmpl == QueryNone && q.field != "load" {
-			continue
+		if q.tmpl == QueryNone {
+			continue // load: none is reported above
 		}
 		expr, err := RenderQuery(q.tmpl, probe)
 		if err == nil {
 			_, err = parser.NewParser(parser.Options{}).ParseExpr(expr)
 		}
 		if err != nil {
-			return &fieldError{"webhook.queries." + q.field, err.Error()}
+			add("webhook.queries."+q.field, err.Error())
 		}
 	}
 	if w.Fallback.LoadAnnotation == "" {
@@ -362,17 +366,23 @@ func (w *WebhookConfig) setDefaultsAndValidate(c *Config) error {
 	}
 	for i, r := range w.Tidal.Resources {
 		path := fmt.Sprintf("webhook.tidal.resources[%d]", i)
-		switch {
-		case r.Version == "":
-			return &fieldError{path + ".version", "required"}
-		case r.Resource == "":
-			return &fieldError{path + ".resource", "required"}
-		case strings.ContainsAny(r.Group+r.Version+r.Resource, "/ "):
-			return &fieldError{path, fmt.Sprintf("group, version and resource must not contain '/' or spaces, got %q", r.String())}
+		ok := true
+		if r.Version == "" {
+			add(path+".version", "required")
+			ok = false
+		}
+		if r.Resource == "" {
+			add(path+".resource", "required")
+			ok = false
+		}
+		if ok && strings.ContainsAny(r.Group+r.Version+r.Resource, "/ ") {
+			add(path, fmt.Sprintf("group, version and resource must not contain '/' or spaces, got %q", r.String()))
+			ok = false
 		}
 		for j := range i {
-			if w.Tidal.Resources[j] == r {
-				return &fieldError{path, fmt.Sprintf("%s is already listed at webhook.tidal.resources[%d]", r, j)}
+			if ok && w.Tidal.Resources[j] == r {
+				add(path, fmt.Sprintf("%s is already listed at webhook.tidal.resources[%d]", r, j))
+				break
 			}
 		}
 	}
@@ -380,11 +390,9 @@ func (w *WebhookConfig) setDefaultsAndValidate(c *Config) error {
 		w.Tidal.ResyncPeriod = 5 * time.Minute
 	}
 	if w.Tidal.ResyncPeriod < 0 {
-		return &fieldError{"webhook.tidal.resync_period", fmt.Sprintf("must be positive, got %v", w.Tidal.ResyncPeriod)}
+		add("webhook.tidal.resync_period", fmt.Sprintf("must be positive, got %v", w.Tidal.ResyncPeriod))
 	}
-	if err := w.Tidal.Push.validate(w); err != nil {
-		return err
-	}
+	errs.add(w.Tidal.Push.validate(w))
 	le := &w.LeaderElection
 	if le.Namespace == "" {
 		le.Namespace = "debi-system"
@@ -401,32 +409,33 @@ func (w *WebhookConfig) setDefaultsAndValidate(c *Config) error {
 	if le.RetryPeriod == 0 {
 		le.RetryPeriod = 2 * time.Second
 	}
-	switch {
-	case le.RetryPeriod < 0:
-		return &fieldError{"webhook.leader_election.retry_period", fmt.Sprintf("must be positive, got %v", le.RetryPeriod)}
-	case le.RenewDeadline <= le.RetryPeriod:
-		return &fieldError{"webhook.leader_election.renew_deadline", fmt.Sprintf("must be above retry_period (%v), got %v", le.RetryPeriod, le.RenewDeadline)}
-	case le.LeaseDuration <= le.RenewDeadline:
-		return &fieldError{"webhook.leader_election.lease_duration", fmt.Sprintf("must be above renew_deadline (%v), got %v", le.RenewDeadline, le.LeaseDuration)}
+	// Each bound is checked against the one below it when that one is valid.
+	renewOK := true
+	if le.RetryPeriod < 0 {
+		add("webhook.leader_election.retry_period", fmt.Sprintf("must be positive, got %v", le.RetryPeriod))
+	} else if le.RenewDeadline <= le.RetryPeriod {
+		add("webhook.leader_election.renew_deadline", fmt.Sprintf("must be above retry_period (%v), got %v", le.RetryPeriod, le.RenewDeadline))
+		renewOK = false
+	}
+	if renewOK && le.LeaseDuration <= le.RenewDeadline {
+		add("webhook.leader_election.lease_duration", fmt.Sprintf("must be above renew_deadline (%v), got %v", le.RenewDeadline, le.LeaseDuration))
 	}
 	seen := map[string]int{}
 	for i, p := range w.Policies {
 		path := fmt.Sprintf("webhook.policies[%d]", i)
 		if p.Name == "" {
-			return &fieldError{path + ".name", "required"}
+			add(path+".name", "required")
+		} else if _, ok := c.PolicyByName(p.Name); !ok {
+			add(path+".name", fmt.Sprintf("no policy named %q in policies[]", p.Name))
+		} else if j, dup := seen[p.Name]; dup {
+			add(path+".name", fmt.Sprintf("%q is already overridden by webhook.policies[%d]", p.Name, j))
+		} else {
+			seen[p.Name] = i
 		}
-		if _, ok := c.PolicyByName(p.Name); !ok {
-			return &fieldError{path + ".name", fmt.Sprintf("no policy named %q in policies[]", p.Name)}
-		}
-		if j, dup := seen[p.Name]; dup {
-			return &fieldError{path + ".name", fmt.Sprintf("%q is already overridden by webhook.policies[%d]", p.Name, j)}
-		}
-		seen[p.Name] = i
 		if p.Mode != "" && !validMode(p.Mode) {
-			return &fieldError{path + ".mode", `must be one of act, hpa-floor, shadow, got "` + p.Mode + `"`}
+			add(path+".mode", `must be one of act, hpa-floor, shadow, got "`+p.Mode+`"`)
 		}
 	}
-	return nil
 }
 
 type fieldError struct{ path, msg string }
