@@ -38,6 +38,10 @@ const (
 	// e2eBudget is a budget policy in shadow on the same workload's series: the webhook decides
 	// it from Prometheus and writes nothing, and the dashboards' budget row reads its series.
 	e2eBudget = "web-budget"
+	// e2eHPA is an hpa policy in shadow on the acting policy's own target (one policy acts on a
+	// target, others on it are shadow baselines): the webhook decides it and writes nothing, and
+	// the policy dashboard's baseline row draws it beside web.
+	e2eHPA = "web-hpa"
 	// e2eLead is the policy's lead_time, decision delay + pod start-up: the pipeline's floor of
 	// about 3 s (scrape + rule evaluation + group_wait) and the simulator's 1 s start-up. With
 	// a 1 s history step the horizon is policy.Horizon(4s, 1s) = 5 steps, live and in the
@@ -52,7 +56,9 @@ const (
 // the decision delay the pipeline adds (measured here, and reported with the latency of
 // recommendation → patch next to its floor: scrape + rule evaluation + group_wait). A budget
 // policy watches the same workload in shadow: the webhook decides it from Prometheus and writes
-// nothing, and the dashboards' budget row is checked against its series.
+// nothing, and the dashboards' budget row is checked against its series. An hpa policy in
+// shadow on the acting policy's own target is its live baseline: decided, never written, and
+// drawn by the dashboards' baseline row.
 func TestClosedLoop(t *testing.T) {
 	promDir := requireEnv(t, "DEBI_PROMETHEUS_DIR")
 	amDir := requireEnv(t, "DEBI_ALERTMANAGER_DIR")
@@ -124,6 +130,20 @@ policies:
     metrics: {window: 2s}
     # irate over 1 s scrapes: the observation is about one second old, not half a minute.
     observation_window: 1s
+  # The HPA's baseline on web's own target, in shadow (webhook.policies): decided, never written.
+  - name: %[9]s
+    target: {namespace: %[2]s, name: %[3]s}
+    algorithm: hpa
+    request: %[4]g
+    history_step: 1s
+    lead_time: %[7]s
+    queries:
+      demand: sum(irate(container_cpu_usage_seconds_total{namespace="%[2]s",container="app"}[5s]))
+      replicas: max(kube_deployment_spec_replicas{namespace="%[2]s",deployment="%[3]s"})
+      ready_replicas: max(kube_deployment_status_replicas_ready{namespace="%[2]s",deployment="%[3]s"})
+    # Seconds for minutes, as above: a 10 s scale-down stabilisation instead of 5 m.
+    scaling: {min_replicas: 1, max_replicas: %[5]d, scale_down_stabilization: 10s}
+    metrics: {window: 2s}
 webhook:
   mode: act
   bearer_token_file: %[6]s
@@ -131,12 +151,13 @@ webhook:
   leader_election: {enabled: false}
   policies:
     - {name: %[8]s, mode: shadow}
+    - {name: %[9]s, mode: shadow}
   queries:
     # The exporter's W and window term, and the size they were computed at.
     load: 'debi_load_ratio{policy="{{.Policy}}",load="w"}'
     window_load: 'debi_load_ratio{policy="{{.Policy}}",load="window"}'
     load_replicas: 'debi_current_replicas{policy="{{.Policy}}"}'
-`, promURL, e2eNS, e2eName, e2eRequest, e2eMax, filepath.Join(dir, "token"), e2eLead, e2eBudget))
+`, promURL, e2eNS, e2eName, e2eRequest, e2eMax, filepath.Join(dir, "token"), e2eLead, e2eBudget, e2eHPA))
 	writeFile(t, filepath.Join(dir, "alertmanager.yml"), fmt.Sprintf(`
 route:
   receiver: 'null'
@@ -256,6 +277,7 @@ scrape_configs:
 	}
 	checkDashboards(ctx, t, promURL)
 	checkBudgetShadow(ctx, t, promURL)
+	checkHPAShadow(ctx, t, promURL)
 	if bestMatch < 0.9 || bestMAE > 0.75 {
 		t.Fatalf("live replicas do not track the backtest: best %.0f%% within ±1, mean |Δ| %.2f (delay %d)\nlive:     %v\nbacktest: %v",
 			100*bestMatch, bestMAE, bestDelay, live, bestSeries)
@@ -318,6 +340,39 @@ func checkBudgetShadow(ctx context.Context, t *testing.T, promURL string) {
 	out, _ = promQuery(ctx, promURL, fmt.Sprintf(`debi_budget_overloaded_seconds_total{policy=%[1]q} / debi_budget_observed_seconds_total{policy=%[1]q}`, e2eBudget))
 	if v := parseVector(out); len(v) > 0 {
 		t.Logf("budget policy in shadow: overloaded %.1f%% of the observed time at the acting policy's sizes", 100*v[0])
+	}
+}
+
+// checkHPAShadow checks the hpa baseline on web's own target: the exporter published it on the
+// same workload, the webhook decided it in shadow (its last decision carries mode shadow) and
+// never wrote for it, while the acting policy's writes went through.
+func checkHPAShadow(ctx context.Context, t *testing.T, promURL string) {
+	t.Helper()
+	for _, q := range []string{
+		fmt.Sprintf(`debi_policy_info{policy=%q,algorithm="hpa"} and on (namespace, workload_type, workload) debi_policy_info{policy=%q}`, e2eHPA, e2eName),
+		fmt.Sprintf(`debi_webhook_policy_info{policy=%q,mode="shadow"}`, e2eHPA),
+		fmt.Sprintf(`debi_webhook_decisions_total{policy=%q,source="prometheus"} > 0`, e2eHPA),
+		fmt.Sprintf(`debi_webhook_last_decision_replicas{policy=%q,mode="shadow"}`, e2eHPA),
+		fmt.Sprintf(`sum(debi_webhook_patches_total{policy=%q,result="success"}) > 0`, e2eName),
+	} {
+		out, err := promQuery(ctx, promURL, q)
+		if err != nil || !nonEmpty(out) {
+			t.Errorf("hpa baseline in shadow: %s returned nothing (err %v)", q, err)
+		}
+	}
+	out, err := promQuery(ctx, promURL, fmt.Sprintf(`debi_webhook_last_decision_replicas{policy=%q,mode!="shadow"}`, e2eHPA))
+	if err != nil || nonEmpty(out) {
+		t.Errorf("the hpa baseline decided in a mode other than shadow: %s (err %v)", out, err)
+	}
+	out, err = promQuery(ctx, promURL, fmt.Sprintf(`sum(debi_webhook_patches_total{policy=%q})`, e2eHPA))
+	if err != nil {
+		t.Errorf("patches of the hpa baseline: %v", err)
+	} else if v := parseVector(out); len(v) > 0 && v[0] > 0 {
+		t.Errorf("the shadow hpa policy wrote %v times", v[0])
+	}
+	out, _ = promQuery(ctx, promURL, fmt.Sprintf(`sum(avg_over_time(debi_current_replicas{policy=%[1]q}[2m])) / sum(avg_over_time(debi_recommended_replicas{policy=%[2]q}[2m]))`, e2eName, e2eHPA))
+	if v := parseVector(out); len(v) > 0 {
+		t.Logf("hpa baseline in shadow: web applied %.0f%% of the replicas the hpa recommended over the last 2 minutes", 100*v[0])
 	}
 }
 

@@ -28,15 +28,21 @@ var ds = common.DataSourceRef{Type: ptr("prometheus"), Uid: ptr("${datasource}")
 
 // q is one query: a range query, or an instant one for stats and tables (table: one row per
 // series, for the table panel's merge). refIDs are set by targets (the SDK leaves them empty).
+// unit is set on a time-series query whose unit differs from the panel's: series draws it on
+// an axis of its own on the right (a byFrameRefID override), labelled axis. One unit per axis
+// side: the panel's on the left, at most one other on the right (TestOneUnitPerAxis).
 type q struct {
 	expr, legend   string
 	instant, table bool
+	unit, axis     string
 }
+
+func refID(i int) string { return string(rune('A' + i)) }
 
 func targets(qs []q) []cog.Builder[variants.Dataquery] {
 	out := make([]cog.Builder[variants.Dataquery], 0, len(qs))
 	for i, x := range qs {
-		b := prometheus.NewDataqueryBuilder().Datasource(ds).Expr(x.expr).RefId(string(rune('A' + i)))
+		b := prometheus.NewDataqueryBuilder().Datasource(ds).Expr(x.expr).RefId(refID(i))
 		if x.legend != "" {
 			b = b.LegendFormat(x.legend)
 		}
@@ -54,17 +60,39 @@ func targets(qs []q) []cog.Builder[variants.Dataquery] {
 }
 
 // panel ids are set explicitly so that regenerating keeps links to panels stable.
-type ids struct{ n uint32 }
+type ids struct{ n, x uint32 }
 
 func (i *ids) next() uint32 { i.n++; return i.n }
 
+// extra is the id of a panel added after the first layout: from 100 up, so that adding one
+// keeps the ids (and links) of the panels after it.
+func (i *ids) extra() uint32 {
+	if i.x == 0 {
+		i.x = 100
+	}
+	i.x++
+	return i.x
+}
+
+// series is a time-series panel in unit; a query with a unit of its own goes on the right axis.
 func series(id uint32, title, desc, unit string, w, h uint32, qs ...q) *timeseries.PanelBuilder {
-	return timeseries.NewPanelBuilder().Id(id).Title(title).Description(desc).Unit(unit).
+	b := timeseries.NewPanelBuilder().Id(id).Title(title).Description(desc).Unit(unit).
 		Datasource(ds).Span(w).Height(h).Targets(targets(qs)).
 		LineWidth(1).FillOpacity(5).ShowPoints(common.VisibilityModeNever).
 		Legend(common.NewVizLegendOptionsBuilder().DisplayMode(common.LegendDisplayModeTable).
 			Placement(common.LegendPlacementBottom).ShowLegend(true).Calcs([]string{"lastNotNull", "max"})).
 		Tooltip(common.NewVizTooltipOptionsBuilder().Mode(common.TooltipDisplayModeMulti).Sort(common.SortOrderDescending))
+	for i, x := range qs {
+		if x.unit == "" {
+			continue
+		}
+		b = b.OverrideByQuery(refID(i), []dashboard.DynamicConfigValue{
+			{Id: "unit", Value: x.unit},
+			{Id: "custom.axisPlacement", Value: "right"},
+			{Id: "custom.axisLabel", Value: x.axis},
+		})
+	}
+	return b
 }
 
 func singleStat(id uint32, title, desc, unit string, w uint32, qs ...q) *stat.PanelBuilder {
@@ -117,6 +145,19 @@ func base(uid, title, desc string, withPolicy bool) *dashboard.DashboardBuilder 
 // sel is the label matcher of the policy dashboard.
 const sel = `policy=~"$policy"`
 
+// BaselineRow is the title of the policy dashboard's row that draws every policy on the
+// workload of the selected one: the acting policy and its shadow baselines (a shadow hpa).
+const BaselineRow = "Against the baseline on the same workload"
+
+// size is the replica count a policy stands for, per policy (matcher m): for the policy that
+// acts on its target (debi_webhook_policy_info mode act or hpa-floor) the spec replicas it
+// applied, for a shadow policy the replicas it recommended. A policy the webhook does not
+// publish counts at its recommendation.
+func size(m string) string {
+	// In parentheses: "and" binds tighter than "or", and callers filter the result with "and".
+	return `((debi_current_replicas{` + m + `} and on (policy) debi_webhook_policy_info{mode!="shadow"}) or debi_recommended_replicas{` + m + `})`
+}
+
 // BudgetRow is the title of the policy dashboard's row for overload-budget policies: its panels
 // read series that only budget policies publish, so they are empty for other policies.
 const BudgetRow = "Overload budget"
@@ -129,6 +170,11 @@ func policyDashboard() (dashboard.Dashboard, error) {
 	readyCap := `debi_ready_replicas{` + sel + `} * debi_request_cores{` + sel + `}`
 	// observed demand D without its load label, so it matches the replica and request series.
 	demand := `max without (load) (debi_demand_cores{load="w1", ` + sel + `})`
+	// onWorkload keeps the series of every policy on the workload(s) of $policy (the acting one
+	// and its shadows), withAlg adds the algorithm of debi_policy_info (max by: one series per
+	// policy, however many exporters publish it).
+	onWorkload := ` and on (namespace, workload_type, workload) debi_policy_info{` + sel + `}`
+	withAlg := ` * on (policy, namespace, workload_type, workload) group_left (algorithm) max by (policy, namespace, workload_type, workload, algorithm) (debi_policy_info)`
 	return base("debi-policy", "debi / Policy",
 		"One debi policy: observed demand against forecast (W2) and high-water (W3), the effective load W, the dynamic target, replicas, cost, overload, forecast error and webhook actions.",
 		true).
@@ -176,12 +222,12 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			q{expr: `debi_decision_ceiling_replicas{` + sel + `}`, legend: "{{policy}} ceiling the state allows"},
 			q{expr: `debi_policy_max_replicas{` + sel + `}`, legend: "{{policy}} max_replicas"},
 			q{expr: `debi_policy_min_replicas{` + sel + `}`, legend: "{{policy}} min_replicas"},
-		).Min(0).Decimals(0)).
+		).AxisLabel("replicas").Min(0).Decimals(0)).
 		WithPanel(series(id.next(), "Why: the load that decided, and the rule's branch",
 			"One line per (term, reason) while it holds: term is the load W was taken from — w1 observed, w2 forecast, w3 high-water, quantile (budget), window (debi's window term) — and reason the rule's branch; at-max-replicas means limited by max_replicas (raise it), stabilized or rate-limited by the algorithm's state.",
 			"short", 24, 6,
 			q{expr: `debi_decision_info{` + sel + `}`, legend: "{{policy}}: {{term}}, {{reason}}"},
-		).Min(0).Max(1).Decimals(0)).
+		).AxisLabel("0/1").Min(0).Max(1).Decimals(0)).
 		WithRow(row(&id, "Cost and overload")).
 		WithPanel(singleStat(id.next(), "Cost (replica-minutes)",
 			"Replica-minutes over the dashboard's time range: mean spec replicas × range.",
@@ -209,27 +255,54 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			q{expr: demand + ` / (` + readyCap + `)`, legend: "{{policy}} utilization"},
 			q{expr: `debi_target_utilization_ratio{` + sel + `}`, legend: "{{policy}} target"},
 		).Min(0)).
+		// Every policy on the workload of $policy: the acting one and its shadow baselines.
+		WithRow(dashboard.NewRowBuilder(BaselineRow).Id(id.extra())).
+		WithPanel(series(id.extra(), "Replicas of every policy on the workload",
+			"Recommended replicas of every policy on the workload of the selected policy (same namespace, workload_type and workload: the acting policy and its shadow baselines, webhook.policies[].mode: shadow), with the algorithm from debi_policy_info, against the spec replicas applied to the workload.",
+			"short", 24, 9,
+			q{expr: `debi_recommended_replicas` + withAlg + onWorkload, legend: "{{policy}} ({{algorithm}}) recommended"},
+			q{expr: `max by (namespace, workload_type, workload) (debi_current_replicas{` + sel + `})`, legend: "{{namespace}}/{{workload}} spec replicas (applied)"},
+		).AxisLabel("replicas").Min(0).Decimals(0)).
+		WithPanel(singleStat(id.extra(), "Cost of every policy on the workload (replica-minutes)",
+			"Replica-minutes over the time range of every policy on the workload: for the acting policy (debi_webhook_policy_info mode act or hpa-floor) the spec replicas it applied, for a shadow what it recommended (a policy the webhook does not publish counts at what it recommended).",
+			"short", 8,
+			q{expr: `max by (policy, algorithm) (avg_over_time(` + size("") + `[$__range:])` + withAlg + onWorkload + `) * $__range_s / 60`, legend: "{{policy}} ({{algorithm}})", instant: true},
+		).Decimals(0)).
+		WithPanel(singleStat(id.extra(), "Counterfactual overload of every policy on the workload",
+			"Share of the time range with the observed demand above u_sla × the policy's recommended replicas × request: for a shadow policy the overload it would have had, had it been applied, without start-up delay (the acting policy's own overload, at the ready replicas, is \"Overload (fraction of time)\").",
+			"percentunit", 8,
+			q{expr: `max by (policy, algorithm) (avg_over_time((max without (load) (debi_demand_cores{load="w1"}) > bool $sla * debi_recommended_replicas * debi_request_cores)[$__range:])` + withAlg + onWorkload + `)`, legend: "{{policy}} ({{algorithm}})", instant: true},
+		).Decimals(1)).
+		WithPanel(singleStat(id.extra(), "Cost against the baseline",
+			"The selected policy's replica-minutes over the time range ÷ those of the hpa-algorithm policy on the same workload (the cheapest, if there are several): below 100 % the selected policy costs less than the HPA would have. Empty without an hpa policy on the workload: add one in shadow (docs/exporter.md, \"A live HPA baseline\").",
+			"percentunit", 8,
+			q{expr: `max by (namespace, workload_type, workload) (avg_over_time(` + size(sel) + `[$__range:])) / on (namespace, workload_type, workload) min by (namespace, workload_type, workload) (avg_over_time((` + size("") + ` and on (policy, namespace, workload_type, workload) debi_policy_info{algorithm="hpa"})[$__range:]))`, instant: true},
+		).Decimals(0)).
 		WithRow(row(&id, "Forecast quality")).
 		WithPanel(series(id.next(), "Forecast error (rolling MAE)",
-			"Rolling mean absolute error of the demand forecast against the demand observed at its horizon, in cores and relative to the observed demand.",
+			"Rolling mean absolute error of the demand forecast against the demand observed at its horizon, in cores (left axis) and relative to the observed demand (right axis).",
 			"short", 12, 8,
 			q{expr: `debi_forecast_mean_absolute_error_cores{` + sel + `}`, legend: "{{policy}} MAE (cores)"},
-			q{expr: `debi_forecast_mean_absolute_error_cores{` + sel + `} / ` + demand, legend: "{{policy}} MAE ÷ demand"},
-		).Min(0)).
+			q{expr: `debi_forecast_mean_absolute_error_cores{` + sel + `} / ` + demand, legend: "{{policy}} MAE ÷ demand", unit: "percentunit", axis: "of the observed demand"},
+		).AxisLabel("cores").Min(0)).
 		WithPanel(series(id.next(), "High-water fit (EVT)",
-			"Peaks-over-threshold fit behind W3: threshold t, shape ξ, and 1 when it fell back to the empirical quantile.",
+			"Peaks-over-threshold fit behind W3: threshold t in cores (left axis) and shape ξ of the generalized Pareto fit (right axis, dimensionless). Whether it fell back to the empirical quantile is in \"Exporter inputs: stale, EVT fallback\".",
 			"short", 12, 8,
 			q{expr: `debi_evt_threshold_cores{` + sel + `}`, legend: "{{policy}} threshold (cores)"},
-			q{expr: `debi_evt_shape{` + sel + `}`, legend: "{{policy}} shape ξ"},
-			q{expr: `debi_evt_fallback{` + sel + `}`, legend: "{{policy}} fallback"},
-		)).
-		WithPanel(series(id.next(), "Exporter inputs",
-			"1 when the published values are stale because an input was missing; seconds since the last step with every input; failed input queries per minute.",
-			"short", 24, 7,
+			q{expr: `debi_evt_shape{` + sel + `}`, legend: "{{policy}} shape ξ", unit: "none", axis: "shape ξ"},
+		).AxisLabel("cores")).
+		WithPanel(series(id.extra(), "Exporter inputs: stale, EVT fallback",
+			"1 while the published values are stale because an input was missing; 1 while the high-water level fell back to the empirical quantile because the EVT fit was skipped.",
+			"short", 12, 7,
 			q{expr: `debi_policy_stale{` + sel + `}`, legend: "{{policy}} stale"},
-			q{expr: `time() - debi_policy_last_success_timestamp_seconds{` + sel + `}`, legend: "{{policy}} seconds since last success"},
-			q{expr: `sum by (policy, query) (rate(debi_query_errors_total{` + sel + `}[$__rate_interval])) * 60`, legend: "{{policy}} {{query}} errors/min"},
-		).Min(0)).
+			q{expr: `debi_evt_fallback{` + sel + `}`, legend: "{{policy}} EVT fallback"},
+		).AxisLabel("0/1").Min(0).Max(1).Decimals(0)).
+		WithPanel(series(id.next(), "Exporter inputs",
+			"Seconds since the last step with every input (left axis); failed input queries per minute, by query (right axis).",
+			"s", 12, 7,
+			q{expr: `time() - debi_policy_last_success_timestamp_seconds{` + sel + `}`, legend: "{{policy}} since last success"},
+			q{expr: `sum by (policy, query) (rate(debi_query_errors_total{` + sel + `}[$__rate_interval])) * 60`, legend: "{{policy}} {{query}} errors/min", unit: "short", axis: "errors/min"},
+		).AxisLabel("since last success").Min(0)).
 		WithRow(row(&id, BudgetRow)).
 		WithPanel(series(id.next(), "Budget: quantile vs capacity vs demand",
 			"Budget policies (METHOD §9). The calibrated upper quantile of the demand the policy sizes for over the lead time, and over the lead time plus the hold (a scale-down must still fit it), the point forecast under the margin, the observed demand, and the capacity of the ready replicas at u_sla (ready × request × u_sla, the budget's target). Demand above that capacity burns the overload budget.",
@@ -241,11 +314,11 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			q{expr: readyCap + ` * debi_target_utilization_ratio{` + sel + `} and debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} ready capacity at u_sla"},
 		).AxisLabel("cores").Min(0)).
 		WithPanel(series(id.next(), "Budget: margin",
-			"The calibrated factor on the forecast (quantile = forecast × margin): the (1 − α) quantile of the forecast's own recent errors, cold_margin until min_errors errors are in. The number of errors it comes from is in the legend's table.",
-			"short", 8, 8,
+			"The calibrated factor on the forecast (quantile = forecast × margin, left axis): the (1 − α) quantile of the forecast's own recent errors, cold_margin until min_errors errors are in. The number of errors it comes from is on the right axis.",
+			"suffix:×", 8, 8,
 			q{expr: `debi_budget_margin{` + sel + `}`, legend: "{{policy}} margin"},
-			q{expr: `debi_budget_error_samples{` + sel + `}`, legend: "{{policy}} errors kept"},
-		).Min(0).Decimals(2)).
+			q{expr: `debi_budget_error_samples{` + sel + `}`, legend: "{{policy}} errors kept", unit: "short", axis: "errors kept"},
+		).AxisLabel("margin (× forecast)").Min(0).Decimals(2)).
 		WithPanel(series(id.next(), "Budget: calibrated level vs budget",
 			"The calibrated level α (adaptive conformal inference, α ← α + γ(b − overloaded)) against the configured budget b. α below b: the policy overloaded more often than b and widened its margin; above b: it narrowed it.",
 			"percentunit", 8, 8,
@@ -257,7 +330,7 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			"short", 8, 8,
 			q{expr: `policy:debi_budget_burn_rate:ratio_rate1h{` + sel + `}`, legend: "{{policy}} burn 1h"},
 			q{expr: `policy:debi_budget_burn_rate:ratio_rate1d{` + sel + `}`, legend: "{{policy}} burn 1d"},
-		).Min(0).Decimals(1).
+		).AxisLabel("× budget").Min(0).Decimals(1).
 			Thresholds(dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
 				{Value: nil, Color: "green"}, {Value: ptr(1.0), Color: "#EAB839"}, {Value: ptr(3.0), Color: "orange"}, {Value: ptr(14.4), Color: "red"},
 			})).
@@ -282,20 +355,20 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			"Decisions per minute by load source (prometheus: fresh inputs; annotation: the alert's fallback; tidal) and result.",
 			"short", 8, 8,
 			q{expr: `sum by (source, result) (rate(debi_webhook_decisions_total{` + sel + `}[$__rate_interval])) * 60`, legend: "{{source}} {{result}}"},
-		).Min(0)).
+		).AxisLabel("decisions/min").Min(0)).
 		WithPanel(series(id.next(), "Webhook writes",
 			"Writes to the API server per minute by mode (act: scale subresource; hpa-floor: HPA minReplicas) and result.",
 			"short", 8, 8,
 			q{expr: `sum by (mode, result) (rate(debi_webhook_patches_total{` + sel + `}[$__rate_interval])) * 60`, legend: "{{mode}} {{result}}"},
-		).Min(0)).
+		).AxisLabel("writes/min").Min(0)).
 		WithPanel(series(id.next(), "Webhook: held, fallback, paused",
-			"Decisions per minute the webhook held (an input stale, missing or ambiguous, the target paused, a fallback that would scale down) and decided on the alert's annotations because Prometheus was unreachable; 1 while the policy is paused (configuration, debi.io/paused, or at 0 replicas). docs/runbooks.md: DebiWebhookDecisionsHeld, DebiWebhookFallbackInUse.",
+			"Decisions per minute the webhook held (an input stale, missing or ambiguous, the target paused, a fallback that would scale down) and decided on the alert's annotations because Prometheus was unreachable (left axis); paused (right axis) while the policy is paused (configuration, debi.io/paused, or at 0 replicas). docs/runbooks.md: DebiWebhookDecisionsHeld, DebiWebhookFallbackInUse.",
 			"short", 8, 8,
 			// "or 0 × every decision": a line at 0 while nothing is held, not an empty panel.
 			q{expr: `(sum by (policy) (rate(debi_webhook_decisions_total{result="held", ` + sel + `}[$__rate_interval])) or 0 * sum by (policy) (rate(debi_webhook_decisions_total{` + sel + `}[$__rate_interval]))) * 60`, legend: "{{policy}} held/min"},
 			q{expr: `(sum by (policy) (rate(debi_webhook_decisions_total{source="annotation", ` + sel + `}[$__rate_interval])) or 0 * sum by (policy) (rate(debi_webhook_decisions_total{` + sel + `}[$__rate_interval]))) * 60`, legend: "{{policy}} fallback/min"},
-			q{expr: `max by (policy) (debi_webhook_policy_paused{` + sel + `})`, legend: "{{policy}} paused"},
-		).Min(0)).
+			q{expr: `max by (policy) (debi_webhook_policy_paused{` + sel + `})`, legend: "{{policy}} paused", unit: "bool_yes_no", axis: "paused"},
+		).AxisLabel("decisions/min").Min(0)).
 		WithPanel(series(id.next(), "Webhook decision latency",
 			"99th and 50th percentile time to decide: reading the scale subresource and Prometheus, running the algorithm, patching.",
 			"s", 8, 8,
@@ -320,22 +393,23 @@ func fleetDashboard() (dashboard.Dashboard, error) {
 			q{expr: `count(ALERTS{alertname="DebiScaleRecommended", alertstate="firing"}) or vector(0)`, instant: true})).
 		WithPanel(singleStat(id.next(), "Overloaded policies", "Policies whose demand is above u_sla × ready replicas × request now.", "short", 4,
 			q{expr: `count(max without (load) (debi_demand_cores{load="w1"}) > $sla * debi_ready_replicas * debi_request_cores) or vector(0)`, instant: true})).
-		WithPanel(singleStat(id.next(), "Fleet cost (replica-minutes)", "Replica-minutes of every policy's workload over the dashboard's time range.", "short", 4,
-			q{expr: `sum(avg_over_time(debi_current_replicas[$__range])) * $__range_s / 60`, instant: true}).Decimals(0)).
+		WithPanel(singleStat(id.next(), "Fleet cost (replica-minutes)", "Replica-minutes of every policy's workload over the dashboard's time range, each workload once (its shadow baselines publish the same spec replicas).", "short", 4,
+			q{expr: `sum(max by (namespace, workload_type, workload) (avg_over_time(debi_current_replicas[$__range]))) * $__range_s / 60`, instant: true}).Decimals(0)).
 		WithPanel(singleStat(id.next(), "Fleet overload (fraction of time)", "Share of policy-steps over the time range with demand above u_sla × ready capacity.", "percentunit", 4,
 			q{expr: `avg(avg_over_time((max without (load) (debi_demand_cores{load="w1"}) > bool $sla * debi_ready_replicas * debi_request_cores)[$__range:]))`, instant: true}).Decimals(1)).
 		WithPanel(policyTable(id.next())).
+		WithPanel(baselineTable(id.extra())).
 		WithRow(row(&id, "Replicas and load")).
 		WithPanel(series(id.next(), "Total replicas: current vs recommended",
-			"Sum over every policy of the spec replicas and of the exporters' recommendations.", "short", 12, 8,
-			q{expr: `sum(debi_current_replicas)`, legend: "current"},
-			q{expr: `sum(debi_recommended_replicas)`, legend: "recommended"},
-			q{expr: `sum(debi_ready_replicas)`, legend: "ready"},
-		).Min(0)).
+			"Sum over every workload of the spec and ready replicas (each workload once, however many policies watch it), and of the recommendations of the policies that act (shadow baselines left out: debi_webhook_policy_info mode shadow).", "short", 12, 8,
+			q{expr: `sum(max by (namespace, workload_type, workload) (debi_current_replicas))`, legend: "current"},
+			q{expr: `sum(debi_recommended_replicas unless on (policy) debi_webhook_policy_info{mode="shadow"})`, legend: "recommended"},
+			q{expr: `sum(max by (namespace, workload_type, workload) (debi_ready_replicas))`, legend: "ready"},
+		).AxisLabel("replicas").Min(0)).
 		WithPanel(series(id.next(), "Recommended − current replicas",
 			"Positive: the policy wants to scale up; negative: down. A line away from zero for long means the webhook is not acting (shadow mode, errors, or Alertmanager not routing).", "short", 12, 8,
 			q{expr: `policy:debi_replicas_delta:diff`, legend: "{{policy}}"},
-		)).
+		).AxisLabel("replicas")).
 		WithPanel(series(id.next(), "Effective load W by policy",
 			"W as utilization at the current size; compare with each policy's target.", "percentunit", 12, 8,
 			q{expr: `debi_load_ratio{load="w"}`, legend: "{{policy}}"},
@@ -343,7 +417,7 @@ func fleetDashboard() (dashboard.Dashboard, error) {
 		WithPanel(series(id.next(), "Overload budget burn rate by policy (1h)",
 			"Budget policies: the share of the last hour above u_sla, in units of each policy's budget b. The page fires above 14.4 (with the 5 m window agreeing), the ticket above 3 over 6 h.", "short", 12, 8,
 			q{expr: `policy:debi_budget_burn_rate:ratio_rate1h`, legend: "{{policy}}"},
-		).Min(0).
+		).AxisLabel("× budget").Min(0).
 			Thresholds(dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
 				{Value: nil, Color: "green"}, {Value: ptr(3.0), Color: "orange"}, {Value: ptr(14.4), Color: "red"},
 			})).
@@ -354,18 +428,18 @@ func fleetDashboard() (dashboard.Dashboard, error) {
 		).Min(0)).
 		WithRow(row(&id, "Components")).
 		WithPanel(series(id.next(), "Exporter loop duration",
-			"99th percentile duration of one exporter loop (every policy's queries and decisions) against the control interval; skipped steps per minute.", "s", 8, 8,
+			"99th percentile duration of one exporter loop (every policy's queries and decisions) against the control interval (left axis); skipped steps per minute (right axis).", "s", 8, 8,
 			q{expr: `histogram_quantile(0.99, sum by (le, instance) (rate(debi_exporter_loop_duration_seconds_bucket[$__rate_interval])))`, legend: "{{instance}} p99"},
-			q{expr: `sum by (instance) (rate(debi_exporter_skipped_steps_total[$__rate_interval])) * 60`, legend: "{{instance}} skipped/min"},
-		).Min(0)).
+			q{expr: `sum by (instance) (rate(debi_exporter_skipped_steps_total[$__rate_interval])) * 60`, legend: "{{instance}} skipped/min", unit: "short", axis: "skipped steps/min"},
+		).AxisLabel("loop duration").Min(0)).
 		WithPanel(series(id.next(), "Webhook notifications",
 			"Notifications per minute by endpoint (alertmanager, tidal, watch) and answer code: 4xx are permanent, 5xx make Alertmanager retry.", "short", 8, 8,
 			q{expr: `sum by (endpoint, code) (rate(debi_webhook_notifications_total[$__rate_interval])) * 60`, legend: "{{endpoint}} {{code}}"},
-		).Min(0)).
+		).AxisLabel("notifications/min").Min(0)).
 		WithPanel(series(id.next(), "Webhook writes by policy",
 			"Writes to the API server per minute by policy, mode and result.", "short", 8, 8,
 			q{expr: `sum by (policy, mode, result) (rate(debi_webhook_patches_total[$__rate_interval])) * 60`, legend: "{{policy}} {{mode}} {{result}}"},
-		).Min(0)).
+		).AxisLabel("writes/min").Min(0)).
 		Build()
 }
 
@@ -392,6 +466,31 @@ func policyTable(id uint32) *table.PanelBuilder {
 				"Value #F": "MAE (cores)", "Value #G": "stale",
 			},
 		}})
+}
+
+// baselineTable is, per workload with an hpa policy (a shadow baseline, usually), the
+// replica-minutes applied over the time range against those the hpa recommended.
+func baselineTable(id uint32) *table.PanelBuilder {
+	// applied: the workload's spec replicas; hpa: the cheapest hpa-algorithm policy on it.
+	applied := `max by (namespace, workload_type, workload) (avg_over_time(debi_current_replicas[$__range]))`
+	hpa := `min by (namespace, workload_type, workload) (avg_over_time((debi_recommended_replicas and on (policy, namespace, workload_type, workload) debi_policy_info{algorithm="hpa"})[$__range:]))`
+	return table.NewPanelBuilder().Id(id).Title("Cost against the hpa baseline, per workload").
+		Description("Per workload with an hpa-algorithm policy (a shadow baseline: webhook.policies[].mode shadow, docs/exporter.md): the replica-minutes applied over the time range (spec replicas, whatever policy acts) against those the hpa policy recommended, and their ratio: below 100 % the acting policy costs less than the HPA would have.").
+		Datasource(ds).Span(24).Height(7).
+		Targets(targets([]q{
+			{expr: applied + ` * $__range_s / 60 and on (namespace, workload_type, workload) ` + hpa, instant: true, table: true},
+			{expr: hpa + ` * $__range_s / 60`, instant: true, table: true},
+			{expr: applied + ` / on (namespace, workload_type, workload) ` + hpa, instant: true, table: true},
+		})).
+		Decimals(0).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "merge", Options: map[string]any{}}).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{
+			"excludeByName": map[string]any{"Time": true},
+			"renameByName": map[string]any{
+				"Value #A": "applied (replica-minutes)", "Value #B": "hpa baseline (replica-minutes)", "Value #C": "applied ÷ baseline",
+			},
+		}}).
+		OverrideByName("applied ÷ baseline", []dashboard.DynamicConfigValue{{Id: "unit", Value: "percentunit"}})
 }
 
 func row(id *ids, title string) *dashboard.RowBuilder {

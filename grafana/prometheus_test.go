@@ -22,14 +22,22 @@ import (
 
 // exposition is what an exporter and a webhook publish for two policies, with the label sets of
 // exporter/collector.go and webhook/metrics.go: enough for every panel query to find its series.
-// shop-web is a debi policy; shop-db a budget policy, which also publishes the budget series.
+// shop-web is a debi policy; shop-db a budget policy, which also publishes the budget series;
+// shop-web-hpa an hpa policy in shadow on shop-web's workload, its baseline.
 func exposition(step int) string {
 	var b strings.Builder
-	for i, p := range []string{"shop-web", "shop-db"} {
-		l := fmt.Sprintf(`policy=%q,namespace="shop",workload_type="deployment",workload=%q`, p, strings.TrimPrefix(p, "shop-"))
-		d := 1.5 + float64(i) + 0.1*float64(step%5)
-		alg := []string{"debi", "budget"}[i]
+	for i, pol := range []struct{ name, workload, alg, mode string }{
+		{"shop-web", "web", "debi", "act"},
+		{"shop-db", "db", "budget", "act"},
+		{"shop-web-hpa", "web", "hpa", "shadow"},
+	} {
+		p, alg := pol.name, pol.alg
+		// The hpa baseline recommends 3 replicas, too few for the demand (overloaded all along).
+		rec := map[bool]string{false: "6", true: "3"}[alg == "hpa"]
+		l := fmt.Sprintf(`policy=%q,namespace="shop",workload_type="deployment",workload=%q`, p, pol.workload)
+		d := 1.5 + float64(i%2) + 0.1*float64(step%5)
 		fmt.Fprintf(&b, "debi_policy_info{%s,algorithm=%q,model=\"holtwinters\"} 1\n", l, alg)
+		fmt.Fprintf(&b, "debi_webhook_policy_info{policy=%q,mode=%q,algorithm=%q} 1\n", p, pol.mode, alg)
 		if alg == "budget" {
 			fmt.Fprintf(&b, "debi_load_ratio{%s,load=\"down\"} 0.8\n", l)
 			fmt.Fprintf(&b, "debi_budget_quantile_cores{%s,window=\"lead\"} %g\n", l, d*1.5)
@@ -51,7 +59,7 @@ func exposition(step int) string {
 		}
 		for _, m := range []string{
 			"debi_forecast_horizon_seconds 60", "debi_request_cores 0.5", "debi_target_utilization_ratio 0.6",
-			"debi_recommended_replicas 6", "debi_current_replicas 4", "debi_ready_replicas 4", "debi_policy_stale 0",
+			"debi_recommended_replicas " + rec, "debi_current_replicas 4", "debi_ready_replicas 4", "debi_policy_stale 0",
 			"debi_policy_last_success_timestamp_seconds 1.7e9", "debi_forecast_mean_absolute_error_cores 0.2",
 			"debi_evt_shape 0.1", "debi_evt_threshold_cores 1.8", "debi_evt_fallback 0",
 			"debi_decision_floor_replicas 2", "debi_decision_ceiling_replicas 12",
@@ -168,5 +176,24 @@ func TestQueriesReturnData(t *testing.T) {
 		if vec, ok := v.(model.Vector); ok && vec.Len() == 0 {
 			t.Errorf("%s / %q %s returns nothing:\n%s", q.Dashboard, q.Panel, q.RefID, expr)
 		}
+		// The baseline row joins every policy on shop-web's workload (shop-web acting at 4
+		// replicas, its shadow shop-web-hpa recommending 3), and not shop-db on another one.
+		if want, ok := baselineWant[q.Panel]; ok && q.Instant {
+			vec, _ := v.(model.Vector)
+			got := map[string]float64{}
+			for _, s := range vec {
+				got[string(s.Metric["policy"])] = float64(s.Value)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s / %q %s = %v, want %v\n%s", q.Dashboard, q.Panel, q.RefID, got, want, expr)
+			}
+		}
 	}
+}
+
+// baselineWant are the answers of the baseline row's stats for policy shop-web, by policy.
+var baselineWant = map[string]map[string]float64{
+	"Cost of every policy on the workload (replica-minutes)":  {"shop-web": 4, "shop-web-hpa": 3},
+	"Counterfactual overload of every policy on the workload": {"shop-web": 0, "shop-web-hpa": 1},
+	"Cost against the baseline":                               {"": 4.0 / 3},
 }
