@@ -15,7 +15,7 @@ FUZZTIME  ?= 10m
 # Fuzz targets as package:Target, run one after another by `make fuzz`.
 FUZZ_TARGETS ?= ./webhook:FuzzDecodeAlertmanager ./webhook:FuzzDecodeTidal ./config:FuzzLoad
 
-.PHONY: all build test unit-test integration-test bench fuzz lint format rules-check rules-test dashboards generate helm-lint e2e demo servers results results-budget help
+.PHONY: all build test unit-test integration-test bench fuzz lint format rules-check rules-test dashboards generate helm-lint e2e demo servers bench-fleet results results-budget help
 
 all: format lint build test ## format, lint, build and test
 
@@ -53,6 +53,9 @@ rules-check: ## promtool check rules
 
 rules-test: ## promtool test rules
 	hack/rules-test.sh test
+
+bench-fleet: ## the exporter at fleet scale against a real Prometheus: make bench-fleet N=1000 (or N=10000) prints policies=… loop_seconds=… queries_per_interval=… (hack/bench-fleet.sh)
+	hack/bench-fleet.sh $(or $(N),1000)
 
 hpa-diff: ## differential test of scaling.HPA against the real Kubernetes v1.37.2 HPA controller (hack/hpadiff)
 	hack/hpadiff.sh

@@ -209,6 +209,13 @@ type ExporterConfig struct {
 	// Concurrency is the number of policies stepped at once (their queries are I/O-bound).
 	// Default 8.
 	Concurrency int `yaml:"concurrency"`
+	// BatchQueries answers the queries that several policies share as a template (they differ
+	// only in equality matchers' values, as the default queries of every workload do) with one
+	// query per template and step, grouped by the labels that differ and fanned out to the
+	// policies; history likewise, one range query per template in pages (docs/fleet.md). Each
+	// policy gets the answer its own query would have had. Default true; false queries every
+	// policy on its own.
+	BatchQueries *bool `yaml:"batch_queries"`
 }
 
 // FieldError is a configuration error at a field path such as policies[2].queries.demand.
@@ -841,3 +848,7 @@ func (p *Policy) RunnerConfig() (policy.Config, error) {
 	}
 	return rc, rc.Validate()
 }
+
+// Batching reports whether the exporter batches shared query templates (batch_queries, default
+// true).
+func (e ExporterConfig) Batching() bool { return e.BatchQueries == nil || *e.BatchQueries }

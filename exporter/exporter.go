@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"reflect"
@@ -286,6 +287,12 @@ func (e *Exporter) handler(g prometheus.Gatherer, reg prometheus.Registerer, rel
 		fmt.Fprintln(w, "Ready")
 	})
 	mux.Handle("/-/reload", reload)
+	// Go's profiles, as Prometheus serves them: heap and CPU of a large fleet (docs/fleet.md).
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)

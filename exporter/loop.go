@@ -46,8 +46,11 @@ var queryNames = [numQueries]string{"replicas", "ready_replicas", "request", "de
 // window). The runner of a policy therefore sees exactly the sequence of observations that
 // instant queries at those grid times return: any step can be replayed from Prometheus's data.
 type Exporter struct {
-	cfg      *config.Config
+	cfg *config.Config
+	// q is what the policies' steps query: the step's batched answers (servingQuerier) over
+	// base, the counted queries to Prometheus.
 	q        Querier
+	base     Querier
 	log      *slog.Logger
 	interval time.Duration
 	offset   time.Duration
@@ -55,6 +58,15 @@ type Exporter struct {
 	lookback time.Duration // global.lookback_delta of instant queries
 	workers  int
 	policies []*policyState
+
+	// Batched queries (batch.go): the templates of the policy set's queries, the instant
+	// batches planned from them, and the current step's prefetched answers.
+	batching bool
+	// syncTraining trains in line (tests that compare two exporters step by step).
+	syncTraining bool
+	templates    map[string]exprTemplate
+	batches      []*batchGroup
+	pre          *prefetched
 
 	snap    atomic.Pointer[snapshot]
 	ready   atomic.Bool
@@ -83,6 +95,11 @@ type selfMetrics struct {
 	skipped       prometheus.Counter
 	policies      prometheus.Gauge
 	panics        prometheus.Counter
+
+	requests       *prometheus.CounterVec
+	batches        prometheus.Gauge
+	batchedQueries prometheus.Gauge
+	batchFallbacks prometheus.Counter
 }
 
 // policyState is the loop's state of one policy. It is touched by one worker at a time during a
@@ -187,7 +204,7 @@ func New(cfg *config.Config, policies []config.Policy, q Querier, logger *slog.L
 		logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Exporter{
-		cfg: cfg, q: checkingQuerier{q}, log: logger,
+		cfg: cfg, log: logger, batching: cfg.Exporter.Batching(),
 		interval: cfg.Global.Interval, offset: cfg.Exporter.QueryOffset, timeout: cfg.Global.QueryTimeout, lookback: cfg.Global.LookbackDelta,
 		workers: max(cfg.Exporter.Concurrency, 1), now: time.Now,
 	}
@@ -201,8 +218,26 @@ func New(cfg *config.Config, policies []config.Policy, q Querier, logger *slog.L
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
+	e.metrics = newSelfMetrics(reg)
+	e.base = countingQuerier{q, e}
+	e.q = checkingQuerier{servingQuerier{e}}
+	e.replan()
+	e.metrics.policies.Set(float64(len(e.policies)))
+	e.snap.Store(&snapshot{})
+	e.publishStatus()
+	if err := reg.Register(collector{e}); err != nil {
+		return nil, err
+	}
+	if err := reg.Register(statusCollector{e}); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// newSelfMetrics registers the exporter's own metrics.
+func newSelfMetrics(reg prometheus.Registerer) selfMetrics {
 	f := promauto.With(reg)
-	e.metrics = selfMetrics{
+	return selfMetrics{
 		queryDuration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "debi_exporter_query_duration_seconds",
 			Help:    "Duration of the PromQL queries of the exporter, by input and query type (instant or range).",
@@ -229,17 +264,23 @@ func New(cfg *config.Config, policies []config.Policy, q Querier, logger *slog.L
 			Name: "debi_exporter_policy_panics_total",
 			Help: "Policy steps that panicked; the policy is marked stale and the others go on.",
 		}),
+		requests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "debi_exporter_prometheus_queries_total",
+			Help: "Queries the exporter sent to Prometheus, by type (instant or range): batched queries count once.",
+		}, []string{"type"}),
+		batches: f.NewGauge(prometheus.GaugeOpts{
+			Name: "debi_exporter_query_batches",
+			Help: "Batched instant queries per step: one per query template shared by several policies.",
+		}),
+		batchedQueries: f.NewGauge(prometheus.GaugeOpts{
+			Name: "debi_exporter_batched_policy_queries",
+			Help: "Policy queries answered by the batches at each step (the others are queried one by one).",
+		}),
+		batchFallbacks: f.NewCounter(prometheus.CounterOpts{
+			Name: "debi_exporter_batch_fallbacks_total",
+			Help: "Batched queries Prometheus rejected as bad data; their policies were queried one by one.",
+		}),
 	}
-	e.metrics.policies.Set(float64(len(e.policies)))
-	e.snap.Store(&snapshot{})
-	e.publishStatus()
-	if err := reg.Register(collector{e}); err != nil {
-		return nil, err
-	}
-	if err := reg.Register(statusCollector{e}); err != nil {
-		return nil, err
-	}
-	return e, nil
 }
 
 // newPolicyState builds the loop's state of policy p of cfg: a new runner, no history yet.
@@ -252,7 +293,7 @@ func (e *Exporter) newPolicyState(cfg *config.Config, p *config.Policy) (*policy
 		// config.Load guarantees it; a hand-built configuration might not.
 		return nil, fmt.Errorf("policy %q: history_step %v is not a positive multiple of the interval %v", p.Name, rc.Step, e.interval)
 	}
-	rc.AsyncTraining = true
+	rc.AsyncTraining = !e.syncTraining
 	rc.Logger = e.log.With("policy", p.Name) // the runner warns when its model needs more history than it is given
 	r, err := policy.New(rc)
 	if err != nil {
@@ -357,9 +398,11 @@ func (e *Exporter) apply(cfg *config.Config, policies []config.Policy, q Querier
 	st.removed = len(old) - st.rebuilt
 	e.cfg, e.policies = cfg, next
 	e.timeout, e.workers, e.lookback = cfg.Global.QueryTimeout, max(cfg.Exporter.Concurrency, 1), cfg.Global.LookbackDelta
+	e.batching = cfg.Exporter.Batching()
 	if q != nil {
-		e.q = checkingQuerier{q}
+		e.base = countingQuerier{q, e}
 	}
+	e.replan()
 	e.metrics.policies.Set(float64(len(next)))
 	e.publish()
 	e.publishStatus()
@@ -414,6 +457,8 @@ func (e *Exporter) CheckQueries(ctx context.Context, t time.Time) error {
 	defer e.mu.Unlock()
 	var errs []error
 	var mu sync.Mutex
+	e.prefetch(ctx, t)
+	defer func() { e.pre = nil }()
 	e.forEach(ctx, func(ctx context.Context, ps *policyState) {
 		cfgErr, unanswered := e.checkPolicy(ctx, ps, t)
 		for _, err := range unanswered {
@@ -486,10 +531,13 @@ func (e *Exporter) instant(ctx context.Context, ps *policyState, k int, expr str
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
 	start := time.Now()
+	_, batched := e.prefetchedInstant(expr, t)
 	// global.lookback_delta: a sample older than that is no data (after a Prometheus outage,
 	// the samples from before it are not current).
 	v, err := instantValue(ctx, e.q, expr, t, v1.WithLookbackDelta(e.lookback))
-	e.metrics.queryDuration.WithLabelValues(queryNames[k], "instant").Observe(time.Since(start).Seconds())
+	if !batched { // the batch's own query was timed
+		e.metrics.queryDuration.WithLabelValues(queryNames[k], "instant").Observe(time.Since(start).Seconds())
+	}
 	if err != nil {
 		ps.queryErrors[k]++
 	}
@@ -565,6 +613,7 @@ func (e *Exporter) Step(ctx context.Context, t time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	start := time.Now()
+	e.prefetch(ctx, t)
 	e.forEach(ctx, func(ctx context.Context, ps *policyState) {
 		// A policy's step may run until the next step is due, so one slow policy cannot hold
 		// the loop back by more than an interval.
@@ -572,6 +621,7 @@ func (e *Exporter) Step(ctx context.Context, t time.Time) {
 		defer cancel()
 		e.setFailed(ps, e.stepChecked(ctx, ps, t))
 	})
+	e.pre = nil
 	e.publish()
 	e.publishStatus()
 	e.ready.Store(true)
@@ -653,9 +703,12 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 		}
 		qctx, cancel := context.WithTimeout(ctx, e.timeout)
 		t0 := time.Now()
+		_, batched := e.pre.rangeAnswer(expr, r)
 		m, err := rangeValues(qctx, e.q, expr, r)
 		cancel()
-		e.metrics.queryDuration.WithLabelValues(queryNames[k], "range").Observe(time.Since(t0).Seconds())
+		if !batched { // the batch's own queries were timed
+			e.metrics.queryDuration.WithLabelValues(queryNames[k], "range").Observe(time.Since(t0).Seconds())
+		}
 		if err != nil {
 			ps.queryErrors[k]++
 			if isConfigError(err) {
