@@ -18,6 +18,8 @@ import (
 // has made the latest forecast.
 const budgetCfg = `
 global: {interval: 15s}
+# Acting: the recommendations count as applied (the hold restarts at each of them).
+webhook: {mode: act, allow_unauthenticated: true}
 policies:
   - name: web
     target: {namespace: shop, name: web}
@@ -49,7 +51,7 @@ func TestBudgetSeries(t *testing.T) {
 	e, reg := newTestExporter(t, budgetCfg, f)
 	p := e.policies[0].cfg
 	schedule := append(times(t0.Add(-39*histStep), 39, histStep), times(t0, 30, step)...)
-	ref := replay(t, p, schedule, func(ts time.Time) [numQueries]float64 {
+	ref := replay(t, e.cfg, p, schedule, func(ts time.Time) [numQueries]float64 {
 		return [numQueries]float64{replicas(ts), ready(ts), math.NaN(), demandTrace(ts)}
 	})
 	get := func(name string, extra ...string) float64 {
@@ -151,6 +153,7 @@ func TestBudgetSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	alg.(scaling.Unapplied).SetUnapplied(unapplied(e.cfg, p.Name))
 	reasons := map[string]int{}
 	for _, ts := range schedule {
 		r, ok := ref[ts.UnixMilli()]

@@ -3,6 +3,7 @@ package exporter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"strings"
@@ -113,13 +114,14 @@ func metricValue(m *dto.Metric) float64 {
 // documents: a step needs the replica count and a request, missing ready replicas mean "all
 // ready", a missing demand is a NaN sample. It returns the results of the steps with every
 // input present.
-func replay(t testing.TB, p *config.Policy, times []time.Time, get func(time.Time) [numQueries]float64) map[int64]policy.Result {
+func replay(t testing.TB, cfg *config.Config, p *config.Policy, times []time.Time, get func(time.Time) [numQueries]float64) map[int64]policy.Result {
 	t.Helper()
 	rc, err := p.RunnerConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
 	rc.AsyncTraining = false
+	rc.Unapplied = unapplied(cfg, p.Name) // as the exporter's runner
 	r, err := policy.New(rc)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +190,7 @@ func TestStepMatchesRunner(t *testing.T) {
 	// 40 history steps end with the live one at t0 (on the 30 s grid): 39 history points at
 	// t0 − 39·30 s … t0 − 30 s, then live steps every 15 s.
 	schedule := append(times(t0.Add(-39*histStep), 39, histStep), times(t0, 30, step)...)
-	ref := replay(t, *p, schedule, func(ts time.Time) [numQueries]float64 {
+	ref := replay(t, e.cfg, *p, schedule, func(ts time.Time) [numQueries]float64 {
 		return [numQueries]float64{replicas(ts), replicas(ts) - 1, math.NaN(), demandTrace(ts)}
 	})
 	compared := 0
@@ -667,5 +669,47 @@ policies:
 	}
 	if _, ok := value(t, reg, "debi_load_ratio", "seasonal", "load", "w2"); ok {
 		t.Error("seasonal: W2 published without enough history")
+	}
+}
+
+// TestShadowHPAKeepsRecommending: an hpa policy in shadow mode, whose size nothing changes,
+// recommends at every step what the HPA would (rate-limited to max(4+4, 2·4) = 8 from 4 under
+// a doubled load); an acting one counts its own recommendation as a scale event and, with the
+// size stuck, falls back to 4 (rate-limited) for the 15 s scale-up period, as the controller
+// would.
+func TestShadowHPAKeepsRecommending(t *testing.T) {
+	for _, tc := range []struct {
+		mode string
+		want []float64
+	}{
+		{"shadow", []float64{8, 8, 8, 8}},
+		{"act", []float64{8, 4, 4, 8}}, // 8 again once the event leaves the 15 s period
+	} {
+		f := &fakeQuerier{byExpr: map[string]series{
+			"demand": constant(4), "replicas": constant(4), "ready": constant(4),
+		}}
+		e, reg := newTestExporter(t, fmt.Sprintf(`
+global: {interval: 5s}
+webhook: {mode: %s, allow_unauthenticated: true}
+policies:
+  - name: web-hpa
+    target: {namespace: shop, name: web}
+    algorithm: hpa
+    request: 1
+    history_step: 5s
+    history: 10
+    scaling: {target: 0.5, max_replicas: 40}
+    queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}
+`, tc.mode), f)
+		var got []float64
+		for i := range 4 {
+			// 5 s apart: three steps inside the 15 s scale-up period of the first one.
+			e.Step(context.Background(), t0.Add(time.Duration(i)*5*time.Second))
+			v, _ := value(t, reg, "debi_recommended_replicas", "web-hpa")
+			got = append(got, v)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("mode %s: recommended %v, want %v", tc.mode, got, tc.want)
+		}
 	}
 }

@@ -448,7 +448,7 @@ func compareWithRunner(t *testing.T, prom v1.API, cfg *config.Config, schedule [
 	}
 	schedule = trimSchedule(schedule, wlStart, last)
 	q := p.Queries
-	ref := replay(t, p, schedule, func(ts time.Time) [numQueries]float64 {
+	ref := replay(t, cfg, p, schedule, func(ts time.Time) [numQueries]float64 {
 		var v [numQueries]float64
 		for k, expr := range [numQueries]string{q.Replicas, q.ReadyReplicas, q.Request, q.Demand} {
 			x, err := instantValue(ctx, prom, expr, ts)
@@ -560,7 +560,7 @@ func compareBudget(t *testing.T, prom v1.API, cfg *config.Config, schedule []tim
 	schedule = trimSchedule(schedule, wlStart, last)
 	q := p.Queries
 	inputs := map[int64][numQueries]float64{}
-	ref := replay(t, p, schedule, func(ts time.Time) [numQueries]float64 {
+	ref := replay(t, cfg, p, schedule, func(ts time.Time) [numQueries]float64 {
 		var v [numQueries]float64
 		for k, expr := range [numQueries]string{q.Replicas, q.ReadyReplicas, q.Request, q.Demand} {
 			x, err := instantValue(ctx, prom, expr, ts)

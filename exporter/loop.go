@@ -283,6 +283,12 @@ func newSelfMetrics(reg prometheus.Registerer) selfMetrics {
 	}
 }
 
+// unapplied reports whether nothing applies the policy's recommendations: the webhook runs it in
+// shadow mode or it is paused in the configuration (policy.Config.Unapplied).
+func unapplied(cfg *config.Config, name string) bool {
+	return cfg.Webhook.ModeFor(name) == config.ModeShadow || cfg.Webhook.PausedFor(name)
+}
+
 // newPolicyState builds the loop's state of policy p of cfg: a new runner, no history yet.
 func (e *Exporter) newPolicyState(cfg *config.Config, p *config.Policy) (*policyState, error) {
 	rc, err := p.RunnerConfig()
@@ -294,6 +300,7 @@ func (e *Exporter) newPolicyState(cfg *config.Config, p *config.Policy) (*policy
 		return nil, fmt.Errorf("policy %q: history_step %v is not a positive multiple of the interval %v", p.Name, rc.Step, e.interval)
 	}
 	rc.AsyncTraining = !e.syncTraining
+	rc.Unapplied = unapplied(cfg, p.Name)
 	rc.Logger = e.log.With("policy", p.Name) // the runner warns when its model needs more history than it is given
 	r, err := policy.New(rc)
 	if err != nil {
@@ -366,7 +373,7 @@ func (e *Exporter) apply(cfg *config.Config, policies []config.Policy, q Querier
 	for i := range policies {
 		p := &policies[i]
 		prev, found := old[p.Name]
-		if found && sameMAE && reflect.DeepEqual(*prev.cfg, *p) {
+		if found && sameMAE && reflect.DeepEqual(*prev.cfg, *p) && unapplied(e.cfg, p.Name) == unapplied(cfg, p.Name) {
 			next[i] = prev // its configuration is repointed below, once the reload cannot fail
 			st.kept++
 			continue

@@ -126,6 +126,10 @@ type Config struct {
 	// AsyncTraining trains a clone of the model in the background and swaps it in when done
 	// (live); otherwise training runs inside Step (backtest, deterministic).
 	AsyncTraining bool
+	// Unapplied says that nothing applies the recommendations (a shadow-mode or paused policy):
+	// a stateful algorithm then takes its state from the observed changes of size
+	// (scaling.Unapplied).
+	Unapplied bool
 	Logger        *slog.Logger
 }
 
@@ -329,6 +333,9 @@ func New(cfg Config) (*Runner, error) {
 	alg, err := scaling.New(cfg.Spec.Algorithm, cfg.Params)
 	if err != nil {
 		return nil, err
+	}
+	if u, ok := alg.(scaling.Unapplied); ok && cfg.Unapplied {
+		u.SetUnapplied(true)
 	}
 	r := &Runner{cfg: cfg, alg: alg, log: log, pred: make([]float64, cfg.LeadSteps), lastTrainS: -1, keep: cfg.History,
 		lastIndex: math.MinInt64, fcMax: math.NaN(), fcEnd: math.NaN()}

@@ -26,17 +26,23 @@ func DefaultBudgetParams() BudgetParams {
 	return BudgetParams{SLAUtilization: 0.9, Hold: 10 * time.Minute}
 }
 
-// Validate reports the first invalid setting, naming the field.
-func (b BudgetParams) Validate() error {
-	switch {
-	case !(b.SLAUtilization > 0) || b.SLAUtilization > 1:
-		return fmt.Errorf("budget.u_sla must be in (0, 1], got %v", b.SLAUtilization)
-	case b.Hold < 0:
-		return fmt.Errorf("budget.hold must not be negative, got %v", b.Hold)
-	case !(b.MinSaving >= 0) || b.MinSaving >= 1:
-		return fmt.Errorf("budget.min_saving must be in [0, 1), got %v", b.MinSaving)
+// Validate reports every invalid setting, each error naming the field (budget.u_sla …): one
+// error as it is, several joined by errors.Join in the order u_sla, hold, min_saving.
+func (b BudgetParams) Validate() error { return joinErrors(b.fieldErrors()) }
+
+// fieldErrors is every error of Validate, in order.
+func (b BudgetParams) fieldErrors() []error {
+	var errs []error
+	if !(b.SLAUtilization > 0) || b.SLAUtilization > 1 {
+		errs = append(errs, fmt.Errorf("budget.u_sla must be in (0, 1], got %v", b.SLAUtilization))
 	}
-	return nil
+	if b.Hold < 0 {
+		errs = append(errs, fmt.Errorf("budget.hold must not be negative, got %v", b.Hold))
+	}
+	if !(b.MinSaving >= 0) || b.MinSaving >= 1 {
+		errs = append(errs, fmt.Errorf("budget.min_saving must be in [0, 1), got %v", b.MinSaving))
+	}
+	return errs
 }
 
 // Budget holds the fewest replicas that keep demand under u_sla at the calibrated upper
@@ -56,7 +62,11 @@ type Budget struct {
 	lastChange time.Time
 	seen       bool
 	lastSize   int32
+	unapplied  bool // SetUnapplied: the hold restarts at observed changes of size only
 }
+
+// SetUnapplied implements Unapplied.
+func (b *Budget) SetUnapplied(u bool) { b.unapplied = u }
 
 // Name implements Algorithm.
 func (b *Budget) Name() string { return "budget" }
@@ -108,7 +118,7 @@ func (b *Budget) finish(in Input, d Decision) Decision {
 	case d.Replicas < b.p.MinReplicas:
 		d.Replicas, d.Reason = b.p.MinReplicas, ReasonMinReplicas
 	}
-	if d.Replicas != in.Current {
+	if d.Replicas != in.Current && !b.unapplied {
 		b.lastSize, b.lastChange = d.Replicas, in.Time
 	}
 	return d

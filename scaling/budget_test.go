@@ -120,3 +120,38 @@ func TestBudgetFreshInstanceHolds(t *testing.T) {
 		t.Fatalf("after the hold: %+v vs %+v, want both 6", da, db)
 	}
 }
+
+// TestBudgetUnapplied: the hold of a budget policy whose recommendations nothing applies
+// restarts at observed changes of size only, so an unapplied scale-down is recommended again
+// at the next step instead of being held for the hold period.
+func TestBudgetUnapplied(t *testing.T) {
+	p := DefaultParams()
+	p.MaxReplicas = 50
+	in := func(k int, cur int32) Input {
+		// Load 0.3 at 10 pods: 4 pods would do (ceil(0.3·10/0.9) = 4).
+		return Input{Time: t0.Add(time.Duration(k) * 15 * time.Second), Current: cur, Ready: cur, W: 0.3, WNow: 0.3, WDown: 0.3}
+	}
+	for _, tc := range []struct {
+		unapplied bool
+		want      []int32
+	}{
+		// Recorded as applied: the scale-down at 11 m restarts the hold; with the size stuck at
+		// 10, the next steps are held (10).
+		{false, []int32{4, 10, 10}},
+		{true, []int32{4, 4, 4}},
+	} {
+		b, err := New("budget", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.(Unapplied).SetUnapplied(tc.unapplied)
+		b.Recommend(in(0, 10)) // the size first seen: the hold starts
+		var got []int32
+		for k := 44; k < 47; k++ { // 11 m on: past the 10 m hold
+			got = append(got, b.Recommend(in(k, 10)).Replicas)
+		}
+		if !equalSizes(got, tc.want) {
+			t.Errorf("unapplied %v: sizes %v, want %v", tc.unapplied, got, tc.want)
+		}
+	}
+}

@@ -30,6 +30,10 @@ type HPA struct {
 	// upEvents and downEvents are the scale events (replicas added or removed) this HPA made,
 	// with the controller's storeScaleEvent reuse of outdated entries; unused with "none".
 	upEvents, downEvents []scaleEvent
+	// unapplied: nothing applies the recommendations (SetUnapplied), so the scale events are the
+	// observed changes of size, not the recommendations; lastCurrent is the size last seen.
+	unapplied   bool
+	lastCurrent int32
 }
 
 // Times are kept as Unix nanoseconds: the same order as the time.Time comparisons of the
@@ -53,6 +57,9 @@ func NewHPA(p Params) *HPA {
 // Name implements Algorithm.
 func (h *HPA) Name() string { return "hpa" }
 
+// SetUnapplied implements Unapplied.
+func (h *HPA) SetUnapplied(u bool) { h.unapplied = u }
+
 // Recommend implements Algorithm: one reconcileAutoscaler at in.Time. in.W is the utilization at
 // the current size, usage/(Current·request); the controller averages over the ready pods, which is
 // W·Current/Ready.
@@ -63,7 +70,15 @@ func (h *HPA) Recommend(in Input) Decision {
 		// recommendation, so no scale-down below it within the window after start.
 		h.started = true
 		h.recommendations = append(h.recommendations[:0], timedReplicas{now, in.Current})
+	} else if h.unapplied && in.Current != h.lastCurrent && h.p.HPABehavior != BehaviorNone {
+		// Unapplied: the size moved (someone else scaled), and that is the scale event.
+		if in.Current > h.lastCurrent {
+			h.upEvents = storeScaleEvent(h.upEvents, now, in.Current-h.lastCurrent, h.p.ScaleUpPeriod)
+		} else {
+			h.downEvents = storeScaleEvent(h.downEvents, now, h.lastCurrent-in.Current, h.p.ScaleDownPeriod)
+		}
 	}
+	h.lastCurrent = in.Current
 	d := Decision{Target: h.p.Target}
 	var final int32
 	switch {
@@ -103,7 +118,7 @@ func (h *HPA) Recommend(in Input) Decision {
 		}
 		d.Reason = reason
 	}
-	if final != in.Current && h.p.HPABehavior != BehaviorNone {
+	if final != in.Current && h.p.HPABehavior != BehaviorNone && !h.unapplied {
 		// storeScaleEvent after a successful rescale (the controller keeps none without behavior).
 		if final > in.Current {
 			h.upEvents = storeScaleEvent(h.upEvents, now, final-in.Current, h.p.ScaleUpPeriod)

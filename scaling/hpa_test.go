@@ -439,3 +439,37 @@ func TestParamsValidateNamesField(t *testing.T) {
 func contains(s, sub string) bool {
 	return len(sub) == 0 || len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub))
 }
+
+// TestHPAUnapplied: an HPA whose recommendations nothing applies (a shadow baseline) keeps
+// recommending what the controller would, rather than counting its own unapplied
+// recommendations as scale events; a size someone else sets is its scale event.
+func TestHPAUnapplied(t *testing.T) {
+	p := DefaultParams()
+	// Recorded as if applied, the size stuck at 4 under 200 % load: the first sync asks for
+	// max(4+4, 2·4) = 8 and records +4; 5 s later the period starts at 4−4 = 0 and the limit
+	// max(0+4, 0) = 4 is the current size: the recommendation collapses (the bug of a shadow
+	// policy recorded as applied).
+	applied := NewHPA(p)
+	if d := applied.Recommend(Input{Time: t0, Current: 4, Ready: 4, W: 2}); d.Replicas != 8 {
+		t.Fatalf("t=0: %+v, want 8", d)
+	}
+	if d := applied.Recommend(Input{Time: t0.Add(5 * time.Second), Current: 4, Ready: 4, W: 2}); d.Replicas != 4 || d.Reason != ReasonRateLimited {
+		t.Fatalf("applied, size stuck: %+v, want the collapse to 4 rate-limited", d)
+	}
+	u := NewHPA(p)
+	u.SetUnapplied(true)
+	for i := range 6 {
+		d := u.Recommend(Input{Time: t0.Add(time.Duration(i) * 5 * time.Second), Current: 4, Ready: 4, W: 2})
+		if d.Replicas != 8 || d.Reason != ReasonRateLimited {
+			t.Fatalf("unapplied, sync %d: %+v, want 8 rate-limited at every sync", i, d)
+		}
+	}
+	// Someone (the acting policy) scales 4 → 6: that is the event. 5 s later the period starts
+	// at 6−2 = 4: limit max(4+4, 8) = 8.
+	if d := u.Recommend(Input{Time: t0.Add(30 * time.Second), Current: 6, Ready: 6, W: 2}); d.Replicas != 8 || d.Reason != ReasonRateLimited {
+		t.Fatalf("unapplied, after an observed +2: %+v, want 8 rate-limited", d)
+	}
+	if len(u.upEvents) != 1 || u.upEvents[0].n != 2 {
+		t.Fatalf("unapplied up events %+v, want the one observed +2", u.upEvents)
+	}
+}

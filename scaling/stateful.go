@@ -22,6 +22,18 @@ type Stateful interface {
 	Rule() Algorithm
 }
 
+// Unapplied is implemented by the stateful algorithms whose state records their own changes of
+// size as if they were applied — the HPA's scale events, the budget's hold — as the Kubernetes
+// controller does after its own patch. SetUnapplied(true) is for a policy whose
+// recommendations nothing applies (a shadow-mode or paused policy, e.g. a shadow hpa baseline
+// beside the acting policy): its state then follows the observed changes of size only. Without
+// it, an unapplied recommendation is a scale event that never happened: the rate limits count
+// it, the recommendation falls back to the current size (rate-limited) at the next step, and
+// the budget's hold restarts at every step.
+type Unapplied interface {
+	SetUnapplied(bool)
+}
+
 // Clamp returns n within [lo, hi].
 func Clamp(n, lo, hi int32) int32 { return clamp(n, lo, hi) }
 

@@ -13,24 +13,27 @@ import (
 func TestStatefulSplit(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	type variant struct {
-		name string
-		p    func(*Params)
-		alg  string
+		name      string
+		p         func(*Params)
+		alg       string
+		unapplied bool
 	}
 	variants := []variant{
-		{"hpa/none", func(p *Params) { p.HPABehavior = BehaviorNone }, "hpa"},
-		{"hpa/default", func(p *Params) { p.HPABehavior = BehaviorDefault }, "hpa"},
+		{"hpa/none", func(p *Params) { p.HPABehavior = BehaviorNone }, "hpa", false},
+		{"hpa/default", func(p *Params) { p.HPABehavior = BehaviorDefault }, "hpa", false},
 		{"hpa/default-slow-down", func(p *Params) {
 			p.HPABehavior = BehaviorDefault
 			p.ScaleDownPercent, p.ScaleDownPeriod = 20, time.Minute
 			p.ScaleUpPods, p.ScaleUpPercent, p.ScaleUpPeriod = 2, 0, time.Minute
-		}, "hpa"},
+		}, "hpa", false},
 		{"hpa/default-up-stabilised", func(p *Params) {
 			p.HPABehavior = BehaviorDefault
 			p.ScaleUpStabilization = time.Minute
-		}, "hpa"},
-		{"budget", func(p *Params) {}, "budget"},
-		{"budget/min-saving", func(p *Params) { p.Budget.MinSaving, p.Budget.Hold = 0.2, 3*time.Minute }, "budget"},
+		}, "hpa", false},
+		{"budget", func(p *Params) {}, "budget", false},
+		{"budget/min-saving", func(p *Params) { p.Budget.MinSaving, p.Budget.Hold = 0.2, 3*time.Minute }, "budget", false},
+		{"hpa/default/unapplied", func(p *Params) { p.HPABehavior = BehaviorDefault }, "hpa", true},
+		{"budget/unapplied", func(p *Params) {}, "budget", true},
 	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
@@ -43,6 +46,9 @@ func TestStatefulSplit(t *testing.T) {
 				a, err := New(v.alg, p)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if v.unapplied {
+					a.(Unapplied).SetUnapplied(true)
 				}
 				st, ok := a.(Stateful)
 				if !ok {
