@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -144,6 +145,71 @@ func TestCheckReportsEveryErrorOfASection(t *testing.T) {
 	}
 	if _, err := Load([]byte(fixed)); err != nil {
 		t.Errorf("Load of the fixed file: %v", err)
+	}
+}
+
+// TestCheckReportsEverySubfieldError checks that the sections validated by other packages
+// (scaling, scaling.budget, budget, evt) report every bad field, each at its path and line, and
+// that Load still reports the first: fixing the errors one by one in the order of the checks,
+// Load reports each next one.
+func TestCheckReportsEverySubfieldError(t *testing.T) {
+	b, err := os.ReadFile("testdata/check-every-subfield-error.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		path string
+		line int
+		msg  string // a part of the message
+		fix  [2]string
+	}{
+		{"policies[0].scaling.min_replicas", 9, "must be at least 1, got -1", [2]string{"min_replicas: -1", "min_replicas: 2"}},
+		{"policies[0].scaling.tolerance", 10, "must be in [0, 1), got 1.5", [2]string{"tolerance: 1.5", "tolerance: 0.2"}},
+		{"policies[0].scaling.budget.u_sla", 12, "must be in (0, 1], got 2", [2]string{"u_sla: 2", "u_sla: 0.8"}},
+		{"policies[0].scaling.budget.hold", 13, "must not be negative", [2]string{"hold: -1m", "hold: 1m"}},
+		{"policies[0].budget.overload_budget", 15, "must be in (0, 0.5), got 0.7", [2]string{"overload_budget: 0.7", "overload_budget: 0.05"}},
+		{"policies[0].budget.quantile_method", 16, `got "magic"`, [2]string{"quantile_method: magic", "quantile_method: pot"}},
+		{"policies[0].evt.q", 19, "q (0.4) must be below tau (0.3)", [2]string{"q: 0.4", "q: 0.1"}},
+		{"policies[0].evt.method", 20, `method "mle" unknown`, [2]string{"method: mle", "method: grimshaw"}},
+	}
+	errs := Check(b)
+	var got []string
+	for _, e := range errs {
+		got = append(got, e.Error())
+	}
+	if len(errs) != len(want) {
+		t.Errorf("got %d errors, want %d:\n%s", len(errs), len(want), strings.Join(got, "\n"))
+	}
+	for i, w := range want {
+		if i >= len(errs) {
+			break
+		}
+		ce, ok := errs[i].(*CheckError)
+		if !ok || ce.Path != w.path || ce.Line != w.line || !strings.Contains(ce.Msg, w.msg) {
+			t.Errorf("error %d = %q, want %s (line %d) saying %q", i, errs[i], w.path, w.line, w.msg)
+		}
+	}
+	checkNoGoTypes(t, errs)
+
+	// Load reports the first error left, path and message as before the validators reported
+	// every field; with all fixed, both accept the file.
+	text := string(b)
+	for _, w := range want {
+		_, err := Load([]byte(text))
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Path != w.path || !strings.Contains(fe.Err.Error(), w.msg) {
+			t.Errorf("Load: %v, want the error at %s saying %q", err, w.path, w.msg)
+		}
+		if strings.Count(text, w.fix[0]) != 1 {
+			t.Fatalf("fix %q: not once in the fixture", w.fix[0])
+		}
+		text = strings.Replace(text, w.fix[0], w.fix[1], 1)
+	}
+	if _, err := Load([]byte(text)); err != nil {
+		t.Errorf("Load of the fixed file: %v\n%s", err, text)
+	}
+	if errs := Check([]byte(text)); len(errs) != 0 {
+		t.Errorf("Check of the fixed file: %v", errs)
 	}
 }
 

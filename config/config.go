@@ -243,6 +243,22 @@ func subfieldError(path string, err error) error {
 	return &FieldError{Path: path + "." + field, Err: err}
 }
 
+// addSubfields appends the FieldErrors of another package's validation error under path: one per
+// error errors.Join joined (each naming its field, as subfieldError reads it), in their order, so
+// that the first is the one Load has always reported.
+func (l *errList) addSubfields(path string, err error) {
+	if err == nil {
+		return
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			l.addSubfields(path, e)
+		}
+		return
+	}
+	l.add(subfieldError(path, err))
+}
+
 // Warnings are the settings that were invalid and replaced by their defaults while loading.
 func (c *Config) Warnings() []string { return c.warnings }
 
@@ -534,14 +550,11 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *e
 		p.Scaling.Window = 0
 	}
 	fillUnset(&p.Scaling.Budget, scaling.DefaultBudgetParams(), given.Scaling.Budget)
-	if err := p.Scaling.Validate(); err != nil {
-		// BudgetParams name their fields budget.u_sla …: the path is scaling.budget.u_sla.
-		errs.add(subfieldError(path+".scaling", err))
-	}
+	// One error per bad field (scaling.budget.* among them: BudgetParams name their fields
+	// budget.u_sla …, so the path is scaling.budget.u_sla).
+	errs.addSubfields(path+".scaling", p.Scaling.Validate())
 	fillUnset(&p.Budget, forecast.DefaultCalibratorConfig(), given.Budget)
-	if err := p.Budget.Validate(); err != nil {
-		errs.add(subfieldError(path+".budget", err))
-	}
+	errs.addSubfields(path+".budget", p.Budget.Validate())
 	// An invalid metrics policy falls back to its defaults with a warning (the Elastic Scaler's
 	// rule: a bad setting never stops the scaler).
 	if p.Metrics.Window == 0 { // unset, not invalid
@@ -565,9 +578,7 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *e
 	if p.EVT.Method == "" {
 		p.EVT.Method = def.Method
 	}
-	if err := p.EVT.Validate(); err != nil {
-		errs.add(subfieldError(path+".evt", err))
-	}
+	errs.addSubfields(path+".evt", p.EVT.Validate())
 	if p.History == 0 {
 		p.History = 760
 	}

@@ -64,30 +64,55 @@ func DefaultCalibratorConfig() CalibratorConfig {
 	return CalibratorConfig{Budget: 0.01, Gain: 0.005, Window: 760, Tau: 0.2, Method: QuantileEmpirical, Errors: ErrorsAdditive, Scoring: ScoringTick, MinErrors: 30, ColdMargin: 2}
 }
 
-// Validate reports the first invalid setting, naming the field.
+// Validate reports every invalid setting, each error naming the field by its YAML name first:
+// one error as it is, several joined by errors.Join in the order of the fields, the first being
+// the one a field-by-field check stops at. With an invalid error_window, min_errors is only
+// checked against its lower bound.
 func (c CalibratorConfig) Validate() error {
 	fin := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-	switch {
-	case !fin(c.Budget) || c.Budget <= 0 || c.Budget >= 0.5:
-		return fmt.Errorf("overload_budget must be in (0, 0.5), got %v", c.Budget)
-	case !fin(c.Gain) || c.Gain < 0 || c.Gain > 1:
-		return fmt.Errorf("calibration_gain must be in [0, 1], got %v", c.Gain)
-	case c.Window < 10:
-		return fmt.Errorf("error_window must be at least 10, got %d", c.Window)
-	case !fin(c.Tau) || c.Tau <= 0 || c.Tau >= 1:
-		return fmt.Errorf("tail_fraction must be in (0, 1), got %v", c.Tau)
-	case c.Method != QuantilePOT && c.Method != QuantileEmpirical:
-		return fmt.Errorf("quantile_method must be %q or %q, got %q", QuantilePOT, QuantileEmpirical, c.Method)
-	case c.Errors != ErrorsRatio && c.Errors != ErrorsAdditive && c.Errors != ErrorsScaled:
-		return fmt.Errorf("errors must be %q, %q or %q, got %q", ErrorsRatio, ErrorsAdditive, ErrorsScaled, c.Errors)
-	case c.Scoring != ScoringTick && c.Scoring != ScoringSample:
-		return fmt.Errorf("scoring must be %q or %q, got %q", ScoringTick, ScoringSample, c.Scoring)
-	case c.MinErrors < 2 || c.MinErrors > c.Window:
-		return fmt.Errorf("min_errors must be in [2, error_window], got %d", c.MinErrors)
-	case !fin(c.ColdMargin) || c.ColdMargin < 1:
-		return fmt.Errorf("cold_margin must be at least 1, got %v", c.ColdMargin)
+	var errs []error
+	bad := func(err error) { errs = append(errs, err) }
+	if !fin(c.Budget) || c.Budget <= 0 || c.Budget >= 0.5 {
+		bad(fmt.Errorf("overload_budget must be in (0, 0.5), got %v", c.Budget))
 	}
-	return nil
+	if !fin(c.Gain) || c.Gain < 0 || c.Gain > 1 {
+		bad(fmt.Errorf("calibration_gain must be in [0, 1], got %v", c.Gain))
+	}
+	windowOK := c.Window >= 10
+	if !windowOK {
+		bad(fmt.Errorf("error_window must be at least 10, got %d", c.Window))
+	}
+	if !fin(c.Tau) || c.Tau <= 0 || c.Tau >= 1 {
+		bad(fmt.Errorf("tail_fraction must be in (0, 1), got %v", c.Tau))
+	}
+	if c.Method != QuantilePOT && c.Method != QuantileEmpirical {
+		bad(fmt.Errorf("quantile_method must be %q or %q, got %q", QuantilePOT, QuantileEmpirical, c.Method))
+	}
+	if c.Errors != ErrorsRatio && c.Errors != ErrorsAdditive && c.Errors != ErrorsScaled {
+		bad(fmt.Errorf("errors must be %q, %q or %q, got %q", ErrorsRatio, ErrorsAdditive, ErrorsScaled, c.Errors))
+	}
+	if c.Scoring != ScoringTick && c.Scoring != ScoringSample {
+		bad(fmt.Errorf("scoring must be %q or %q, got %q", ScoringTick, ScoringSample, c.Scoring))
+	}
+	if c.MinErrors < 2 || windowOK && c.MinErrors > c.Window {
+		bad(fmt.Errorf("min_errors must be in [2, error_window], got %d", c.MinErrors))
+	}
+	if !fin(c.ColdMargin) || c.ColdMargin < 1 {
+		bad(fmt.Errorf("cold_margin must be at least 1, got %v", c.ColdMargin))
+	}
+	return joinErrors(errs)
+}
+
+// joinErrors is nil for none, the error itself for one, and errors.Join of them for several (its
+// Unwrap() []error gives them back one by one).
+func joinErrors(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return errors.Join(errs...)
 }
 
 // alphaMin and alphaMax bound the adapted level: below alphaMin the quantile is the largest

@@ -48,25 +48,32 @@ func DefaultPOTConfig() POTConfig {
 	return POTConfig{Tau: 0.2, Q: 0.1, MinExcesses: 10, Method: potMethodMoments}
 }
 
-// Validate reports the first invalid setting; each error names the field, so a policy file
-// error points at the line to fix.
+// Validate reports every invalid setting; each error names the field first, so a policy file
+// error points at the line to fix. One error is returned as it is, several joined by errors.Join
+// in the order tau, q, q against tau, min_excesses, method; q is checked against tau only when
+// both are valid.
 func (c POTConfig) Validate() error {
-	switch {
-	case !(c.Tau > 0 && c.Tau < 1): // also rejects NaN
-		return fmt.Errorf("tau (%g) must be in (0, 1): it is the fraction of points above the threshold", c.Tau)
-	case !(c.Q > 0 && c.Q < 1):
-		return fmt.Errorf("q (%g) must be in (0, 1): it is the probability that load exceeds the high-water level", c.Q)
-	case c.Q >= c.Tau:
-		return fmt.Errorf("q (%g) must be below tau (%g): with q ≥ tau the high-water level falls at or below the threshold and the fit adds nothing over the empirical quantile", c.Q, c.Tau)
-	case c.MinExcesses < 1:
-		return fmt.Errorf("min_excesses (%d) must be at least 1", c.MinExcesses)
+	var errs []error
+	tauOK := c.Tau > 0 && c.Tau < 1 // also rejects NaN
+	if !tauOK {
+		errs = append(errs, fmt.Errorf("tau (%g) must be in (0, 1): it is the fraction of points above the threshold", c.Tau))
+	}
+	qOK := c.Q > 0 && c.Q < 1
+	if !qOK {
+		errs = append(errs, fmt.Errorf("q (%g) must be in (0, 1): it is the probability that load exceeds the high-water level", c.Q))
+	}
+	if tauOK && qOK && c.Q >= c.Tau {
+		errs = append(errs, fmt.Errorf("q (%g) must be below tau (%g): with q ≥ tau the high-water level falls at or below the threshold and the fit adds nothing over the empirical quantile", c.Q, c.Tau))
+	}
+	if c.MinExcesses < 1 {
+		errs = append(errs, fmt.Errorf("min_excesses (%d) must be at least 1", c.MinExcesses))
 	}
 	switch c.Method {
 	case "", potMethodMoments, potMethodGrimshaw:
-		return nil
 	default:
-		return fmt.Errorf("method %q unknown (known: %s, %s)", c.Method, potMethodMoments, potMethodGrimshaw)
+		errs = append(errs, fmt.Errorf("method %q unknown (known: %s, %s)", c.Method, potMethodMoments, potMethodGrimshaw))
 	}
+	return joinErrors(errs)
 }
 
 // POTResult is the outcome of HighWater. When Fallback is true, Z is the empirical (1−q)
