@@ -183,10 +183,10 @@ func (o Options) Validate() error {
 		return err
 	}
 	if err := o.POT.Validate(); err != nil {
-		return fmt.Errorf("evt.%w", err)
+		return scaling.PrefixErrors("evt.", err)
 	}
 	if err := o.Calibration.Validate(); err != nil {
-		return fmt.Errorf("budget.%w", err)
+		return scaling.PrefixErrors("budget.", err)
 	}
 	for _, p := range o.Policies {
 		if strings.EqualFold(p, OraclePolicy) {

@@ -77,7 +77,7 @@ type nnModel struct {
 	pcg *rand.PCG
 	rng *rand.Rand
 
-	ts *nnTrainScratch // training buffers, allocated on first Fit, never shared by clones
+	ts *nnTrainScratch // training buffers of the running Fit (nil otherwise), never shared by clones
 	ps *nnPredScratch  // inference buffers, so Predict does not allocate
 }
 
@@ -502,6 +502,10 @@ func (m *nnModel) nnValLoss(s *nnTrainScratch, diffs []float64, from, to int) fl
 // returned with the report.
 func (m *nnModel) Fit(ctx context.Context, history []float64) (FitReport, error) {
 	start := time.Now()
+	// The training buffers (≈10 MB a direction at the paper's shapes) serve this fit only:
+	// Predict does not use them, and a live retrain fits a clone, which starts without them.
+	// Kept, they were 85 % of a trained neural policy's memory.
+	defer func() { m.ts = nil }()
 	rep := FitReport{Model: m.Name()}
 	if err := CheckHistory(history, m.MinHistory()); err != nil {
 		return rep, fmt.Errorf("%s: %w", m.Name(), err)

@@ -130,7 +130,7 @@ type Config struct {
 	// a stateful algorithm then takes its state from the observed changes of size
 	// (scaling.Unapplied).
 	Unapplied bool
-	Logger        *slog.Logger
+	Logger    *slog.Logger
 }
 
 // DefaultConfig returns the paper's settings for the policy spec.
@@ -190,12 +190,12 @@ func (c Config) Validate() error {
 	}
 	if c.Spec.Load == LoadEffective {
 		if err := c.POT.Validate(); err != nil {
-			return fmt.Errorf("evt: %w", err)
+			return scaling.PrefixErrors("evt: ", err)
 		}
 	}
 	if c.Spec.Load == LoadBudget {
 		if err := c.Calibration.Validate(); err != nil {
-			return fmt.Errorf("budget: %w", err)
+			return scaling.PrefixErrors("budget: ", err)
 		}
 	}
 	if !scaling.Known(c.Spec.Algorithm) {

@@ -342,3 +342,20 @@ func ceilInt32(x float64) int32 {
 	}
 	return int32(c)
 }
+
+// PrefixErrors puts prefix before each error of err, one by one when err joins several (the
+// validators report one error per bad field), so that every line names its section.
+func PrefixErrors(prefix string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs := j.Unwrap()
+		out := make([]error, len(errs))
+		for i, e := range errs {
+			out[i] = fmt.Errorf("%s%w", prefix, e)
+		}
+		return errors.Join(out...)
+	}
+	return fmt.Errorf("%s%w", prefix, err)
+}

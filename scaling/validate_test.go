@@ -109,3 +109,20 @@ func TestBudgetParamsValidateEveryField(t *testing.T) {
 		t.Errorf("Validate = %q, want the errors newline-separated", err)
 	}
 }
+
+// TestPrefixErrors: every error of a joined one gets the prefix, a single one too.
+func TestPrefixErrors(t *testing.T) {
+	p := DefaultParams()
+	p.MinReplicas, p.Tolerance = -1, 1.5
+	err := PrefixErrors("scaling: ", p.Validate())
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "scaling: min_replicas") || !strings.HasPrefix(lines[1], "scaling: tolerance") {
+		t.Fatalf("prefixed %q", err)
+	}
+	if err := PrefixErrors("x.", errors.New("y")); err.Error() != "x.y" {
+		t.Fatalf("single: %q", err)
+	}
+	if PrefixErrors("x", nil) != nil {
+		t.Fatal("nil must stay nil")
+	}
+}
