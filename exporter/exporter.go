@@ -46,6 +46,9 @@ type Options struct {
 	WebConfigFile string
 	// Shard selects this exporter's policies (--shard=i/n).
 	Shard Shard
+	// EnableLifecycle serves POST|PUT /-/reload (--web.enable-lifecycle, as Prometheus's flag);
+	// off, the endpoint answers 403 and SIGHUP still reloads.
+	EnableLifecycle bool
 
 	// Querier replaces the Prometheus client built from global.prometheus_url and
 	// global.http_config (embedding, tests); a reload keeps it.
@@ -60,6 +63,7 @@ type Options struct {
 func RegisterFlags(cmd *kingpin.CmdClause) *Options {
 	o := &Options{}
 	cmd.Flag("config.file", "debi configuration file; reloaded on SIGHUP and POST|PUT /-/reload.").Default("debi.yml").StringVar(&o.ConfigFile)
+	cmd.Flag("web.enable-lifecycle", "Enable reload via HTTP request (POST|PUT /-/reload); SIGHUP always reloads.").Default("false").BoolVar(&o.EnableLifecycle)
 	cmd.Flag("shard", "Run only the policies whose name hashes (FNV-1a) to i modulo n, as i/n (0/1: all).").Default("0/1").SetValue(&o.Shard)
 	cmd.Flag("web.config.file", "Path to a web configuration file enabling TLS or authentication (exporter-toolkit format).").Default("").StringVar(&o.WebConfigFile)
 	cmd.Flag("web.listen-address", "Address on which to expose metrics, /-/healthy, /-/ready and /-/reload.").Default(":9107").StringVar(&o.ListenAddress)
@@ -253,6 +257,10 @@ func (r *reloader) load() error {
 // configuration is in use, 500 with the error when the previous one still is.
 func (r *reloader) handler(ctx context.Context) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
+		if !r.opts.EnableLifecycle {
+			http.Error(w, "Lifecycle API is not enabled.", http.StatusForbidden)
+			return
+		}
 		if req.Method != http.MethodPost && req.Method != http.MethodPut {
 			w.Header().Set("Allow", "POST, PUT")
 			http.Error(w, "This endpoint requires a POST or PUT request.", http.StatusMethodNotAllowed)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,7 +58,9 @@ func TestReload(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, Options{ConfigFile: cfgFile, Querier: f, Listener: l}, nil, reg) }()
+	go func() {
+		done <- Run(ctx, Options{ConfigFile: cfgFile, Querier: f, Listener: l, EnableLifecycle: true}, nil, reg)
+	}()
 
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	do := func(method string) (int, string) {
@@ -192,5 +195,27 @@ func TestReload(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not stop after cancel")
+	}
+}
+
+// TestLifecycleFlag: without --web.enable-lifecycle /-/reload answers 403, as Prometheus's does.
+func TestLifecycleFlag(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		r := &reloader{opts: Options{EnableLifecycle: on}, reqs: make(chan chan error)}
+		go func() {
+			if errc, ok := <-r.reqs; ok {
+				errc <- nil
+			}
+		}()
+		w := httptest.NewRecorder()
+		r.handler(context.Background())(w, httptest.NewRequest(http.MethodPost, "/-/reload", nil))
+		want := http.StatusForbidden
+		if on {
+			want = http.StatusOK
+		}
+		if w.Code != want {
+			t.Errorf("lifecycle %v: POST /-/reload = %d, want %d (%s)", on, w.Code, want, w.Body)
+		}
+		close(r.reqs)
 	}
 }

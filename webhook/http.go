@@ -38,12 +38,14 @@ type routerOptions struct {
 	timeout      time.Duration
 	// live, when set, holds the endpoints of the configuration in force.
 	live *atomic.Pointer[endpoints]
-	// reload reloads the configuration (POST|PUT /-/reload); nil answers 404.
-	reload   func() error
-	ready    func() error
-	gatherer prometheus.Gatherer
-	metrics  *metrics
-	logger   *slog.Logger
+	// reload reloads the configuration (POST|PUT /-/reload); nil answers 404. Served only with
+	// lifecycle (--web.enable-lifecycle); otherwise 403.
+	reload    func() error
+	lifecycle bool
+	ready     func() error
+	gatherer  prometheus.Gatherer
+	metrics   *metrics
+	logger    *slog.Logger
 }
 
 // endpoints is what one configuration makes of the notification endpoints. A reload replaces it
@@ -100,6 +102,10 @@ func newRouter(o routerOptions) http.Handler {
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(o.gatherer, promhttp.HandlerOpts{})))
 	if o.reload != nil {
 		reload := func(c *gin.Context) {
+			if !o.lifecycle {
+				c.JSON(http.StatusForbidden, gin.H{"error": "Lifecycle API is not enabled."})
+				return
+			}
 			if err := o.reload(); err != nil {
 				c.JSON(http.StatusInternalServerError, gin.H{"error": "failed to reload config: " + err.Error()})
 				return

@@ -407,3 +407,22 @@ func TestProbePaths(t *testing.T) {
 		})
 	}
 }
+
+// TestLifecycleFlag: /-/reload reloads only with --web.enable-lifecycle, as Prometheus's; off,
+// it answers 403 and reloads nothing.
+func TestLifecycleFlag(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		reloads := 0
+		h := newRouter(routerOptions{reload: func() error { reloads++; return nil }, lifecycle: on,
+			ready: func() error { return nil }, gatherer: prometheus.NewRegistry(), metrics: newMetrics(prometheus.NewRegistry()), logger: slog.New(slog.DiscardHandler)})
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/-/reload", nil))
+		want, wantN := http.StatusForbidden, 0
+		if on {
+			want, wantN = http.StatusOK, 1
+		}
+		if w.Code != want || reloads != wantN {
+			t.Errorf("lifecycle %v: POST /-/reload = %d with %d reloads, want %d and %d (%s)", on, w.Code, reloads, want, wantN, w.Body)
+		}
+	}
+}

@@ -255,7 +255,7 @@ func TestRunReload(t *testing.T) {
 	writeFile(t, cfgFile, v1)
 	reg := prometheusRegistry()
 	rc := &rest.Config{Host: "https://127.0.0.1:1", Timeout: 200 * time.Millisecond}
-	url := runWebhook(t, Options{ConfigFile: cfgFile, RestConfig: rc}, reg)
+	url := runWebhook(t, Options{ConfigFile: cfgFile, RestConfig: rc, EnableLifecycle: true}, reg)
 
 	info := func(policy, mode, alg string) float64 {
 		return metricValue(t, reg, "debi_webhook_policy_info", map[string]string{"policy": policy, "mode": mode, "algorithm": alg})

@@ -67,6 +67,9 @@ type Options struct {
 	Listener net.Listener
 	// RestConfig, when set, is used instead of Kubeconfig.
 	RestConfig *rest.Config
+	// EnableLifecycle serves POST|PUT /-/reload (--web.enable-lifecycle, as Prometheus's flag);
+	// off, the endpoint answers 403 and SIGHUP still reloads.
+	EnableLifecycle bool
 }
 
 // RegisterFlags declares the webhook's flags on cmd (`debi webhook`) and returns the options
@@ -75,6 +78,7 @@ type Options struct {
 func RegisterFlags(cmd *kingpin.CmdClause) *Options {
 	o := &Options{}
 	cmd.Flag("config.file", "debi configuration file; reloaded on SIGHUP and POST|PUT /-/reload.").Default("debi.yml").StringVar(&o.ConfigFile)
+	cmd.Flag("web.enable-lifecycle", "Enable reload via HTTP request (POST|PUT /-/reload); SIGHUP always reloads.").Default("false").BoolVar(&o.EnableLifecycle)
 	cmd.Flag("kubeconfig", "Path to a kubeconfig; empty means $KUBECONFIG, then ~/.kube/config, then in-cluster configuration.").Default("").StringVar(&o.Kubeconfig)
 	cmd.Flag("web.config.file", "Path to a web configuration file enabling TLS or basic auth (exporter-toolkit format).").Default("").StringVar(&o.WebConfigFile)
 	cmd.Flag("web.listen-address", "Address to listen on for notifications, /-/healthy, /-/ready, /-/reload and /metrics.").Default(":9108").StringVar(&o.ListenAddress)
@@ -138,7 +142,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 
 	var ready atomic.Bool
 	handler := newRouter(routerOptions{
-		live: &s.live, reload: s.reload, gatherer: gatherer, metrics: s.m, logger: logger,
+		live: &s.live, reload: s.reload, lifecycle: opts.EnableLifecycle, gatherer: gatherer, metrics: s.m, logger: logger,
 		ready: func() error {
 			if !ready.Load() {
 				return errors.New("API server not reached yet")
