@@ -13,7 +13,7 @@ LDFLAGS   := -X github.com/prometheus/common/version.Version=$(VERSION) \
 BENCHTIME ?= 1x
 FUZZTIME  ?= 10m
 # Fuzz targets as package:Target, run one after another by `make fuzz`.
-FUZZ_TARGETS ?= ./webhook:FuzzDecodeAlertmanager ./webhook:FuzzDecodeTidal ./config:FuzzLoad
+FUZZ_TARGETS ?= ./webhook:FuzzDecodeAlertmanager ./webhook:FuzzDecodeTidal ./config:FuzzLoad ./tidal/schedule:FuzzParse
 
 .PHONY: all build test unit-test integration-test bench fuzz lint format rules-check rules-test dashboards generate helm-lint e2e demo servers bench-fleet results results-budget help
 

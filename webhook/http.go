@@ -116,6 +116,9 @@ func newRouter(o routerOptions) http.Handler {
 		r.PUT("/-/reload", reload)
 	}
 
+	// Validating admission of ElasticScaler and Tidal objects: the API server calls it over TLS.
+	r.POST(AdmissionPath, func(c *gin.Context) { admit(c.Writer, c.Request, o.maxBodyBytes, o.metrics) })
+
 	r.POST("/v1/alertmanager", func(c *gin.Context) {
 		ep := o.live.Load()
 		if !o.authorized(c, ep.alertmanager, "alertmanager") {

@@ -31,6 +31,8 @@ type metrics struct {
 	// configReloadSuccess and configReloadTimestamp say how the last reload went.
 	configReloadSuccess   prometheus.Gauge
 	configReloadTimestamp prometheus.Gauge
+	// admissions counts the validating admission reviews by kind and result.
+	admissions *prometheus.CounterVec
 }
 
 // latency buckets from 0.5 ms to ~33 s: a decision without the API server takes well under a
@@ -46,6 +48,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
 	reg.MustRegister(version.NewCollector("debi_webhook"))
 	return &metrics{
+		admissions: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "debi_webhook_admission_reviews_total",
+			Help: "Validating admission reviews of ElasticScaler and Tidal objects, by kind and result (allowed, denied, unknown-kind).",
+		}, []string{"kind", "result"}),
 		notifications: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "debi_webhook_notifications_total",
 			Help: "Notifications received, by endpoint (alertmanager, tidal, watch) and HTTP status code of the answer.",
