@@ -8,7 +8,12 @@ ASSETS=${KUBEBUILDER_ASSETS:-${XDG_CACHE_HOME:-$HOME/.cache}/k8s-assets/$K8S_VER
 STATE=${K8S_STATE:-$HERE/../.k8s-state}
 export GOFLAGS=-buildvcs=false
 now() { date +%s%3N; }
-free_port() { local p; for p in $(shuf -i 20000-60000 -n 50); do
+# A port below the kernel's ephemeral range (outgoing connections take those, and a listener
+# cannot always bind one in use as a source port) that nothing listens on. Two runs can still
+# pick the same port at the same moment: up retries with new ports when a bind fails.
+free_port() { local lo hi p; read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+  hi=$(( lo - 1 )); lo=$(( hi > 12000 ? 10000 : 1025 ))
+  for p in $(shuf -i "$lo-$hi" -n 50); do
   (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo "$p"; return; }; done; return 1; }
 
 build() {
@@ -27,6 +32,16 @@ build() {
 }
 
 up() {
+  local try
+  for try in 1 2 3; do
+    if up_once; then return 0; fi
+    grep -qs "address already in use" "$STATE/apiserver.log" "$STATE/etcd.log" || return 1
+    echo "k8s-env.sh up: a port was taken meanwhile; trying again with new ports ($try)" >&2
+  done
+  return 1
+}
+
+up_once() {
   build >/dev/null; rm -rf "$STATE"; mkdir -p "$STATE/pki"; cd "$STATE/pki"; local t0=$(now)
   local ec="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
   openssl req -x509 $ec -keyout ca.key -out ca.crt -days 2 -subj /CN=test-ca 2>/dev/null
