@@ -55,6 +55,7 @@ func newApp(stdout, stderr io.Writer) (*kingpin.Application, *promslog.Config, m
 		"check config":  checkCommand(app),
 		"version":       versionCommand(app),
 	}
+	actions["tidal-controller"] = tidalCommand(app)
 	return app, logCfg, actions
 }
 

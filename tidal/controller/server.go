@@ -1,0 +1,162 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	kingpin "github.com/alecthomas/kingpin/v2"
+	"github.com/oklog/run"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/exporter-toolkit/web"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Flags are the settings of `debi tidal-controller`.
+type Flags struct {
+	// Kubeconfig is --kubeconfig; empty: $KUBECONFIG, ~/.kube/config, in-cluster.
+	Kubeconfig string
+	// Namespaces are --namespace (repeatable); none: all namespaces.
+	Namespaces []string
+	// LeaderElect is --leader-elect (default true); LeaseNamespace and LeaseName name the Lease.
+	LeaderElect    bool
+	LeaseNamespace string
+	LeaseName      string
+	// ListenAddress is --web.listen-address (/metrics, /-/healthy, /-/ready); WebConfigFile is
+	// exporter-toolkit's TLS and basic-auth file (--web.config.file).
+	ListenAddress string
+	WebConfigFile string
+
+	// RestConfig replaces the kubeconfig lookup (tests); Listener replaces listening on
+	// ListenAddress; LeaseDuration, RenewDeadline and RetryPeriod override client-go's defaults.
+	RestConfig                                *rest.Config
+	Listener                                  net.Listener
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// RegisterFlags declares the flags of `debi tidal-controller` on cmd and returns what they fill.
+func RegisterFlags(cmd *kingpin.CmdClause) *Flags {
+	f := &Flags{}
+	cmd.Flag("kubeconfig", "Path to a kubeconfig; empty means $KUBECONFIG, then ~/.kube/config, then in-cluster configuration.").Default("").StringVar(&f.Kubeconfig)
+	cmd.Flag("namespace", "Namespace whose Tidals to evaluate; repeat for several; none means all namespaces.").StringsVar(&f.Namespaces)
+	cmd.Flag("leader-elect", "Evaluate only while holding a Lease, so that replicas do not fight (--no-leader-elect for a single replica).").Default("true").BoolVar(&f.LeaderElect)
+	cmd.Flag("leader-elect.namespace", "Namespace of the Lease.").Default(DefaultLeaseNamespace).StringVar(&f.LeaseNamespace)
+	cmd.Flag("leader-elect.lease-name", "Name of the Lease.").Default(DefaultLeaseName).StringVar(&f.LeaseName)
+	cmd.Flag("web.listen-address", "Address on which to expose /metrics, /-/healthy and /-/ready.").Default(":9109").StringVar(&f.ListenAddress)
+	cmd.Flag("web.config.file", "Path to a web configuration file enabling TLS or authentication (exporter-toolkit format).").Default("").StringVar(&f.WebConfigFile)
+	return f
+}
+
+// Serve runs the controller and its HTTP endpoints until ctx ends (then it returns nil) or one of
+// them fails. reg receives the metrics; /metrics serves reg when it is also a Gatherer, else the
+// default gatherer.
+func Serve(ctx context.Context, f Flags, logger *slog.Logger, reg prometheus.Registerer) error {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	rc, err := restConfig(f)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	gatherer := prometheus.DefaultGatherer
+	if g, ok := reg.(prometheus.Gatherer); ok {
+		gatherer = g
+	}
+	var ready atomic.Bool
+	opts := Options{
+		Client: dyn, Namespaces: f.Namespaces, Logger: logger, Metrics: NewMetrics(reg),
+		Ready: func() { ready.Store(true) },
+	}
+	if f.LeaderElect {
+		kube, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return err
+		}
+		opts.LeaderElection = LeaderElection{
+			Enabled: true, Namespace: f.LeaseNamespace, Name: f.LeaseName, Client: kube.CoordinationV1(),
+			LeaseDuration: f.LeaseDuration, RenewDeadline: f.RenewDeadline, RetryPeriod: f.RetryPeriod,
+		}
+	}
+	l := f.Listener
+	if l == nil {
+		if l, err = net.Listen("tcp", f.ListenAddress); err != nil {
+			return err
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not ready: waiting for the Tidal caches to sync", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	var g run.Group
+	{
+		ctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error {
+			err := Run(ctx, opts)
+			logger.Info("tidal controller stopped", "err", err)
+			return err
+		}, func(error) { cancel() })
+	}
+	{
+		webCfg := f.WebConfigFile
+		g.Add(func() error {
+			err := web.Serve(l, srv, &web.FlagConfig{WebConfigFile: &webCfg}, logger)
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return err
+		}, func(error) {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+		})
+	}
+	logger.Info("starting debi tidal-controller", "listen", l.Addr().String(), "namespaces", f.Namespaces,
+		"leader_elect", f.LeaderElect, "lease", f.LeaseNamespace+"/"+f.LeaseName)
+	return g.Run()
+}
+
+// restConfig is f.RestConfig, or the kubeconfig found by client-go's default loading rules
+// (--kubeconfig, else $KUBECONFIG, else ~/.kube/config), or the in-cluster configuration: as the
+// webhook and kubectl.
+func restConfig(f Flags) (*rest.Config, error) {
+	rc := f.RestConfig
+	if rc == nil {
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = f.Kubeconfig
+		var err error
+		rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client configuration (--kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster): %w", err)
+		}
+	}
+	rc = rest.CopyConfig(rc)
+	rc.UserAgent = FieldManager
+	if rc.QPS == 0 { // client-go's 5/s would delay writes when many Tidals fire at the same second
+		rc.QPS, rc.Burst = 50, 100
+	}
+	return rc, nil
+}
