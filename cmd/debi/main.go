@@ -3,7 +3,8 @@
 //	debi backtest        replay traces through every policy and print the comparison
 //	debi forecast eval   score the forecasting models on traces
 //	debi exporter        query Prometheus, run the method, publish the series
-//	debi webhook         take Alertmanager and Tidal events, patch replicas
+//	debi webhook         take Alertmanager and Tidal events, patch replicas; validating admission
+//	debi tidal-controller evaluate Tidal cron rules, write status.desiredReplicas
 //	debi check config    check configuration files, reporting every error
 //	debi version         print the version (as --version does)
 //
