@@ -56,6 +56,9 @@ type Config struct {
 	// intervalBad is set when global.interval is invalid or could not be decoded (Check): the
 	// checks of other fields against it are skipped rather than reported as its echoes.
 	intervalBad bool
+	// src is the document Load read, so that WithPolicies validates the file's policies from
+	// their source again (defaults are filled once, from what the file says) beside the extra ones.
+	src []byte
 }
 
 // Global holds settings shared by every component.
@@ -84,6 +87,12 @@ type Global struct {
 	// from the configuration file's directory; secret files are read at each request, so a
 	// rotated token needs no restart.
 	HTTPConfig *commoncfg.HTTPClientConfig `yaml:"http_config"`
+	// ElasticScalers takes policies from ElasticScaler objects (elasticscaler.io/v1alpha1) as
+	// well as from this file, in the exporter and the webhook: each MetricsTrigger object
+	// becomes the policy <namespace>.<name>, validated as the file's policies are, added,
+	// changed and removed with its object without a restart (docs/elastic-scaler.md). Off by
+	// default.
+	ElasticScalers ElasticScalersConfig `yaml:"elastic_scalers"`
 
 	// httpErr is the error prometheus/common's decoder found in http_config, reported by
 	// validation with its field path.
@@ -299,6 +308,7 @@ func Load(b []byte) (*Config, error) {
 	if err := c.setDefaultsAndValidate(keys.Policies); err != nil {
 		return nil, err
 	}
+	c.src = b
 	return c, nil
 }
 
@@ -455,6 +465,11 @@ func (c *Config) globalDefaults(errs *errList) {
 		u, err := url.Parse(g.PrometheusURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs.addf("global.prometheus_url", "want an http(s) URL such as http://prometheus:9090, got %q", g.PrometheusURL)
+		}
+	}
+	for i, ns := range g.ElasticScalers.Namespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs.addf(fmt.Sprintf("global.elastic_scalers.namespaces[%d]", i), "%q is not a valid namespace: %s", ns, strings.Join(msgs, "; "))
 		}
 	}
 	if g.httpErr != nil {

@@ -43,9 +43,12 @@ func TestGeneratedFilesAreFresh(t *testing.T) {
 	}
 	rules, _ := filepath.Glob(filepath.Join(root, "rules", "*.yaml"))
 	dashboards, _ := filepath.Glob(filepath.Join(root, "grafana", "*.json"))
+	crds, _ := filepath.Glob(filepath.Join(root, "deploy", "crds", "*.yaml"))
 	// Two aggregate files, the copy of the example configuration, three files of the webhook's
-	// RBAC, and one copy per rule file and dashboard.
-	if want := 6 + len(rules) + len(dashboards); len(files) != want {
+	// RBAC, one copy per rule file and dashboard, two per CRD (chart, kustomize component),
+	// three of the ElasticScaler and Tidal controller RBAC and the elastic-scaler overlay's
+	// RoleBindings.
+	if want := 6 + len(rules) + len(dashboards) + 2*len(crds) + 4; len(files) != want {
 		t.Errorf("generated %d files, want %d", len(files), want)
 	}
 	for _, f := range files {

@@ -31,9 +31,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/exporter-toolkit/web"
+	"k8s.io/client-go/rest"
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/internal/promclient"
+	"github.com/debi-scaler/debi/scalersource"
 )
 
 // Options are the exporter's command-line settings.
@@ -55,6 +57,11 @@ type Options struct {
 	Querier Querier
 	// Listener replaces listening on ListenAddress (tests pass a 127.0.0.1:0 listener).
 	Listener net.Listener
+	// Kubeconfig is the kubeconfig of the ElasticScaler watch (--kubeconfig; empty: $KUBECONFIG,
+	// ~/.kube/config, then in-cluster), used only when global.elastic_scalers.enabled.
+	Kubeconfig string
+	// RestConfig, when set, replaces Kubeconfig (tests).
+	RestConfig *rest.Config
 }
 
 // RegisterFlags declares the exporter's flags on cmd (`debi exporter`) and returns the options
@@ -67,6 +74,7 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Options {
 	cmd.Flag("shard", "Run only the policies whose name hashes (FNV-1a) to i modulo n, as i/n (0/1: all).").Default("0/1").SetValue(&o.Shard)
 	cmd.Flag("web.config.file", "Path to a web configuration file enabling TLS or authentication (exporter-toolkit format).").Default("").StringVar(&o.WebConfigFile)
 	cmd.Flag("web.listen-address", "Address on which to expose metrics, /-/healthy, /-/ready and /-/reload.").Default(":9107").StringVar(&o.ListenAddress)
+	cmd.Flag("kubeconfig", "Path to a kubeconfig for the ElasticScaler watch (global.elastic_scalers); empty means $KUBECONFIG, then ~/.kube/config, then in-cluster configuration.").Default("").StringVar(&o.Kubeconfig)
 	return o
 }
 
@@ -113,7 +121,8 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 	// The failed policies are marked and logged; the others run.
 	_ = e.CheckQueries(ctx, time.Now())
 
-	r := &reloader{opts: opts, e: e, log: logger, global: cfg.Global, reqs: make(chan chan error)}
+	r := &reloader{opts: opts, e: e, log: logger, global: cfg.Global, reqs: make(chan chan error),
+		file: cfg, watching: cfg.Global.ElasticScalers.Enabled, updates: make(chan scalersource.Update)}
 	f := promauto.With(reg)
 	r.ok = f.NewGauge(prometheus.GaugeOpts{
 		Name: "debi_exporter_config_last_reload_successful",
@@ -167,9 +176,32 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 				_ = r.reload() // logged and in the metrics
 			case errc := <-r.reqs:
 				errc <- r.reload()
+			case u := <-r.updates:
+				r.applyObjects(u)
 			}
 		}
 	}, func(error) { rcancel() })
+	if r.watching { // policies from ElasticScalers, applied by the reloader
+		rc, err := scalersource.RestConfig(opts.RestConfig, opts.Kubeconfig, "debi-exporter")
+		if err != nil {
+			return err
+		}
+		dyn, disc, err := scalersource.Clients(rc)
+		if err != nil {
+			return err
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error {
+			return scalersource.Run(wctx, scalersource.Options{Dynamic: dyn, Discovery: disc,
+				Namespaces: cfg.Global.ElasticScalers.Namespaces, Logger: logger.With("component", "elasticscalers")},
+				func(u scalersource.Update) {
+					select {
+					case r.updates <- u:
+					case <-wctx.Done():
+					}
+				})
+		}, func(error) { cancel() })
+	}
 	{
 		webCfg := &web.FlagConfig{WebListenAddresses: &[]string{l.Addr().String()}, WebConfigFile: &opts.WebConfigFile}
 		g.Add(func() error {
@@ -215,6 +247,46 @@ type reloader struct {
 	global   config.Global // of the configuration in use, to tell when the client must change
 	reqs     chan chan error
 	ok, last prometheus.Gauge
+
+	// file is the configuration file as last loaded, without the objects' policies.
+	file *config.Config
+	// watching is set when the ElasticScaler watch runs (global.elastic_scalers.enabled at
+	// start-up); objects are the policies it delivered last, merged into every reload.
+	watching bool
+	objects  []config.ObjectPolicy
+	updates  chan scalersource.Update
+}
+
+// withObjects is the file's configuration with the objects' valid policies (when the watch
+// runs and the file still enables it); each rejected object is logged.
+func (r *reloader) withObjects(file *config.Config) *config.Config {
+	if !r.watching || !file.Global.ElasticScalers.Enabled {
+		return file
+	}
+	cfg, errs := file.WithPolicies(r.objects)
+	for _, err := range errs {
+		r.log.Error("ElasticScaler rejected; its policy does not run", "err", err)
+	}
+	return cfg
+}
+
+// applyObjects puts the policies of a new set of ElasticScalers in force beside the file's,
+// through the same path as a reload: unchanged policies keep their state, changed ones are
+// rebuilt, new ones added and those of deleted objects removed.
+func (r *reloader) applyObjects(u scalersource.Update) {
+	r.objects = u.Policies
+	for _, err := range u.Errors {
+		r.log.Error("ElasticScaler rejected; its policy does not run", "err", err)
+	}
+	cfg := r.withObjects(r.file)
+	policies := r.opts.Shard.Select(cfg.Policies)
+	st, err := r.e.apply(cfg, policies, nil)
+	if err != nil {
+		r.log.Error("ElasticScaler policies not applied", "err", err)
+		return
+	}
+	r.log.Info("ElasticScaler policies applied", "objects", len(u.Policies), "policies", len(policies), "of", len(cfg.Policies),
+		"kept", st.kept, "rebuilt", st.rebuilt, "added", st.added, "removed", st.removed)
 }
 
 func (r *reloader) reload() error {
@@ -229,10 +301,11 @@ func (r *reloader) reload() error {
 }
 
 func (r *reloader) load() error {
-	cfg, err := config.LoadFile(r.opts.ConfigFile)
+	file, err := config.LoadFile(r.opts.ConfigFile)
 	if err != nil {
 		return err
 	}
+	cfg := r.withObjects(file)
 	var q Querier
 	if r.opts.Querier == nil && (cfg.Global.PrometheusURL != r.global.PrometheusURL || !reflect.DeepEqual(cfg.Global.HTTPConfig, r.global.HTTPConfig)) {
 		if q, err = newQuerier(cfg.Global); err != nil {
@@ -244,8 +317,8 @@ func (r *reloader) load() error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.opts.ConfigFile, err)
 	}
-	r.global = cfg.Global
-	for _, w := range cfg.Warnings() {
+	r.global, r.file = cfg.Global, file
+	for _, w := range file.Warnings() {
 		r.log.Warn("configuration setting replaced by its default", "warning", w)
 	}
 	r.log.Info("configuration reloaded", "config", r.opts.ConfigFile, "policies", len(policies), "of", len(cfg.Policies),

@@ -361,10 +361,21 @@ func (c *Controller) tidalPolicy(e *TidalEvent) (*policyState, error) {
 	var ps *policyState
 	if name := e.Labels[LabelScalerName]; name != "" {
 		var ok bool
+		byObject := false
 		if ps, ok = c.policies[name]; !ok {
-			return nil, unprocessable("tidal %s/%s: unknown policy %q in label %s", e.Namespace, e.Name, name, LabelScalerName)
+			// The policy of an ElasticScaler object is <namespace>.<name> (config.PolicyName):
+			// the labels name the object, in the Tidal's namespace unless they say another.
+			ns := e.Labels[LabelScalerNamespace]
+			if ns == "" {
+				ns = e.Namespace
+			}
+			if ps, ok = c.policies[config.PolicyName(ns, name)]; !ok {
+				return nil, unprocessable("tidal %s/%s: unknown policy %q in label %s (nor %q, the policy of an ElasticScaler)",
+					e.Namespace, e.Name, name, LabelScalerName, config.PolicyName(ns, name))
+			}
+			byObject = true
 		}
-		if ns := e.Labels[LabelScalerNamespace]; ns != "" && ns != ps.pol.Target.Namespace {
+		if ns := e.Labels[LabelScalerNamespace]; !byObject && ns != "" && ns != ps.pol.Target.Namespace {
 			return nil, unprocessable("tidal %s/%s: label %s=%q does not match policy %s (namespace %q)",
 				e.Namespace, e.Name, LabelScalerNamespace, ns, name, ps.pol.Target.Namespace)
 		}

@@ -48,6 +48,7 @@ import (
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/internal/promclient"
 	"github.com/debi-scaler/debi/policy"
+	"github.com/debi-scaler/debi/scalersource"
 )
 
 // Options are the command-line settings of `debi webhook`.
@@ -136,6 +137,8 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 	if err != nil {
 		return err
 	}
+	gen.file = cfg
+	s.watchingScalers = cfg.Global.ElasticScalers.Enabled
 	s.install(gen, nil)
 	s.m.configReloadSuccess.Set(1)
 	s.m.configReloadTimestamp.SetToCurrentTime()
@@ -200,6 +203,13 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 			cancel()
 			logger.Info("tidal watch stopped")
 		})
+	}
+	if s.watchingScalers { // policies from ElasticScalers, on every replica (all serve notifications)
+		sctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error {
+			return scalersource.Run(sctx, scalersource.Options{Dynamic: act.Dynamic(), Discovery: act.Kube().Discovery(),
+				Namespaces: cfg.Global.ElasticScalers.Namespaces, Logger: logger.With("component", "elasticscalers")}, s.applyObjects)
+		}, func(error) { cancel() })
 	}
 	{ // reload on SIGHUP
 		hup := make(chan os.Signal, 1)
@@ -287,14 +297,60 @@ type server struct {
 	live     atomic.Pointer[endpoints]
 	// restart tells the watch to start again with the configuration in force.
 	restart chan struct{}
+
+	// watchingScalers is set when the ElasticScaler watch runs (global.elastic_scalers.enabled
+	// at start-up); objects are the policies it delivered last (under reloadMu), merged into
+	// every configuration put in force.
+	watchingScalers bool
+	objects         []config.ObjectPolicy
+}
+
+// withObjects is the file's configuration with the objects' valid policies (when the watch runs
+// and the file still enables it); each rejected object is logged.
+func (s *server) withObjects(file *config.Config) *config.Config {
+	if !s.watchingScalers || !file.Global.ElasticScalers.Enabled {
+		return file
+	}
+	cfg, errs := file.WithPolicies(s.objects)
+	for _, err := range errs {
+		s.logger.Error("ElasticScaler rejected; its policy does not run", "err", err)
+	}
+	return cfg
+}
+
+// applyObjects puts a new set of ElasticScalers' policies in force beside the file's, as a
+// reload does: a new Controller, the Tidal watch restarted with it.
+func (s *server) applyObjects(u scalersource.Update) {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	s.objects = u.Policies
+	for _, err := range u.Errors {
+		s.logger.Error("ElasticScaler rejected; its policy does not run", "err", err)
+	}
+	old := s.current.Load()
+	cfg := s.withObjects(old.file)
+	g, err := s.build(old.raw, cfg)
+	if err != nil {
+		s.logger.Error("ElasticScaler policies not applied; the configuration in force stays", "err", err)
+		return
+	}
+	g.file = old.file
+	s.install(g, old)
+	select {
+	case s.restart <- struct{}{}:
+	default:
+	}
+	s.logger.Info("ElasticScaler policies applied", "objects", len(u.Policies), "policies", len(cfg.Policies))
 }
 
 // generation is one loaded configuration and what was built from it.
 type generation struct {
 	raw []byte
 	cfg *config.Config
-	ctl *Controller
-	ep  *endpoints
+	// file is the file's configuration, without the objects' policies (cfg has both).
+	file *config.Config
+	ctl  *Controller
+	ep   *endpoints
 }
 
 // build makes a Controller and the endpoints (with their token files read) of a configuration.
@@ -405,7 +461,7 @@ func (s *server) reload() error {
 }
 
 func (s *server) reloadLocked() error {
-	raw, cfg, err := loadConfig(s.file, s.logger)
+	raw, file, err := loadConfig(s.file, s.logger)
 	if err != nil {
 		return err
 	}
@@ -416,10 +472,12 @@ func (s *server) reloadLocked() error {
 		s.logger.Info("configuration unchanged", "file", s.file)
 		return nil
 	}
+	cfg := s.withObjects(file)
 	g, err := s.build(raw, cfg)
 	if err != nil {
 		return err
 	}
+	g.file = file
 	s.install(g, old)
 	select {
 	case s.restart <- struct{}{}:

@@ -1,9 +1,11 @@
 // Command gen-deploy writes the generated parts of deploy/ — the PrometheusRule and dashboard
-// ConfigMaps of the kustomize base, the Helm chart's copies of rules/, grafana/ and the
-// base configuration, and the example overlay's RoleBindings — from their sources. Run it from
-// the repository root after changing rules/*.yaml, grafana/*.json, deploy/kustomize/base/debi.yml
-// or deploy/kustomize/examples/shop-web/debi.yml (`make generate` runs it after the dashboard
-// generator).
+// ConfigMaps of the kustomize base, the Helm chart's copies of rules/, grafana/, the base
+// configuration, the ElasticScaler and Tidal CRDs (deploy/crds) and the RBAC sources of
+// deploy/base, the kustomize component elastic-scaler's copies of the CRDs and its RBAC, and the
+// example overlay's RoleBindings — from their sources. Run it from the repository root after
+// changing rules/*.yaml, grafana/*.json, deploy/base/*.yaml, deploy/kustomize/base/debi.yml,
+// deploy/kustomize/examples/shop-web/debi.yml or (after hack/crds.sh) deploy/crds/*.yaml
+// (`make generate` runs it after the dashboard generator).
 package main
 
 import (

@@ -54,6 +54,16 @@ where the webhook Deployment mounts it.
 {{- $_ := set $wh "bearer_token_file" "/etc/debi/webhook/token" -}}
 {{- end -}}
 {{- $_ := set $cfg "webhook" $wh -}}
+{{- if .Values.elasticScaler.enabled -}}
+{{- /* Policies from ElasticScaler objects, watched where the chart binds the RBAC to read them. */ -}}
+{{- $g := get $cfg "global" | default dict -}}
+{{- $es := dict "enabled" true -}}
+{{- if not .Values.elasticScaler.clusterWide -}}
+{{- $_ := set $es "namespaces" (include "debi.esNamespaces" . | fromJsonArray) -}}
+{{- end -}}
+{{- $_ := set $g "elastic_scalers" $es -}}
+{{- $_ := set $cfg "global" $g -}}
+{{- end -}}
 {{- toYaml $cfg -}}
 {{- end -}}
 
@@ -101,4 +111,84 @@ true
 tls_server_config:
   cert_file: /etc/debi/tls/tls.crt
   key_file: /etc/debi/tls/tls.key
+{{- end -}}
+
+{{/*
+The namespaces whose ElasticScalers are policies (elasticScaler.namespaces, sorted, unique), as a
+JSON array; empty with elasticScaler.clusterWide (every namespace). Fails when neither is set:
+debi would watch ElasticScalers it may not read.
+*/}}
+{{- define "debi.esNamespaces" -}}
+{{- $ns := .Values.elasticScaler.namespaces | default list | uniq | sortAlpha -}}
+{{- if and .Values.elasticScaler.enabled (not $ns) (not .Values.elasticScaler.clusterWide) -}}
+{{- fail "elasticScaler.enabled: set elasticScaler.namespaces (the namespaces whose ElasticScalers are policies; the RBAC to read them is bound there only) or elasticScaler.clusterWide=true" -}}
+{{- end -}}
+{{- if .Values.elasticScaler.clusterWide -}}[]{{- else -}}{{- toJson $ns -}}{{- end -}}
+{{- end -}}
+
+{{/*
+The rules of one Role or ClusterRole of a generated RBAC file (a copy of deploy/base/<file>, whose
+objects are tested by impersonation): pass (dict "ctx" $ "file" "files/x.yaml" "name" "debi-x").
+*/}}
+{{- define "debi.rbacRules" -}}
+{{- $rules := list -}}
+{{- range regexSplit "(?m)^---\\s*$" (.ctx.Files.Get .file) -1 -}}
+{{- $o := fromYaml . -}}
+{{- if and (has (get $o "kind" | default "") (list "ClusterRole" "Role")) (eq (get (get $o "metadata" | default dict) "name" | default "") $.name) -}}
+{{- $rules = $o.rules -}}
+{{- end -}}
+{{- end -}}
+{{- if not $rules -}}
+{{- fail (printf "%s holds no role %s: run make generate" .file .name) -}}
+{{- end -}}
+{{- toYaml $rules -}}
+{{- end -}}
+
+{{/* The Tidal controller's namespaces (tidalController.namespaces, else elasticScaler.namespaces), a JSON array; empty with tidalController.clusterWide. */}}
+{{- define "debi.tidalNamespaces" -}}
+{{- $ns := .Values.tidalController.namespaces | default list -}}
+{{- if and (not $ns) .Values.elasticScaler.enabled -}}
+{{- $ns = .Values.elasticScaler.namespaces | default list -}}
+{{- end -}}
+{{- if .Values.tidalController.clusterWide -}}[]
+{{- else if not $ns -}}
+{{- fail "tidalController.enabled: set tidalController.namespaces (or elasticScaler.namespaces: the namespaces whose Tidals it evaluates; its RBAC is bound there only) or tidalController.clusterWide=true" -}}
+{{- else -}}{{- $ns | uniq | sortAlpha | toJson -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Bindings of an ElasticScaler ClusterRole: a RoleBinding in each of .namespaces, or one
+ClusterRoleBinding with elasticScaler.clusterWide. Pass (dict "ctx" $ "role" "webhook-elasticscaler"
+"sa" "webhook" "component" "webhook" "namespaces" (list ...)).
+*/}}
+{{- define "debi.esBindings" -}}
+{{- $fullname := include "debi.fullname" .ctx -}}
+{{- $c := . -}}
+{{- $kinds := list -}}
+{{- if .ctx.Values.elasticScaler.clusterWide -}}
+{{- $kinds = list "" -}}
+{{- else -}}
+{{- $kinds = .namespaces -}}
+{{- end -}}
+{{- range $kinds }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: {{ if . }}RoleBinding{{ else }}ClusterRoleBinding{{ end }}
+metadata:
+  name: {{ $fullname }}-{{ $c.role }}
+  {{- if . }}
+  namespace: {{ . }}
+  {{- end }}
+  labels:
+    {{- include "debi.labels" (dict "ctx" $c.ctx "component" $c.component) | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: {{ $fullname }}-{{ $c.role }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $fullname }}-{{ $c.sa }}
+    namespace: {{ $c.ctx.Release.Namespace }}
+{{- end }}
 {{- end -}}

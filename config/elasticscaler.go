@@ -1,0 +1,548 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
+	"github.com/debi-scaler/debi/scaling"
+)
+
+// ElasticScalersConfig is global.elastic_scalers: policies from ElasticScaler objects.
+type ElasticScalersConfig struct {
+	// Enabled watches ElasticScalers (elasticscalers.v1alpha1.elasticscaler.io) and runs each
+	// valid MetricsTrigger object as the policy <namespace>.<name> beside the file's policies
+	// (default false). The watch waits while the API server does not serve the resource.
+	Enabled bool `yaml:"enabled"`
+	// Namespaces limits the watch to these namespaces (default: every namespace, which needs a
+	// ClusterRole to list and watch elasticscalers).
+	Namespaces []string `yaml:"namespaces"`
+}
+
+// ErrStateTrigger is returned (wrapped) by TranslateElasticScaler for a StateTrigger object: it
+// names a Tidal-like object whose status gives the replicas, and the policy it would drive is
+// not known without reading that object. Such objects are skipped, not errors.
+var ErrStateTrigger = errors.New("StateTrigger objects are not translated to policies yet (the Tidal controller will bind them)")
+
+// ObjectPolicy is a policy that comes from an object in the cluster rather than from the file.
+type ObjectPolicy struct {
+	// Source names the object, "elasticscaler <namespace>/<name>": the prefix of its errors.
+	Source string
+	// Namespace and Name are the object's.
+	Namespace, Name string
+	// Created orders the objects: when two conflict (one acting policy per target), the older
+	// one wins, as the file's earlier policy does.
+	Created time.Time
+	// Policy is the translated policy, before defaults (WithPolicies fills and checks them).
+	Policy Policy
+	// Mode is the policy's webhook mode (spec.debi.mode; act when unset, as the API documents).
+	Mode string
+	// paths maps the fields of the policy (relative paths such as scaling.max_replicas) to the
+	// object's fields that set them (spec.maxReplicas), for errors.
+	paths map[string]string
+}
+
+// ObjectError is an error of an object's field: "elasticscaler ns/name: spec.maxReplicas: …".
+type ObjectError struct {
+	// Source names the object (ObjectPolicy.Source).
+	Source string
+	// Path is the object's field path (spec.trigger.metricsTrigger.algorithmConfig.upTolerance);
+	// empty for the object as a whole.
+	Path string
+	// Err says what is wrong.
+	Err error
+}
+
+func (e *ObjectError) Error() string {
+	if e.Path == "" {
+		return e.Source + ": " + e.Err.Error()
+	}
+	return e.Source + ": " + e.Path + ": " + e.Err.Error()
+}
+
+// Unwrap returns the underlying error.
+func (e *ObjectError) Unwrap() error { return e.Err }
+
+// PolicyName is the name of the policy of an ElasticScaler: <namespace>.<name>. Both parts are
+// DNS names without dots in a namespace, so the first dot separates them.
+func PolicyName(namespace, name string) string { return namespace + "." + name }
+
+// Paths of the ElasticScaler fields the translation reads.
+const (
+	esMetricsTrigger  = "spec.trigger.metricsTrigger"
+	esAlgorithmConfig = esMetricsTrigger + ".algorithmConfig"
+	esMetrics         = esMetricsTrigger + ".metrics"
+)
+
+// PolicyFromElasticScaler translates an ElasticScaler to the policy debi runs for it, with the
+// translation's warnings. The policy is not yet defaulted nor checked against the file: that is
+// (*Config).WithPolicies, the file's own validation. A StateTrigger object returns an error
+// wrapping ErrStateTrigger.
+func PolicyFromElasticScaler(es *esv1.ElasticScaler) (Policy, []string, error) {
+	op, warns, err := TranslateElasticScaler(es)
+	return op.Policy, warns, err
+}
+
+// algorithmParams are the algorithmConfig keys debi reads (case-insensitive), each setting one
+// scaling parameter.
+var algorithmParams = map[string]struct {
+	field string // the policy field path, for errors
+	float func(*scaling.Params) *float64
+	dur   func(*scaling.Params) *time.Duration
+}{
+	"target":                 {field: "scaling.target", float: func(p *scaling.Params) *float64 { return &p.Target }},
+	"tolerance":              {field: "scaling.tolerance", float: func(p *scaling.Params) *float64 { return &p.Tolerance }},
+	"lower":                  {field: "scaling.lower", float: func(p *scaling.Params) *float64 { return &p.Lower }},
+	"upper":                  {field: "scaling.upper", float: func(p *scaling.Params) *float64 { return &p.Upper }},
+	"uptolerance":            {field: "scaling.up_tolerance", float: func(p *scaling.Params) *float64 { return &p.UpTolerance }},
+	"downtolerance":          {field: "scaling.down_tolerance", float: func(p *scaling.Params) *float64 { return &p.DownTolerance }},
+	"maxscaleuprate":         {field: "scaling.max_scale_up_rate", float: func(p *scaling.Params) *float64 { return &p.MaxScaleUpRate }},
+	"maxscaledownrate":       {field: "scaling.max_scale_down_rate", float: func(p *scaling.Params) *float64 { return &p.MaxScaleDownRate }},
+	"scaleuppercent":         {field: "scaling.scale_up_percent", float: func(p *scaling.Params) *float64 { return &p.ScaleUpPercent }},
+	"scaledownpercent":       {field: "scaling.scale_down_percent", float: func(p *scaling.Params) *float64 { return &p.ScaleDownPercent }},
+	"window":                 {field: "scaling.window", dur: func(p *scaling.Params) *time.Duration { return &p.Window }},
+	"scaledownstabilization": {field: "scaling.scale_down_stabilization", dur: func(p *scaling.Params) *time.Duration { return &p.ScaleDownStabilization }},
+	"scaleupstabilization":   {field: "scaling.scale_up_stabilization", dur: func(p *scaling.Params) *time.Duration { return &p.ScaleUpStabilization }},
+}
+
+// TranslateElasticScaler is PolicyFromElasticScaler with what the watch needs besides the policy:
+// the webhook mode, the object's identity and the map from the policy's fields back to the
+// object's, so that WithPolicies reports errors at the object's paths. It runs the object's
+// admission checks ((*ElasticScaler).Validate) first: an object may have been stored without the
+// admission webhook. Every error is an *ObjectError (several joined with errors.Join).
+func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, error) {
+	op := ObjectPolicy{
+		Source: "elasticscaler " + es.Namespace + "/" + es.Name, Namespace: es.Namespace, Name: es.Name,
+		Created: es.CreationTimestamp.Time, paths: map[string]string{},
+	}
+	var errs []error
+	var warns []string
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, &ObjectError{Source: op.Source, Path: path, Err: fmt.Errorf(format, args...)})
+	}
+	warn := func(path, format string, args ...any) {
+		warns = append(warns, op.Source+": "+path+": "+fmt.Sprintf(format, args...))
+	}
+	for _, fe := range es.Validate() {
+		errs = append(errs, &ObjectError{Source: op.Source, Path: fe.Field, Err: errors.New(fe.ErrorBody())})
+	}
+	if len(errs) > 0 {
+		return op, nil, errors.Join(errs...)
+	}
+	if es.Spec.Trigger.Type == esv1.StateTriggerType {
+		return op, nil, &ObjectError{Source: op.Source, Path: "spec.trigger.type", Err: ErrStateTrigger}
+	}
+	mt := es.Spec.Trigger.MetricsTrigger // Validate: set for a MetricsTrigger
+
+	p := &op.Policy
+	p.Name = PolicyName(es.Namespace, es.Name)
+	op.paths["name"] = "metadata.name"
+	ref := es.Spec.TargetRef
+	p.Target = Target{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}
+	if p.Target.Namespace == "" {
+		p.Target.Namespace = es.Namespace
+	}
+	for k, v := range map[string]string{"target": "spec.targetRef", "target.api_version": "spec.targetRef.apiVersion",
+		"target.kind": "spec.targetRef.kind", "target.namespace": "spec.targetRef.namespace", "target.name": "spec.targetRef.name",
+		"queries.replicas": "spec.targetRef.kind", "queries.ready_replicas": "spec.targetRef.kind"} {
+		op.paths[k] = v
+	}
+	p.Scaling.MinReplicas = esv1.DefaultMinReplicas
+	if m := es.Spec.MinReplicas; m != nil {
+		p.Scaling.MinReplicas = *m
+		if *m == 0 {
+			// debi's min_replicas is at least 1; say why rather than the file's message alone.
+			bad("spec.minReplicas", "0 is not supported by debi's policies (no scale to zero): set at least 1")
+		}
+	}
+	op.paths["scaling.min_replicas"] = "spec.minReplicas"
+	if m := es.Spec.MaxReplicas; m != nil {
+		p.Scaling.MaxReplicas = *m
+	}
+	op.paths["scaling.max_replicas"] = "spec.maxReplicas"
+
+	// The algorithm: HPA, APA, DEBI, BUDGET are debi's hpa, apa, debi, budget; any other name
+	// is what the file's algorithm field takes (policy.Parse, checked by WithPolicies).
+	p.Algorithm = strings.ToLower(mt.Algorithm())
+	op.paths["algorithm"] = esMetricsTrigger + ".scalingAlgorithm"
+	op.paths["model"] = "spec.debi.model"
+
+	// The metric: debi scales on one load series.
+	used := -1
+	var unusable []string
+	for i, m := range mt.Metrics {
+		mp := fmt.Sprintf("%s[%d]", esMetrics, i)
+		why := ""
+		switch m.Type {
+		case esv1.ResourceMetricSourceType:
+			r := m.Resource
+			if !strings.EqualFold(r.MetricsName, "cpu") {
+				why = fmt.Sprintf("resource %q: debi's resource demand is CPU (the recording rules of rules/); use an ExternalServer metric with a PromQL query for others", r.MetricsName)
+				break
+			}
+			if used >= 0 {
+				break
+			}
+			switch r.Target.Type {
+			case esv1.UtilizationMetricType:
+				// The recording rules' CPU demand and request: utilization = demand/(replicas·request).
+				p.Scaling.Target = float64(*r.Target.AverageUtilization) / 100
+				op.paths["scaling.target"] = mp + ".resource.target.averageUtilization"
+			case esv1.AverageValueMetricType:
+				// Cores per pod: the request becomes that value and the target 1, so that
+				// utilization = demand/(replicas·averageValue).
+				p.Request = r.Target.AverageValue.AsApproximateFloat64()
+				p.Scaling.Target = 1
+				op.paths["request"] = mp + ".resource.target.averageValue"
+				op.paths["scaling.target"] = mp + ".resource.target.averageValue"
+			}
+		case esv1.ExternalServerMetricSourceType:
+			if used >= 0 {
+				break
+			}
+			x := m.ExternalServer
+			v, _ := strconv.ParseFloat(strings.TrimSpace(x.Target), 64) // Validate: a positive number
+			// The query's value in units of the per-pod target: request = target and target
+			// utilization 1, so utilization = demand/(replicas·target) and the pods are sized to
+			// carry target each (HPA's AverageValue).
+			p.Queries.Demand = x.Query
+			p.Request = v
+			p.Scaling.Target = 1
+			op.paths["queries.demand"] = mp + ".externalServer.query"
+			op.paths["request"] = mp + ".externalServer.target"
+			op.paths["scaling.target"] = mp + ".externalServer.target"
+			warn(mp+".externalServer.endpoint", "not queried: debi runs the query on global.prometheus_url (%s)", x.Endpoint)
+		default:
+			why = fmt.Sprintf("type %s is not supported by debi yet (it reads PromQL: use ExternalServer, or Resource cpu)", m.Type)
+		}
+		switch {
+		case why != "":
+			unusable = append(unusable, fmt.Sprintf("metrics[%d]: %s", i, why))
+		case used < 0:
+			used = i
+		default:
+			warn(mp, "ignored: debi scales on one metric, metrics[%d]", used)
+		}
+	}
+	if used < 0 {
+		bad(esMetrics, "no metric debi can use: %s", strings.Join(unusable, "; "))
+	} else {
+		for _, u := range unusable {
+			warn(esMetrics, "ignored: %s", u)
+		}
+	}
+
+	// algorithmConfig: string values, as the guide writes them.
+	keys := make([]string, 0, len(mt.AlgorithmConfig))
+	for k := range mt.AlgorithmConfig {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		raw := mt.AlgorithmConfig[k]
+		path := esAlgorithmConfig + "." + k
+		ap, ok := algorithmParams[strings.ToLower(k)]
+		if !ok {
+			warn(path, "not a parameter debi reads; ignored")
+			continue
+		}
+		v := strings.TrimSpace(raw)
+		switch {
+		case ap.float != nil:
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				bad(path, "%q is not a number", raw)
+				continue
+			}
+			if ap.field == "scaling.target" && op.paths["scaling.target"] != "" {
+				warn(path, "overrides the target of %s", op.paths["scaling.target"])
+			}
+			*ap.float(&p.Scaling) = f
+			if f == 0 {
+				warn(path, "0 means the default in debi's policies")
+			}
+		default:
+			d, err := parseDuration(v)
+			if err != nil {
+				bad(path, "%q is not a duration (5m, 300s, or a number of seconds)", raw)
+				continue
+			}
+			*ap.dur(&p.Scaling) = d
+		}
+		op.paths[ap.field] = path
+	}
+
+	// The metrics-policy annotations: invalid values fall back with a warning, as the guide says.
+	mpol, mw := esv1.ParseMetricsPolicy(es.Annotations)
+	for _, w := range mw {
+		warns = append(warns, op.Source+": metadata.annotations: "+w)
+	}
+	p.Metrics = scaling.MetricsPolicy{
+		Window: time.Duration(mpol.WindowSeconds) * time.Second, Aggregation: scaling.Aggregation(mpol.AggregationType),
+		MissingData: scaling.MissingData(mpol.MissingDataPolicy), OutlierFilter: mpol.EnableOutlierFilter,
+		OutlierThreshold: mpol.OutlierThreshold,
+	}
+
+	// debi's extension.
+	op.Mode = ModeAct
+	if d := es.Spec.Debi; d != nil {
+		if d.Mode != "" {
+			op.Mode = string(d.Mode)
+		}
+		p.Model = d.Model
+		if d.LeadTime != nil {
+			p.LeadTime = d.LeadTime.Duration
+			if p.LeadTime == 0 {
+				warn("spec.debi.leadTime", "0 means the default (%v) in debi's policies", DefaultLeadTime)
+			}
+		}
+		if d.HistoryStep != nil {
+			p.HistoryStep = d.HistoryStep.Duration
+		}
+	}
+	op.paths["lead_time"] = "spec.debi.leadTime"
+	op.paths["history_step"] = "spec.debi.historyStep"
+	op.paths["mode"] = "spec.debi.mode"
+	if len(errs) > 0 {
+		return op, warns, errors.Join(errs...)
+	}
+	return op, warns, nil
+}
+
+// parseDuration reads 5m, 1h30m or a bare number of seconds.
+func parseDuration(s string) (time.Duration, error) {
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if f < 0 || math.IsNaN(f) || math.IsInf(f, 0) || f > 1e9 {
+			return 0, errors.New("out of range")
+		}
+		return time.Duration(f * float64(time.Second)), nil
+	}
+	return time.ParseDuration(s)
+}
+
+var policyPathRe = regexp.MustCompile(`^policies\[(\d+)\](?:\.(.*))?$`)
+var policyIndexRe = regexp.MustCompile(`\bpolicies\[(\d+)\]`)
+var webhookPolicyPathRe = regexp.MustCompile(`^webhook\.policies\[(\d+)\](?:\.(.*))?$`)
+
+// WithPolicies returns the configuration with the file's policies and every valid extra one,
+// validated together as the file alone is (config.Load's defaults and checks, the checks across
+// policies included: unique names, one acting policy per target), and one *ObjectError per error
+// of a rejected extra, at the object's field path. The file's policies always win a conflict;
+// among the extras, the older object (then the smaller source) wins. Each extra's mode becomes
+// its webhook.policies entry. c is not modified; the extras' warnings are the result's
+// Warnings() after the file's.
+func (c *Config) WithPolicies(extra []ObjectPolicy) (*Config, []error) {
+	ext := slices.Clone(extra)
+	sort.SliceStable(ext, func(i, j int) bool {
+		if !ext[i].Created.Equal(ext[j].Created) {
+			return ext[i].Created.Before(ext[j].Created)
+		}
+		return ext[i].Source < ext[j].Source
+	})
+	var rejected []error
+	// Each pass validates the file and the extras left; the errors at an extra's fields reject
+	// it. An error the pass cannot attribute (a section-wide check an extra trips) falls back to
+	// adding the extras one at a time.
+	for {
+		n, errs, err := c.validateWith(ext)
+		if err != nil { // the file itself no longer validates: cannot happen for Load's output
+			return c, append(rejected, err)
+		}
+		if len(errs) == 0 {
+			return n, rejected
+		}
+		byExtra, other := attribute(errs, n, len(n.Policies)-len(ext), ext)
+		if len(other) > 0 {
+			return c.addOneByOne(ext, rejected)
+		}
+		var keep []ObjectPolicy
+		for i, op := range ext {
+			if es := byExtra[i]; len(es) > 0 {
+				rejected = append(rejected, es...)
+				continue
+			}
+			keep = append(keep, op)
+		}
+		ext = keep
+	}
+}
+
+// addOneByOne adds the extras in order, keeping each that validates with those kept before it.
+func (c *Config) addOneByOne(ext []ObjectPolicy, rejected []error) (*Config, []error) {
+	var kept []ObjectPolicy
+	for _, op := range ext {
+		try := append(slices.Clone(kept), op)
+		n, errs, err := c.validateWith(try)
+		if err != nil {
+			return c, append(rejected, err)
+		}
+		if len(errs) == 0 {
+			kept = append(kept, op)
+			continue
+		}
+		byExtra, other := attribute(errs, n, len(n.Policies)-len(try), try)
+		for _, es := range byExtra {
+			rejected = append(rejected, es...) // kept ones validated before: these are op's
+		}
+		for _, e := range other {
+			rejected = append(rejected, &ObjectError{Source: op.Source, Path: "spec", Err: e})
+		}
+	}
+	n, errs, err := c.validateWith(kept)
+	if err == nil && len(errs) > 0 {
+		err = errs[0]
+	}
+	if err != nil {
+		return c, append(rejected, err)
+	}
+	return n, rejected
+}
+
+// validateWith decodes the file's document again, appends the extras and their webhook modes
+// and runs the file's validation, returning every error. err is set when the file's document
+// does not decode.
+func (c *Config) validateWith(ext []ObjectPolicy) (*Config, []error, error) {
+	var n *Config
+	var given []givenKeys
+	if c.src != nil {
+		var err error
+		if n, given, err = decodeDocument(c.src); err != nil {
+			return nil, nil, err
+		}
+		// LoadFile set the directory of the file's secrets on the loaded client configuration.
+		n.Global.HTTPConfig = c.Global.HTTPConfig
+	} else {
+		// A configuration built by hand: its policies are validated again as they are.
+		cp := *c
+		cp.Policies = slices.Clone(c.Policies)
+		cp.Webhook.Policies = slices.Clone(c.Webhook.Policies)
+		cp.Webhook.Tidal.Resources = slices.Clone(c.Webhook.Tidal.Resources)
+		cp.warnings = slices.Clone(c.warnings)
+		n = &cp
+	}
+	for _, op := range ext {
+		n.Policies = append(n.Policies, op.Policy)
+		if op.Mode != "" {
+			n.Webhook.Policies = append(n.Webhook.Policies, WebhookPolicy{Name: op.Policy.Name, Mode: op.Mode})
+		}
+	}
+	var errs errList
+	n.validate(given, &errs)
+	n.src = c.src
+	return n, errs, nil
+}
+
+// decodeDocument is Load's decoding: the configuration before defaults, and the keys given.
+func decodeDocument(b []byte) (*Config, []givenKeys, error) {
+	c := &Config{}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil, errors.New("empty configuration")
+		}
+		return nil, nil, withYAMLPaths(b, err)
+	}
+	var keys struct {
+		Policies []givenKeys `yaml:"policies"`
+	}
+	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&keys); err != nil {
+		return nil, nil, withYAMLPaths(b, err)
+	}
+	return c, keys.Policies, nil
+}
+
+// attribute sorts a validation's errors into those of each extra (at the object's paths) and
+// the others. The extras are policies[nFile…] and their webhook.policies entries.
+func attribute(errs []error, n *Config, nFile int, ext []ObjectPolicy) (map[int][]error, []error) {
+	by := map[int][]error{}
+	var other []error
+	idx := map[string]int{}
+	for i, op := range ext {
+		idx[op.Policy.Name] = i
+	}
+	for _, err := range errs {
+		path, msg := errorPath(err)
+		i, rel := -1, ""
+		if m := policyPathRe.FindStringSubmatch(path); m != nil {
+			k, _ := strconv.Atoi(m[1])
+			if k >= nFile && k-nFile < len(ext) {
+				i, rel = k-nFile, m[2]
+			}
+		} else if m := webhookPolicyPathRe.FindStringSubmatch(path); m != nil {
+			k, _ := strconv.Atoi(m[1])
+			if k < len(n.Webhook.Policies) {
+				if j, ok := idx[n.Webhook.Policies[k].Name]; ok {
+					i, rel = j, m[2]
+				}
+			}
+		}
+		if i < 0 {
+			other = append(other, err)
+			continue
+		}
+		op := ext[i]
+		if n != nil { // "already used by policies[3]": name the policy, not its index
+			msg = policyIndexRe.ReplaceAllStringFunc(msg, func(m string) string {
+				k, _ := strconv.Atoi(policyIndexRe.FindStringSubmatch(m)[1])
+				if k < len(n.Policies) {
+					return fmt.Sprintf("policy %q", n.Policies[k].Name)
+				}
+				return m
+			})
+		}
+		if rel == "name" && strings.HasPrefix(path, "webhook.") {
+			rel = "mode" // an entry is the extra's own: only its mode can be at fault
+		}
+		by[i] = append(by[i], &ObjectError{Source: op.Source, Path: op.objectPath(rel), Err: errors.New(objectMessage(op, rel, msg))})
+	}
+	return by, other
+}
+
+// objectPath is the object's field that sets the policy field rel, the longest mapped prefix;
+// "spec" when none does.
+func (op ObjectPolicy) objectPath(rel string) string {
+	for r := rel; r != ""; {
+		if p, ok := op.paths[r]; ok {
+			return p
+		}
+		i := strings.LastIndexByte(r, '.')
+		if i < 0 {
+			break
+		}
+		r = r[:i]
+	}
+	return "spec"
+}
+
+// objectMessage names the policy field as well when the object's path does not say it.
+func objectMessage(op ObjectPolicy, rel, msg string) string {
+	if _, ok := op.paths[rel]; ok || rel == "" {
+		return msg
+	}
+	return fmt.Sprintf("%s (debi policy field %s)", msg, rel)
+}
+
+// errorPath splits a validation error into its field path and message.
+func errorPath(err error) (string, string) {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return fe.Path, fe.Err.Error()
+	}
+	var we *fieldError
+	if errors.As(err, &we) {
+		return we.path, we.msg
+	}
+	return "", err.Error()
+}

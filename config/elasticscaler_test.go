@@ -1,0 +1,405 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
+	"github.com/debi-scaler/debi/scaling"
+)
+
+// fileWithPolicy is a configuration file with one policy of its own, whose budget hold: 0s and
+// scaling.window: 0s are explicit zeros (kept only when validated from the file's keys).
+const fileWithPolicy = `
+global:
+  prometheus_url: http://prometheus:9090
+  interval: 15s
+  elastic_scalers: {enabled: true, namespaces: [ai-inference]}
+webhook:
+  mode: shadow
+  allow_unauthenticated: true
+  policies:
+  - {name: web, mode: act}
+policies:
+- name: web
+  target: {namespace: shop, name: web}
+  algorithm: budget
+  scaling: {window: 0s, budget: {hold: 0s}}
+`
+
+func guideScaler(t testing.TB, file string) *esv1.ElasticScaler {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "apis", "testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var es esv1.ElasticScaler
+	if err := yaml.UnmarshalStrict(b, &es); err != nil {
+		t.Fatal(err)
+	}
+	es.CreationTimestamp = metav1.NewTime(time.Unix(1000, 0))
+	return &es
+}
+
+func loadFile(t *testing.T) *Config {
+	t.Helper()
+	c, err := Load([]byte(fileWithPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func translate(t *testing.T, es *esv1.ElasticScaler) (ObjectPolicy, []string) {
+	t.Helper()
+	op, warns, err := TranslateElasticScaler(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op, warns
+}
+
+func TestElasticScalersGlobal(t *testing.T) {
+	c := loadFile(t)
+	if g := c.Global.ElasticScalers; !g.Enabled || !reflect.DeepEqual(g.Namespaces, []string{"ai-inference"}) {
+		t.Fatalf("global.elastic_scalers = %+v", g)
+	}
+	off, err := Load([]byte(strings.Replace(fileWithPolicy, "  elastic_scalers: {enabled: true, namespaces: [ai-inference]}\n", "", 1)))
+	if err != nil || off.Global.ElasticScalers.Enabled {
+		t.Fatalf("default: %+v %v", off.Global.ElasticScalers, err)
+	}
+	_, err = Load([]byte(strings.Replace(fileWithPolicy, "[ai-inference]", "[ai-inference, Bad_NS]", 1)))
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Path != "global.elastic_scalers.namespaces[1]" {
+		t.Fatalf("bad namespace: %v", err)
+	}
+}
+
+// TestGuideHPA: Resource cpu Utilization 70 → the recording rules' demand, target 0.7, hpa.
+func TestGuideHPA(t *testing.T) {
+	op, warns := translate(t, guideScaler(t, "guide-hpa.yaml"))
+	if len(warns) != 0 {
+		t.Errorf("warnings: %q", warns)
+	}
+	p := op.Policy
+	if p.Name != "ai-inference.hpa-scaling-example" || p.Algorithm != "hpa" || op.Mode != ModeAct {
+		t.Fatalf("name %q algorithm %q mode %q", p.Name, p.Algorithm, op.Mode)
+	}
+	want := Target{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ai-inference", Name: "vllm-inference"}
+	if p.Target != want {
+		t.Fatalf("target %+v", p.Target)
+	}
+	if p.Scaling.MinReplicas != 2 || p.Scaling.MaxReplicas != 10 || p.Scaling.Target != 0.7 || p.Request != 0 || p.Queries != (Queries{}) {
+		t.Fatalf("scaling %+v request %v queries %+v", p.Scaling, p.Request, p.Queries)
+	}
+	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	got, ok := c.PolicyByName(p.Name)
+	if !ok {
+		t.Fatal("policy missing")
+	}
+	if !strings.Contains(got.Queries.Demand, `namespace_workload:debi_cpu_usage_cores:rate1m{namespace="ai-inference",workload_type="deployment",workload="vllm-inference"}`) ||
+		!strings.Contains(got.Queries.Request, "debi_cpu_request_per_pod_cores") {
+		t.Fatalf("default queries not filled: %+v", got.Queries)
+	}
+	if c.Webhook.ModeFor(p.Name) != ModeAct || c.Webhook.ModeFor("web") != ModeAct || c.Webhook.Mode != ModeShadow {
+		t.Fatalf("modes: %+v", c.Webhook.Policies)
+	}
+}
+
+// TestGuideCustomAlgorithm: ExternalServer → queries.demand = query, request = target, target 1;
+// algorithmConfig → the APA parameters; the annotations → metrics.
+func TestGuideCustomAlgorithm(t *testing.T) {
+	op, warns := translate(t, guideScaler(t, "guide-custom-algorithm.yaml"))
+	p := op.Policy
+	if p.Name != "ai-inference.custom-scaling-example" || p.Algorithm != "apa" {
+		t.Fatalf("name %q algorithm %q", p.Name, p.Algorithm)
+	}
+	if p.Queries.Demand != `sum(rate(http_requests_total{job="vllm"}[1m]))` || p.Request != 100 || p.Scaling.Target != 1 {
+		t.Fatalf("demand %q request %v target %v", p.Queries.Demand, p.Request, p.Scaling.Target)
+	}
+	s := p.Scaling
+	if s.UpTolerance != 0.1 || s.DownTolerance != 0.1 || s.MaxScaleUpRate != 2 || s.MaxScaleDownRate != 2 {
+		t.Fatalf("algorithmConfig: %+v", s)
+	}
+	if p.Metrics.Window != 120*time.Second || p.Metrics.Aggregation != scaling.AggMax {
+		t.Fatalf("metrics %+v", p.Metrics)
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0], "metrics[0].externalServer.endpoint: not queried") {
+		t.Fatalf("warnings %q", warns)
+	}
+	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	got, _ := c.PolicyByName(p.Name)
+	if got.Queries.Request != "" || got.Request != 100 || got.Queries.Demand != p.Queries.Demand || got.Queries.Replicas == "" {
+		t.Fatalf("after defaults: request %v %q demand %q replicas %q", got.Request, got.Queries.Request, got.Queries.Demand, got.Queries.Replicas)
+	}
+}
+
+func TestGuideMetricsPolicy(t *testing.T) {
+	op, _ := translate(t, guideScaler(t, "guide-metrics-policy.yaml"))
+	want := scaling.MetricsPolicy{Window: 120 * time.Second, Aggregation: scaling.AggMax, MissingData: scaling.MissingIgnore,
+		OutlierFilter: true, OutlierThreshold: 2.5}
+	if op.Policy.Metrics != want {
+		t.Fatalf("metrics %+v, want %+v", op.Policy.Metrics, want)
+	}
+	es := guideScaler(t, "guide-metrics-policy.yaml")
+	es.Annotations[esv1.AnnotationWindowSeconds] = "-3"
+	op, warns := translate(t, es)
+	if op.Policy.Metrics.Window != 60*time.Second || len(warns) != 1 || !strings.Contains(warns[0], "metadata.annotations: annotation elasticscaler.io/metrics.windowSeconds") {
+		t.Fatalf("fallback: %v %q", op.Policy.Metrics.Window, warns)
+	}
+	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	if got, _ := c.PolicyByName(op.Policy.Name); got.Metrics != (scaling.MetricsPolicy{Window: time.Minute, Aggregation: scaling.AggMax,
+		MissingData: scaling.MissingIgnore, OutlierFilter: true, OutlierThreshold: 2.5}) {
+		t.Fatalf("after defaults %+v", got.Metrics)
+	}
+}
+
+func TestStateTriggerSkipped(t *testing.T) {
+	_, _, err := TranslateElasticScaler(guideScaler(t, "guide-state-trigger.yaml"))
+	if !errors.Is(err, ErrStateTrigger) {
+		t.Fatalf("got %v, want ErrStateTrigger", err)
+	}
+}
+
+func TestDebiExtension(t *testing.T) {
+	es := guideScaler(t, "guide-hpa.yaml")
+	es.Spec.Trigger.MetricsTrigger.ScalingAlgorithm = "budget"
+	es.Spec.Debi = &esv1.DebiSpec{Mode: esv1.DebiModeShadow, Model: "naive", LeadTime: &metav1.Duration{Duration: 3 * time.Minute},
+		HistoryStep: &metav1.Duration{Duration: time.Minute}}
+	op, _ := translate(t, es)
+	if op.Mode != ModeShadow || op.Policy.Model != "naive" || op.Policy.LeadTime != 3*time.Minute || op.Policy.HistoryStep != time.Minute {
+		t.Fatalf("%+v", op)
+	}
+	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	got, _ := c.PolicyByName(op.Policy.Name)
+	if got.Algorithm != "naive-budget" || c.Webhook.ModeFor(got.Name) != ModeShadow {
+		t.Fatalf("algorithm %q mode %q", got.Algorithm, c.Webhook.ModeFor(got.Name))
+	}
+}
+
+// TestWithPoliciesKeepsFile: the file's policies come out exactly as Load makes them (the explicit
+// zeros of its keys kept), whatever the extras.
+func TestWithPoliciesKeepsFile(t *testing.T) {
+	file := loadFile(t)
+	op, _ := translate(t, guideScaler(t, "guide-hpa.yaml"))
+	c, errs := file.WithPolicies([]ObjectPolicy{op})
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	if len(c.Policies) != 2 || !reflect.DeepEqual(c.Policies[0], file.Policies[0]) {
+		t.Fatalf("file policy changed:\n%+v\n%+v", c.Policies[0], file.Policies[0])
+	}
+	if file.Policies[0].Scaling.Window != 0 || file.Policies[0].Scaling.Budget.Hold != 0 {
+		t.Fatalf("explicit zeros lost: %+v", file.Policies[0].Scaling)
+	}
+	if len(file.Policies) != 1 || len(file.Webhook.Policies) != 1 {
+		t.Fatal("WithPolicies modified the file's configuration")
+	}
+	again, _ := file.WithPolicies(nil)
+	if !reflect.DeepEqual(again.Policies, file.Policies) {
+		t.Fatal("WithPolicies(nil) differs from Load")
+	}
+}
+
+// TestBadObjects: every error path of the translation and of the file's validation, at the
+// object's field.
+func TestBadObjects(t *testing.T) {
+	hpa := func() *esv1.ElasticScaler { return guideScaler(t, "guide-hpa.yaml") }
+	custom := func() *esv1.ElasticScaler { return guideScaler(t, "guide-custom-algorithm.yaml") }
+	i32 := func(v int32) *int32 { return &v }
+	for _, tc := range []struct {
+		name string
+		es   func() *esv1.ElasticScaler
+		// translate is set when the translation itself fails; else WithPolicies rejects it.
+		translate bool
+		path      string
+		msg       string
+	}{
+		{"admission: max below min", func() *esv1.ElasticScaler { e := hpa(); e.Spec.MaxReplicas = i32(1); return e }, true, "spec.maxReplicas", "minReplicas (2)"},
+		{"admission: no metrics", func() *esv1.ElasticScaler { e := hpa(); e.Spec.Trigger.MetricsTrigger.Metrics = nil; return e }, true, "spec.trigger.metricsTrigger.metrics", ""},
+		{"min 0", func() *esv1.ElasticScaler { e := custom(); e.Spec.MinReplicas = i32(0); return e }, true, "spec.minReplicas", "no scale to zero"},
+		{"algorithmConfig not a number", func() *esv1.ElasticScaler {
+			e := custom()
+			e.Spec.Trigger.MetricsTrigger.AlgorithmConfig["upTolerance"] = "ten percent"
+			return e
+		}, true, "spec.trigger.metricsTrigger.algorithmConfig.upTolerance", "not a number"},
+		{"algorithmConfig not a duration", func() *esv1.ElasticScaler {
+			e := custom()
+			e.Spec.Trigger.MetricsTrigger.AlgorithmConfig["window"] = "soon"
+			return e
+		}, true, "spec.trigger.metricsTrigger.algorithmConfig.window", "not a duration"},
+		{"memory only", func() *esv1.ElasticScaler {
+			e := hpa()
+			e.Spec.Trigger.MetricsTrigger.Metrics[0].Resource.MetricsName = "memory"
+			return e
+		}, true, "spec.trigger.metricsTrigger.metrics", "resource \"memory\""},
+		{"algorithmConfig out of range", func() *esv1.ElasticScaler {
+			e := custom()
+			e.Spec.Trigger.MetricsTrigger.AlgorithmConfig["downTolerance"] = "1.5"
+			return e
+		}, false, "spec.trigger.metricsTrigger.algorithmConfig.downTolerance", "down_tolerance must be in [0, 1)"},
+		{"utilization above 100", func() *esv1.ElasticScaler {
+			e := hpa()
+			e.Spec.Trigger.MetricsTrigger.Metrics[0].Resource.Target.AverageUtilization = i32(150)
+			return e
+		}, false, "spec.trigger.metricsTrigger.metrics[0].resource.target.averageUtilization", "target must be in (0, 1]"},
+		{"unknown algorithm", func() *esv1.ElasticScaler {
+			e := hpa()
+			e.Spec.Trigger.MetricsTrigger.ScalingAlgorithm = "magic"
+			return e
+		}, false, "spec.trigger.metricsTrigger.scalingAlgorithm", "unknown policy"},
+		{"bad PromQL", func() *esv1.ElasticScaler {
+			e := custom()
+			e.Spec.Trigger.MetricsTrigger.Metrics[0].ExternalServer.Query = "sum(rate(x[1m]"
+			return e
+		}, false, "spec.trigger.metricsTrigger.metrics[0].externalServer.query", ""},
+		{"history step not a multiple of the interval", func() *esv1.ElasticScaler {
+			e := hpa()
+			e.Spec.Debi = &esv1.DebiSpec{HistoryStep: &metav1.Duration{Duration: 20 * time.Second}}
+			return e
+		}, false, "spec.debi.historyStep", "multiple of global.interval"},
+		{"unknown model", func() *esv1.ElasticScaler {
+			e := hpa()
+			e.Spec.Trigger.MetricsTrigger.ScalingAlgorithm = "DEBI"
+			e.Spec.Debi = &esv1.DebiSpec{Model: "crystal-ball"}
+			return e
+		}, false, "spec.trigger.metricsTrigger.scalingAlgorithm", "unknown model"},
+		{"kind without default queries", func() *esv1.ElasticScaler {
+			e := custom()
+			e.Spec.TargetRef = esv1.TargetRef{APIVersion: "example.com/v1", Kind: "Widget", Name: "w"}
+			return e
+		}, false, "spec.targetRef.kind", "no default query"},
+		{"name too long for a policy", func() *esv1.ElasticScaler {
+			e := hpa()
+			e.Name = strings.Repeat("a", 250)
+			return e
+		}, false, "metadata.name", "at most 253"},
+		{"same target as the file's acting policy", func() *esv1.ElasticScaler {
+			e := custom()
+			e.Spec.TargetRef = esv1.TargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", Namespace: "shop"}
+			return e
+		}, false, "spec.targetRef", `already scaled by policy "web"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			op, _, err := TranslateElasticScaler(tc.es())
+			if !tc.translate {
+				if err != nil {
+					t.Fatalf("translation failed: %v", err)
+				}
+				c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+				if len(c.Policies) != 1 {
+					t.Errorf("rejected object's policy kept: %d policies", len(c.Policies))
+				}
+				err = errors.Join(errs...)
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			var oe *ObjectError
+			if !errors.As(err, &oe) {
+				t.Fatalf("not an ObjectError: %v", err)
+			}
+			found := false
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if strings.HasPrefix(line, op.Source+": "+tc.path+": ") && strings.Contains(line, tc.msg) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("no error at %s containing %q:\n%v", tc.path, tc.msg, err)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// TestConflictsBetweenObjects: two objects acting on one target: the older wins; a duplicate of
+// the file's name never replaces the file's policy; the valid ones stay.
+func TestConflictsBetweenObjects(t *testing.T) {
+	older, _ := translate(t, guideScaler(t, "guide-hpa.yaml"))
+	newer := guideScaler(t, "guide-metrics-policy.yaml")
+	newer.CreationTimestamp = metav1.NewTime(time.Unix(2000, 0))
+	nop, _ := translate(t, newer)
+	shadow := guideScaler(t, "guide-custom-algorithm.yaml")
+	shadow.Spec.Debi = &esv1.DebiSpec{Mode: esv1.DebiModeShadow}
+	sop, _ := translate(t, shadow)
+	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{nop, sop, older})
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "elasticscaler ai-inference/metrics-policy-example: spec.targetRef: ") ||
+		!strings.Contains(errs[0].Error(), `policy "ai-inference.hpa-scaling-example"`) {
+		t.Fatalf("errors: %v", errs)
+	}
+	var names []string
+	for _, p := range c.Policies {
+		names = append(names, p.Name)
+	}
+	if !reflect.DeepEqual(names, []string{"web", "ai-inference.custom-scaling-example", "ai-inference.hpa-scaling-example"}) {
+		t.Fatalf("policies %v", names)
+	}
+}
+
+// TestSectionWideError: an error the pass cannot attribute (webhook.queries.floor: none with a
+// stateful algorithm) rejects the object that trips it, one at a time.
+func TestSectionWideError(t *testing.T) {
+	src := strings.Replace(fileWithPolicy, "  allow_unauthenticated: true\n", "  allow_unauthenticated: true\n  queries: {floor: none, ceiling: none}\n", 1)
+	src = strings.Replace(src, "algorithm: budget\n  scaling: {window: 0s, budget: {hold: 0s}}", "algorithm: apa", 1)
+	file, err := Load([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shadow := guideScaler(t, "guide-custom-algorithm.yaml")
+	shadow.Spec.Debi = &esv1.DebiSpec{Mode: esv1.DebiModeShadow}
+	apa, _ := translate(t, shadow)
+	hpa, _ := translate(t, guideScaler(t, "guide-hpa.yaml"))
+	c, errs := file.WithPolicies([]ObjectPolicy{apa, hpa})
+	if len(errs) != 2 || !strings.Contains(errs[0].Error(), "elasticscaler ai-inference/hpa-scaling-example: spec: webhook.queries.floor: cannot be none") {
+		t.Fatalf("errors: %v", errs)
+	}
+	if len(c.Policies) != 2 || c.Policies[1].Name != apa.Policy.Name {
+		t.Fatalf("policies %+v", c.Policies)
+	}
+}
+
+// BenchmarkWithPolicies500: the file's validation of 500 object policies at once (one pass).
+func BenchmarkWithPolicies500(b *testing.B) {
+	file, err := Load([]byte(fileWithPolicy))
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := guideScaler(b, "guide-custom-algorithm.yaml")
+	ops := make([]ObjectPolicy, 500)
+	for i := range ops {
+		es := base.DeepCopy()
+		es.Name = "s" + strconv.Itoa(i)
+		es.Spec.TargetRef.Name = "w" + strconv.Itoa(i)
+		if ops[i], _, err = TranslateElasticScaler(es); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if c, errs := file.WithPolicies(ops); len(errs) != 0 || len(c.Policies) != 501 {
+			b.Fatal(errs)
+		}
+	}
+}
