@@ -15,7 +15,10 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
+	tidalv1 "github.com/debi-scaler/debi/apis/tidal/v1alpha1"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -31,9 +34,10 @@ type ElasticScalersConfig struct {
 }
 
 // ErrStateTrigger is returned (wrapped) by TranslateElasticScaler for a StateTrigger object: it
-// names a Tidal-like object whose status gives the replicas, and the policy it would drive is
-// not known without reading that object. Such objects are skipped, not errors.
-var ErrStateTrigger = errors.New("StateTrigger objects are not translated to policies yet (the Tidal controller will bind them)")
+// names a Tidal whose spec.targetRef is the scaled workload, so its policy is not known without
+// reading that Tidal. TranslateStateTrigger (or TranslateObject) translates it with a Tidal
+// lookup; a caller without one skips such objects.
+var ErrStateTrigger = errors.New("StateTrigger objects are translated with their Tidal (TranslateStateTrigger)")
 
 // ObjectPolicy is a policy that comes from an object in the cluster rather than from the file.
 type ObjectPolicy struct {
@@ -48,6 +52,10 @@ type ObjectPolicy struct {
 	Policy Policy
 	// Mode is the policy's webhook mode (spec.debi.mode; act when unset, as the API documents).
 	Mode string
+	// StateTrigger marks the policy of a StateTrigger object (TranslateStateTrigger): its
+	// decisions come from its Tidal's status only, through the webhook's Tidal watch. It must
+	// not be run by the exporter, whose recommendations would fight the Tidal's.
+	StateTrigger bool
 	// paths maps the fields of the policy (relative paths such as scaling.max_replicas) to the
 	// object's fields that set them (spec.maxReplicas), for errors.
 	paths map[string]string
@@ -311,6 +319,15 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 			p.HistoryStep = d.HistoryStep.Duration
 		}
 	}
+	// scalingAlgorithm HPA: the Kubernetes HPA that package hpaowner creates for the object
+	// scales the target, so debi must not write it too. The policy runs in shadow mode: debi's
+	// HPA model decides and publishes beside the real HPA (a live comparison) and writes nothing.
+	if mt.IsHPA() {
+		if d := es.Spec.Debi; d != nil && d.Mode != "" && op.Mode != ModeShadow {
+			warn("spec.debi.mode", "%s ignored: with scalingAlgorithm HPA the Kubernetes HPA debi creates for this object scales the target; debi runs the policy in shadow mode", op.Mode)
+		}
+		op.Mode = ModeShadow
+	}
 	op.paths["lead_time"] = "spec.debi.leadTime"
 	op.paths["history_step"] = "spec.debi.historyStep"
 	op.paths["mode"] = "spec.debi.mode"
@@ -545,4 +562,157 @@ func errorPath(err error) (string, string) {
 		return we.path, we.msg
 	}
 	return "", err.Error()
+}
+
+// StateTrigger objects.
+//
+// A StateTrigger ElasticScaler names a Tidal (spec.targetRef); the Tidal's spec.targetRef is the
+// workload and its status.desiredReplicas (written by `debi tidal-controller` from its cron
+// rules) the size. The object becomes a policy <namespace>.<name> on the Tidal's target that
+// only the webhook runs: the webhook's Tidal watch binds the Tidal to it by the Tidal's
+// elasticscaler.io labels and applies the Tidal's count through the safe actuator (mode, bounds,
+// pause, conflict retries). No metric drives it: the exporter never runs it (scalersource hands
+// it out only when asked, Options.StateTriggers, which the webhook sets), so no
+// debi_recommended_replicas series, no DebiScaleRecommended alert, and an alert sent by hand
+// finds no inputs and holds.
+
+// TidalLookup returns the Tidal namespace/name (from the watch's cache); false when there is none.
+type TidalLookup func(namespace, name string) (*tidalv1.Tidal, bool)
+
+// The labels that bind a Tidal to its ElasticScaler (the guide's); the namespace label defaults
+// to the Tidal's own namespace.
+const (
+	TidalLabelScalerName      = "elasticscaler.io/name"
+	TidalLabelScalerNamespace = "elasticscaler.io/namespace"
+)
+
+// StateTriggerAlgorithm is the algorithm of a StateTrigger policy. It is never run (no metric
+// drives the policy); the file's checks need one, and hpa needs no model.
+const StateTriggerAlgorithm = "hpa"
+
+// TranslateObject translates any ElasticScaler: a MetricsTrigger object by
+// TranslateElasticScaler, a StateTrigger object by TranslateStateTrigger with lookup.
+func TranslateObject(es *esv1.ElasticScaler, lookup TidalLookup) (ObjectPolicy, []string, error) {
+	if es.Spec.Trigger.Type == esv1.StateTriggerType {
+		return TranslateStateTrigger(es, lookup)
+	}
+	return TranslateElasticScaler(es)
+}
+
+// TranslateStateTrigger translates a StateTrigger ElasticScaler with its Tidal (found by lookup
+// at spec.targetRef, whose namespace defaults to the object's) to the policy <namespace>.<name>:
+//
+//   - target: the Tidal's spec.targetRef (namespace default the Tidal's; it must be the Tidal's,
+//     as the webhook lets a Tidal drive only a target of its own namespace);
+//   - scaling.min_replicas: spec.minReplicas, default 1 (0 rejected: no scale to zero);
+//     scaling.max_replicas: spec.maxReplicas, default 2147483647 — without bounds the Tidal's
+//     count is applied as it is;
+//   - the webhook mode: spec.debi.mode, default act;
+//   - algorithm: StateTriggerAlgorithm with the file's default queries, never run
+//     (ObjectPolicy.StateTrigger).
+//
+// The Tidal must carry the labels elasticscaler.io/name=<name> (and elasticscaler.io/namespace
+// =<namespace>, or be in the object's namespace without it): the webhook's watch sees only
+// labelled Tidals and binds them by these labels. A missing Tidal, a target that is not a
+// Tidal, a Tidal bound to another object or without a target are errors of the object
+// (*ObjectError, several joined). The Tidal's rules are the Tidal controller's to check.
+func TranslateStateTrigger(es *esv1.ElasticScaler, lookup TidalLookup) (ObjectPolicy, []string, error) {
+	op := ObjectPolicy{
+		Source: "elasticscaler " + es.Namespace + "/" + es.Name, Namespace: es.Namespace, Name: es.Name,
+		Created: es.CreationTimestamp.Time, StateTrigger: true, paths: map[string]string{},
+	}
+	var errs []error
+	var warns []string
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, &ObjectError{Source: op.Source, Path: path, Err: fmt.Errorf(format, args...)})
+	}
+	warn := func(path, format string, args ...any) {
+		warns = append(warns, op.Source+": "+path+": "+fmt.Sprintf(format, args...))
+	}
+	for _, fe := range es.Validate() {
+		bad(fe.Field, "%s", fe.ErrorBody())
+	}
+	if len(errs) > 0 {
+		return op, nil, errors.Join(errs...)
+	}
+	if es.Spec.Trigger.Type != esv1.StateTriggerType {
+		return op, nil, &ObjectError{Source: op.Source, Path: "spec.trigger.type", Err: fmt.Errorf("%s is not a StateTrigger", es.Spec.Trigger.Type)}
+	}
+	ref := es.Spec.TargetRef
+	gv, _ := schema.ParseGroupVersion(ref.APIVersion) // Validate: a group/version
+	if gv != tidalv1.SchemeGroupVersion || ref.Kind != "Tidal" {
+		return op, nil, &ObjectError{Source: op.Source, Path: "spec.targetRef", Err: fmt.Errorf(
+			"a StateTrigger's target must be a Tidal (apiVersion %s, kind Tidal), got %s %s", tidalv1.SchemeGroupVersion, ref.APIVersion, ref.Kind)}
+	}
+	tns := ref.Namespace
+	if tns == "" {
+		tns = es.Namespace
+	}
+	var td *tidalv1.Tidal
+	ok := false
+	if lookup != nil {
+		td, ok = lookup(tns, ref.Name)
+	}
+	if !ok || td == nil {
+		return op, nil, &ObjectError{Source: op.Source, Path: "spec.targetRef.name", Err: fmt.Errorf("tidal %s/%s not found", tns, ref.Name)}
+	}
+	tidal := "tidal " + td.Namespace + "/" + td.Name
+	lname, lns := td.Labels[TidalLabelScalerName], td.Labels[TidalLabelScalerNamespace]
+	if lns == "" {
+		lns = td.Namespace
+	}
+	if lname != es.Name || lns != es.Namespace {
+		bad("spec.targetRef.name", "%s is not bound to this ElasticScaler: its labels %s=%q, %s=%q must name %s/%s (the webhook binds a Tidal by them)",
+			tidal, TidalLabelScalerName, td.Labels[TidalLabelScalerName], TidalLabelScalerNamespace, td.Labels[TidalLabelScalerNamespace], es.Namespace, es.Name)
+	}
+	tr := td.Spec.TargetRef
+	target := Target{APIVersion: tr.APIVersion, Kind: tr.Kind, Namespace: tr.Namespace, Name: tr.Name}
+	if target.Namespace == "" {
+		target.Namespace = td.Namespace
+	}
+	switch {
+	case tr.APIVersion == "" || tr.Kind == "" || tr.Name == "":
+		bad("spec.targetRef.name", "%s: spec.targetRef needs apiVersion, kind and name, got %s %s %q", tidal, tr.APIVersion, tr.Kind, tr.Name)
+	case target.Namespace != td.Namespace:
+		bad("spec.targetRef.name", "%s: its target %s %s/%s is in another namespace: a Tidal may only drive a target of its own namespace",
+			tidal, tr.Kind, target.Namespace, tr.Name)
+	}
+
+	p := &op.Policy
+	p.Name = PolicyName(es.Namespace, es.Name)
+	p.Target = target
+	p.Algorithm = StateTriggerAlgorithm
+	op.paths["name"] = "metadata.name"
+	// The target is the Tidal's: an error there is at the object's reference to the Tidal.
+	for _, k := range []string{"target", "target.api_version", "target.kind", "target.namespace", "target.name",
+		"queries.replicas", "queries.ready_replicas"} {
+		op.paths[k] = "spec.targetRef"
+	}
+	p.Scaling.MinReplicas = esv1.DefaultMinReplicas
+	if m := es.Spec.MinReplicas; m != nil {
+		p.Scaling.MinReplicas = *m
+		if *m == 0 {
+			bad("spec.minReplicas", "0 is not supported by debi's policies (no scale to zero): set at least 1")
+		}
+	}
+	op.paths["scaling.min_replicas"] = "spec.minReplicas"
+	p.Scaling.MaxReplicas = math.MaxInt32
+	if m := es.Spec.MaxReplicas; m != nil {
+		p.Scaling.MaxReplicas = *m
+	}
+	op.paths["scaling.max_replicas"] = "spec.maxReplicas"
+	op.Mode = ModeAct
+	if d := es.Spec.Debi; d != nil {
+		if d.Mode != "" {
+			op.Mode = string(d.Mode)
+		}
+		if d.Model != "" || d.LeadTime != nil || d.HistoryStep != nil {
+			warn("spec.debi", "model, leadTime and historyStep are not used by a StateTrigger (its Tidal gives the replicas)")
+		}
+	}
+	op.paths["mode"] = "spec.debi.mode"
+	if len(errs) > 0 {
+		return op, warns, errors.Join(errs...)
+	}
+	return op, warns, nil
 }

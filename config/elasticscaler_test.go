@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
+	tidalv1 "github.com/debi-scaler/debi/apis/tidal/v1alpha1"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -84,14 +86,15 @@ func TestElasticScalersGlobal(t *testing.T) {
 	}
 }
 
-// TestGuideHPA: Resource cpu Utilization 70 → the recording rules' demand, target 0.7, hpa.
+// TestGuideHPA: Resource cpu Utilization 70 → the recording rules' demand, target 0.7, hpa, in
+// shadow mode (the Kubernetes HPA package hpaowner creates does the scaling).
 func TestGuideHPA(t *testing.T) {
 	op, warns := translate(t, guideScaler(t, "guide-hpa.yaml"))
 	if len(warns) != 0 {
 		t.Errorf("warnings: %q", warns)
 	}
 	p := op.Policy
-	if p.Name != "ai-inference.hpa-scaling-example" || p.Algorithm != "hpa" || op.Mode != ModeAct {
+	if p.Name != "ai-inference.hpa-scaling-example" || p.Algorithm != "hpa" || op.Mode != ModeShadow {
 		t.Fatalf("name %q algorithm %q mode %q", p.Name, p.Algorithm, op.Mode)
 	}
 	want := Target{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ai-inference", Name: "vllm-inference"}
@@ -113,8 +116,37 @@ func TestGuideHPA(t *testing.T) {
 		!strings.Contains(got.Queries.Request, "debi_cpu_request_per_pod_cores") {
 		t.Fatalf("default queries not filled: %+v", got.Queries)
 	}
-	if c.Webhook.ModeFor(p.Name) != ModeAct || c.Webhook.ModeFor("web") != ModeAct || c.Webhook.Mode != ModeShadow {
+	if c.Webhook.ModeFor(p.Name) != ModeShadow || c.Webhook.ModeFor("web") != ModeAct || c.Webhook.Mode != ModeShadow {
 		t.Fatalf("modes: %+v", c.Webhook.Policies)
+	}
+}
+
+// TestHPAAlgorithmShadow: whatever spec.debi.mode says, an HPA-algorithm object's policy is
+// shadow (warned when another mode was asked for); other algorithms keep their mode.
+func TestHPAAlgorithmShadow(t *testing.T) {
+	for _, tc := range []struct {
+		algorithm string
+		mode      esv1.DebiMode
+		want      string
+		warned    bool
+	}{
+		{"HPA", "", ModeShadow, false},
+		{"hpa", esv1.DebiModeAct, ModeShadow, true},
+		{"Hpa", esv1.DebiModeHPAFloor, ModeShadow, true},
+		{"HPA", esv1.DebiModeShadow, ModeShadow, false},
+		{"APA", "", ModeAct, false},
+		{"APA", esv1.DebiModeHPAFloor, ModeHPAFloor, false},
+	} {
+		es := guideScaler(t, "guide-hpa.yaml")
+		es.Spec.Trigger.MetricsTrigger.ScalingAlgorithm = tc.algorithm
+		if tc.mode != "" {
+			es.Spec.Debi = &esv1.DebiSpec{Mode: tc.mode}
+		}
+		op, warns := translate(t, es)
+		warned := len(warns) == 1 && strings.Contains(warns[0], "spec.debi.mode: "+string(tc.mode)+" ignored")
+		if op.Mode != tc.want || warned != tc.warned || (!tc.warned && len(warns) != 0) {
+			t.Errorf("%s mode %q: got mode %q, warnings %q", tc.algorithm, tc.mode, op.Mode, warns)
+		}
 	}
 }
 
@@ -172,10 +204,146 @@ func TestGuideMetricsPolicy(t *testing.T) {
 	}
 }
 
-func TestStateTriggerSkipped(t *testing.T) {
+func guideTidal(t testing.TB) *tidalv1.Tidal {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "apis", "testdata", "guide-tidal.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var td tidalv1.Tidal
+	if err := yaml.UnmarshalStrict(b, &td); err != nil {
+		t.Fatal(err)
+	}
+	return &td
+}
+
+func tidalLookup(tds ...*tidalv1.Tidal) TidalLookup {
+	return func(ns, name string) (*tidalv1.Tidal, bool) {
+		for _, td := range tds {
+			if td.Namespace == ns && td.Name == name {
+				return td, true
+			}
+		}
+		return nil, false
+	}
+}
+
+func TestStateTriggerNeedsItsTidal(t *testing.T) {
+	// Without a lookup, a StateTrigger object is not translated (TranslateElasticScaler).
 	_, _, err := TranslateElasticScaler(guideScaler(t, "guide-state-trigger.yaml"))
 	if !errors.Is(err, ErrStateTrigger) {
 		t.Fatalf("got %v, want ErrStateTrigger", err)
+	}
+}
+
+// The guide's StateTrigger object and its Tidal, verbatim: a policy on the Tidal's Deployment,
+// bound the way the webhook's Tidal watch binds the Tidal (its labels name the object).
+func TestStateTriggerFromGuide(t *testing.T) {
+	es, td := guideScaler(t, "guide-state-trigger.yaml"), guideTidal(t)
+	op, warns, err := TranslateObject(es, tidalLookup(td))
+	if err != nil || len(warns) != 0 {
+		t.Fatal(err, warns)
+	}
+	want := Policy{Name: "ai-inference.state-scaling-example", Algorithm: StateTriggerAlgorithm,
+		Target:  Target{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ai-inference", Name: "elastic-scaler-state-test"},
+		Scaling: scaling.Params{MinReplicas: 1, MaxReplicas: math.MaxInt32}}
+	if !reflect.DeepEqual(op.Policy, want) || op.Mode != ModeAct || !op.StateTrigger || op.Source != "elasticscaler ai-inference/state-scaling-example" {
+		t.Fatalf("got %+v mode %q state %v", op.Policy, op.Mode, op.StateTrigger)
+	}
+	// The Tidal's labels name the object: the webhook's fallback binding (config.PolicyName of
+	// elasticscaler.io/namespace and elasticscaler.io/name) is this policy's name.
+	if got := PolicyName(td.Labels[TidalLabelScalerNamespace], td.Labels[TidalLabelScalerName]); got != op.Policy.Name {
+		t.Fatalf("the Tidal binds to %q, the policy is %q", got, op.Policy.Name)
+	}
+	// The file's validation accepts it, and its webhook mode is act.
+	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	got, ok := c.PolicyByName(op.Policy.Name)
+	if !ok || got.Scaling.MinReplicas != 1 || got.Scaling.MaxReplicas != math.MaxInt32 {
+		t.Fatalf("after defaults %+v", got)
+	}
+	if m := c.Webhook.ModeFor(op.Policy.Name); m != ModeAct {
+		t.Fatalf("mode %q", m)
+	}
+
+	// Bounds and mode from the object.
+	es.Spec.MinReplicas, es.Spec.MaxReplicas = ptrTo(int32(2)), ptrTo(int32(4))
+	es.Spec.Debi = &esv1.DebiSpec{Mode: esv1.DebiModeShadow}
+	op, _, err = TranslateObject(es, tidalLookup(td))
+	if err != nil || op.Policy.Scaling.MinReplicas != 2 || op.Policy.Scaling.MaxReplicas != 4 || op.Mode != ModeShadow {
+		t.Fatalf("%v %+v %q", err, op.Policy.Scaling, op.Mode)
+	}
+	// A Tidal without a namespace in its targetRef: the Tidal's.
+	td.Spec.TargetRef.Namespace = ""
+	if op, _, err = TranslateObject(es, tidalLookup(td)); err != nil || op.Policy.Target.Namespace != "ai-inference" {
+		t.Fatal(err, op.Policy.Target)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func TestStateTriggerErrors(t *testing.T) {
+	const src = "elasticscaler ai-inference/state-scaling-example: "
+	for name, tc := range map[string]struct {
+		es   func(*esv1.ElasticScaler)
+		td   func(*tidalv1.Tidal)
+		none bool
+		want string
+	}{
+		"missing tidal": {none: true, want: src + "spec.targetRef.name: tidal ai-inference/tidal-frequent-test not found"},
+		"other name": {es: func(es *esv1.ElasticScaler) { es.Spec.TargetRef.Name = "x" },
+			want: src + "spec.targetRef.name: tidal ai-inference/x not found"},
+		"other namespace": {es: func(es *esv1.ElasticScaler) { es.Spec.TargetRef.Namespace = "batch" },
+			want: src + "spec.targetRef.name: tidal batch/tidal-frequent-test not found"},
+		"not a tidal": {es: func(es *esv1.ElasticScaler) {
+			es.Spec.TargetRef.APIVersion, es.Spec.TargetRef.Kind = "apps/v1", "Deployment"
+		},
+			want: src + "spec.targetRef: a StateTrigger's target must be a Tidal (apiVersion tidal.io/v1alpha1, kind Tidal), got apps/v1 Deployment"},
+		"unlabelled tidal": {td: func(td *tidalv1.Tidal) { td.Labels = nil },
+			want: src + `spec.targetRef.name: tidal ai-inference/tidal-frequent-test is not bound to this ElasticScaler: its labels elasticscaler.io/name="", elasticscaler.io/namespace="" must name ai-inference/state-scaling-example (the webhook binds a Tidal by them)`},
+		"tidal of another object": {td: func(td *tidalv1.Tidal) { td.Labels[TidalLabelScalerName] = "other" },
+			want: "is not bound to this ElasticScaler"},
+		"target in another namespace": {td: func(td *tidalv1.Tidal) { td.Spec.TargetRef.Namespace = "shop" },
+			want: src + "spec.targetRef.name: tidal ai-inference/tidal-frequent-test: its target Deployment shop/elastic-scaler-state-test is in another namespace: a Tidal may only drive a target of its own namespace"},
+		"min 0": {es: func(es *esv1.ElasticScaler) { es.Spec.MinReplicas = ptrTo(int32(0)) },
+			want: src + "spec.minReplicas: 0 is not supported by debi's policies (no scale to zero): set at least 1"},
+		"admission": {es: func(es *esv1.ElasticScaler) { es.Spec.Trigger.StateTrigger = nil },
+			want: src + "spec.trigger.stateTrigger"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			es, td := guideScaler(t, "guide-state-trigger.yaml"), guideTidal(t)
+			if tc.es != nil {
+				tc.es(es)
+			}
+			if tc.td != nil {
+				tc.td(td)
+			}
+			lookup := tidalLookup(td)
+			if tc.none {
+				lookup = tidalLookup()
+			}
+			_, _, err := TranslateObject(es, lookup)
+			var oe *ObjectError
+			if err == nil || !errors.As(err, &oe) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+	// WithPolicies: the Tidal's target already scaled by a file policy → the file wins, the
+	// error is at the object's reference to the Tidal.
+	es, td := guideScaler(t, "guide-state-trigger.yaml"), guideTidal(t)
+	td.Spec.TargetRef.Name = "web"
+	td.Namespace, es.Namespace, td.Labels[TidalLabelScalerNamespace] = "shop", "shop", "shop"
+	td.Spec.TargetRef.Namespace = "shop"
+	op, _, err := TranslateObject(es, tidalLookup(td))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), "elasticscaler shop/state-scaling-example: spec.targetRef: ") {
+		t.Fatalf("got %v", errs)
 	}
 }
 
@@ -337,7 +505,9 @@ func TestBadObjects(t *testing.T) {
 // TestConflictsBetweenObjects: two objects acting on one target: the older wins; a duplicate of
 // the file's name never replaces the file's policy; the valid ones stay.
 func TestConflictsBetweenObjects(t *testing.T) {
-	older, _ := translate(t, guideScaler(t, "guide-hpa.yaml"))
+	olderES := guideScaler(t, "guide-hpa.yaml")
+	olderES.Spec.Trigger.MetricsTrigger.ScalingAlgorithm = "APA" // HPA would be shadow
+	older, _ := translate(t, olderES)
 	newer := guideScaler(t, "guide-metrics-policy.yaml")
 	newer.CreationTimestamp = metav1.NewTime(time.Unix(2000, 0))
 	nop, _ := translate(t, newer)

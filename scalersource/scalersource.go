@@ -1,7 +1,10 @@
 // Package scalersource watches ElasticScaler objects (elasticscaler.io/v1alpha1) and delivers
 // the policies they translate to (config.TranslateElasticScaler) to the exporter and the webhook,
-// which run them beside the file's policies (global.elastic_scalers). It reads the objects only:
-// status conditions and events are written elsewhere.
+// which run them beside the file's policies (global.elastic_scalers). With
+// Options.StateTriggers (the webhook's) it also watches Tidals (tidal.io/v1alpha1) and delivers
+// the policies of StateTrigger objects (config.TranslateStateTrigger), translated again when a
+// Tidal's spec or labels change. It reads the objects only: status conditions and events are
+// written elsewhere.
 package scalersource
 
 import (
@@ -11,11 +14,13 @@ import (
 	"log/slog"
 	"reflect"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -24,11 +29,15 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
+	tidalv1 "github.com/debi-scaler/debi/apis/tidal/v1alpha1"
 	"github.com/debi-scaler/debi/config"
 )
 
 // Resource is the watched resource.
 var Resource = esv1.SchemeGroupVersion.WithResource("elasticscalers")
+
+// TidalResource is the resource StateTrigger objects name, watched with Options.StateTriggers.
+var TidalResource = tidalv1.SchemeGroupVersion.WithResource("tidals")
 
 // Update is the current set of ElasticScalers, translated.
 type Update struct {
@@ -36,11 +45,14 @@ type Update struct {
 	// against the file by config.(*Config).WithPolicies.
 	Policies []config.ObjectPolicy
 	// Errors are the objects that do not translate, one error each (config.ObjectError, joined
-	// when several fields are at fault), sorted. StateTrigger objects are not errors: they are
-	// counted in Skipped.
+	// when several fields are at fault), sorted. Without Options.StateTriggers, StateTrigger
+	// objects are not errors: they are counted in Skipped.
 	Errors []error
-	// Skipped counts the StateTrigger objects (not translated yet).
+	// Skipped counts the StateTrigger objects not translated: Options.StateTriggers is off.
 	Skipped int
+	// Pending counts the StateTrigger objects waiting for the Tidal cache's first sync (neither
+	// policies nor errors yet).
+	Pending int
 }
 
 // Options configure Run.
@@ -50,6 +62,11 @@ type Options struct {
 	Discovery discovery.DiscoveryInterface
 	// Namespaces to watch; empty watches every namespace.
 	Namespaces []string
+	// StateTriggers translates StateTrigger objects (watching tidals.tidal.io in Namespaces, once
+	// the API server serves them): their policies (config.ObjectPolicy.StateTrigger) are in
+	// Update.Policies. Only the webhook, whose Tidal watch drives them, sets it: the exporter must
+	// not run them (no metric drives them). Off, they are counted in Update.Skipped.
+	StateTriggers bool
 	// Debounce is how long changes are gathered before one delivery (default 1s).
 	Debounce time.Duration
 	// Recheck is how often discovery is asked again while the resource is not served
@@ -125,13 +142,26 @@ func Run(ctx context.Context, o Options, deliver func(Update)) error {
 	if !cache.WaitForCacheSync(ctx.Done(), syncs...) {
 		return nil
 	}
-	log.Info("watching ElasticScalers", "namespaces", o.Namespaces)
-	w := &translator{log: log, seen: map[string]string{}}
+	log.Info("watching ElasticScalers", "namespaces", o.Namespaces, "state_triggers", o.StateTriggers)
+	w := &translator{log: log, seen: map[string]string{}, stateTriggers: o.StateTriggers}
+	var recheck <-chan time.Time
+	if o.StateTriggers {
+		tw := &tidalWatch{o: o, nss: nss, poke: poke, log: log}
+		defer tw.shutdown()
+		if !tw.start(ctx) {
+			t := time.NewTicker(o.Recheck)
+			defer t.Stop()
+			recheck = t.C
+		}
+		tw.wait(ctx, tidalSyncWait)
+		w.tidals = tw
+	}
 	var last *Update
 	for {
 		u := w.snapshot(informers)
 		if last == nil || !sameUpdate(*last, u) {
-			log.Info("ElasticScalers changed", "policies", len(u.Policies), "invalid", len(u.Errors), "state_trigger_skipped", u.Skipped)
+			log.Info("ElasticScalers changed", "policies", len(u.Policies), "invalid", len(u.Errors),
+				"state_trigger_skipped", u.Skipped, "state_trigger_pending", u.Pending)
 			deliver(u)
 			last = &u
 		}
@@ -139,6 +169,13 @@ func Run(ctx context.Context, o Options, deliver func(Update)) error {
 		case <-ctx.Done():
 			return nil
 		case <-changed:
+		case <-recheck:
+			if !w.tidals.start(ctx) {
+				continue
+			}
+			recheck = nil
+			w.tidals.wait(ctx, tidalSyncWait)
+			continue
 		}
 		// Gather what follows the first change.
 		t := time.NewTimer(o.Debounce)
@@ -156,17 +193,143 @@ func Run(ctx context.Context, o Options, deliver func(Update)) error {
 }
 
 // served reports whether discovery lists the resource.
-func served(d discovery.DiscoveryInterface) bool {
-	list, err := d.ServerResourcesForGroupVersion(esv1.SchemeGroupVersion.String())
+func served(d discovery.DiscoveryInterface) bool { return servedResource(d, Resource) }
+
+func servedResource(d discovery.DiscoveryInterface, gvr schema.GroupVersionResource) bool {
+	list, err := d.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
 	if err != nil {
 		return false
 	}
 	for _, r := range list.APIResources {
-		if r.Name == Resource.Resource {
+		if r.Name == gvr.Resource {
 			return true
 		}
 	}
 	return false
+}
+
+// tidalWatch is the Tidal cache of the StateTrigger objects: informers in the watched
+// namespaces, started once the API server serves the resource. A change of a Tidal's spec
+// (metadata.generation) or labels, its creation or deletion, pokes the translation; a status
+// write (every rule activation) does not.
+type tidalWatch struct {
+	o         Options
+	nss       []string
+	poke      func()
+	log       *slog.Logger
+	factories []dynamicinformer.DynamicSharedInformerFactory
+	informers []cache.SharedIndexInformer
+	synced    atomic.Bool
+	syncedCh  chan struct{} // closed on the first sync
+	logged    bool
+}
+
+// tidalSyncWait bounds how long a delivery waits for the Tidal cache's first sync (then the
+// StateTrigger objects are pending, and delivered once it ends).
+var tidalSyncWait = 10 * time.Second
+
+// wait waits for the Tidal cache's first sync, at most d; at once when it is not started.
+func (t *tidalWatch) wait(ctx context.Context, d time.Duration) {
+	if t.syncedCh == nil {
+		return
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-t.syncedCh:
+	case <-tm.C:
+	case <-ctx.Done():
+	}
+}
+
+// start starts the informers when the API server serves tidals; false when it does not.
+func (t *tidalWatch) start(ctx context.Context) bool {
+	if t == nil {
+		return false
+	}
+	if !servedResource(t.o.Discovery, TidalResource) {
+		if !t.logged {
+			t.logged = true
+			t.log.Info("Tidal watch waiting: the API server does not serve the resource (CRD not installed?); StateTrigger objects do not translate; looking again periodically",
+				"resource", TidalResource.String(), "recheck", t.o.Recheck)
+		}
+		return false
+	}
+	for _, ns := range t.nss {
+		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(t.o.Dynamic, 0, ns, nil)
+		inf := f.ForResource(TidalResource).Informer()
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { t.poke() },
+			UpdateFunc: func(a, b any) {
+				ao, aok := a.(*unstructured.Unstructured)
+				bo, bok := b.(*unstructured.Unstructured)
+				if !aok || !bok || ao.GetGeneration() != bo.GetGeneration() || !reflect.DeepEqual(ao.GetLabels(), bo.GetLabels()) {
+					t.poke()
+				}
+			},
+			DeleteFunc: func(any) { t.poke() },
+		}); err != nil {
+			t.log.Error("cannot watch Tidals", "err", err)
+			continue
+		}
+		t.factories = append(t.factories, f)
+		t.informers = append(t.informers, inf)
+	}
+	for _, f := range t.factories {
+		f.Start(ctx.Done())
+	}
+	t.syncedCh = make(chan struct{})
+	// The first sync holds a delivery for tidalSyncWait at most (a Tidal watch the RBAC refuses
+	// would hold it for ever): the StateTrigger objects are pending until it ends.
+	go func() {
+		syncs := make([]cache.InformerSynced, len(t.informers))
+		for i, inf := range t.informers {
+			syncs[i] = inf.HasSynced
+		}
+		warn := time.AfterFunc(30*time.Second, func() {
+			t.log.Warn("Tidal cache not synced after 30s (can the webhook list and watch tidals.tidal.io?); StateTrigger objects wait",
+				"namespaces", t.o.Namespaces)
+		})
+		defer warn.Stop()
+		if cache.WaitForCacheSync(ctx.Done(), syncs...) {
+			t.synced.Store(true)
+			close(t.syncedCh)
+			t.log.Info("watching Tidals for StateTrigger objects", "namespaces", t.o.Namespaces)
+			t.poke()
+		}
+	}()
+	return true
+}
+
+func (t *tidalWatch) shutdown() {
+	for _, f := range t.factories {
+		f.Shutdown()
+	}
+}
+
+// ready reports whether the Tidal cache answers: synced, or the resource is not served (then
+// every Tidal is missing).
+func (t *tidalWatch) ready() bool { return len(t.informers) == 0 || t.synced.Load() }
+
+// lookup finds a Tidal in the cache.
+func (t *tidalWatch) lookup(ns, name string) (*tidalv1.Tidal, bool) {
+	for _, inf := range t.informers {
+		obj, ok, err := inf.GetStore().GetByKey(ns + "/" + name)
+		if err != nil || !ok {
+			continue
+		}
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		var td tidalv1.Tidal
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &td); err != nil {
+			t.log.Warn("Tidal does not decode", "tidal", ns+"/"+name, "err", err)
+			return nil, false
+		}
+		return &td, true
+	}
+	return nil, false
 }
 
 // translator turns the informers' objects into an Update, logging each object's warnings once
@@ -174,6 +337,9 @@ func served(d discovery.DiscoveryInterface) bool {
 type translator struct {
 	log  *slog.Logger
 	seen map[string]string // namespace/name → resourceVersion whose warnings were logged
+	// stateTriggers translates StateTrigger objects with the Tidals of tidals.
+	stateTriggers bool
+	tidals        *tidalWatch
 }
 
 func (w *translator) snapshot(informers []cache.SharedIndexInformer) Update {
@@ -187,7 +353,15 @@ func (w *translator) snapshot(informers []cache.SharedIndexInformer) Update {
 			}
 			key := o.GetNamespace() + "/" + o.GetName()
 			live[key] = true
-			op, warns, err := Translate(o)
+			var lookup config.TidalLookup
+			if w.stateTriggers && isStateTrigger(o) {
+				if !w.tidals.ready() {
+					u.Pending++
+					continue
+				}
+				lookup = w.tidals.lookup
+			}
+			op, warns, err := TranslateWith(o, lookup)
 			if w.seen[key] != o.GetResourceVersion() {
 				w.seen[key] = o.GetResourceVersion()
 				for _, wn := range warns {
@@ -214,18 +388,33 @@ func (w *translator) snapshot(informers []cache.SharedIndexInformer) Update {
 	return u
 }
 
-// Translate decodes an ElasticScaler from the watch and translates it.
+// Translate decodes an ElasticScaler from the watch and translates it; a StateTrigger object
+// returns an error wrapping config.ErrStateTrigger.
 func Translate(o *unstructured.Unstructured) (config.ObjectPolicy, []string, error) {
+	return TranslateWith(o, nil)
+}
+
+// TranslateWith is Translate with a Tidal lookup: a StateTrigger object is translated with its
+// Tidal (config.TranslateStateTrigger) when lookup is set.
+func TranslateWith(o *unstructured.Unstructured, lookup config.TidalLookup) (config.ObjectPolicy, []string, error) {
 	var es esv1.ElasticScaler
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &es); err != nil {
 		src := "elasticscaler " + o.GetNamespace() + "/" + o.GetName()
 		return config.ObjectPolicy{Source: src}, nil, &config.ObjectError{Source: src, Err: fmt.Errorf("decode: %w", err)}
 	}
+	if lookup != nil {
+		return config.TranslateObject(&es, lookup)
+	}
 	return config.TranslateElasticScaler(&es)
 }
 
+func isStateTrigger(o *unstructured.Unstructured) bool {
+	t, _, _ := unstructured.NestedString(o.Object, "spec", "trigger", "type")
+	return t == string(esv1.StateTriggerType)
+}
+
 func sameUpdate(a, b Update) bool {
-	if a.Skipped != b.Skipped || len(a.Errors) != len(b.Errors) || !reflect.DeepEqual(a.Policies, b.Policies) {
+	if a.Skipped != b.Skipped || a.Pending != b.Pending || len(a.Errors) != len(b.Errors) || !reflect.DeepEqual(a.Policies, b.Policies) {
 		return false
 	}
 	for i := range a.Errors {

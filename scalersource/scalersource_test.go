@@ -3,6 +3,8 @@ package scalersource
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +18,9 @@ import (
 	discoveryfake "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"sigs.k8s.io/yaml"
+
+	"github.com/debi-scaler/debi/config"
 )
 
 func scaler(ns, name string, maxReplicas int64, algConfig map[string]any) *unstructured.Unstructured {
@@ -159,5 +164,119 @@ func TestTranslateStateTrigger(t *testing.T) {
 	_, _, err := Translate(o)
 	if err == nil || !strings.Contains(err.Error(), "StateTrigger") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// servingDiscovery serves the ElasticScaler resource, and the Tidal resource once tidals is set.
+type servingDiscovery struct {
+	*discoveryfake.FakeDiscovery
+	tidals atomic.Bool
+}
+
+func (d *servingDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResourceList, error) {
+	switch {
+	case gv == "elasticscaler.io/v1alpha1":
+		return &metav1.APIResourceList{GroupVersion: gv, APIResources: []metav1.APIResource{{Name: "elasticscalers", Namespaced: true, Kind: "ElasticScaler"}}}, nil
+	case gv == "tidal.io/v1alpha1" && d.tidals.Load():
+		return &metav1.APIResourceList{GroupVersion: gv, APIResources: []metav1.APIResource{{Name: "tidals", Namespaced: true, Kind: "Tidal"}}}, nil
+	}
+	return nil, errors.New("not found")
+}
+
+func fixture(t *testing.T, file string) *unstructured.Unstructured {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "apis", "testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+// TestRunStateTriggers: the guide's StateTrigger object and Tidal (apis/testdata). Without the
+// Tidal resource served, the object is an error ("tidal … not found"); once it is, the policy of
+// the object on the Tidal's Deployment; a change of the Tidal's spec.targetRef translates it
+// again, a status write does not; the Tidal's deletion makes it an error again. Without
+// Options.StateTriggers (the exporter) the object is only counted.
+func TestRunStateTriggers(t *testing.T) {
+	scheme := runtime.NewScheme()
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
+		Resource: "ElasticScalerList", TidalResource: "TidalList"})
+	disc := &servingDiscovery{FakeDiscovery: &discoveryfake.FakeDiscovery{Fake: &clienttesting.Fake{}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := dyn.Resource(Resource).Namespace("ai-inference").Create(ctx, fixture(t, "guide-state-trigger.yaml"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := &recorder{ch: make(chan struct{}, 10)}
+	exp := &recorder{ch: make(chan struct{}, 10)}
+	done := make(chan error, 2)
+	go func() {
+		done <- Run(ctx, Options{Dynamic: dyn, Discovery: disc, StateTriggers: true, Debounce: 100 * time.Millisecond, Recheck: 100 * time.Millisecond}, r.deliver)
+	}()
+	go func() { // as the exporter runs it
+		done <- Run(ctx, Options{Dynamic: dyn, Discovery: disc, Debounce: 100 * time.Millisecond, Recheck: 100 * time.Millisecond}, exp.deliver)
+	}()
+	const notFound = "elasticscaler ai-inference/state-scaling-example: spec.targetRef.name: tidal ai-inference/tidal-frequent-test not found"
+	if u := r.next(t, 5*time.Second); len(u.Policies) != 0 || len(u.Errors) != 1 || u.Errors[0].Error() != notFound {
+		t.Fatalf("without the Tidal resource %+v", u)
+	}
+	if u := exp.next(t, 5*time.Second); len(u.Policies) != 0 || len(u.Errors) != 0 || u.Skipped != 1 {
+		t.Fatalf("exporter %+v", u)
+	}
+
+	disc.tidals.Store(true)
+	r.none(t, 400*time.Millisecond) // served, no Tidal yet: the same error
+	tidals := dyn.Resource(TidalResource).Namespace("ai-inference")
+	td := fixture(t, "guide-tidal.yaml")
+	td.SetGeneration(1)
+	if _, err := tidals.Create(ctx, td, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	u := r.next(t, 5*time.Second)
+	if len(u.Errors) != 0 || len(u.Policies) != 1 {
+		t.Fatalf("with the Tidal %+v", u)
+	}
+	op := u.Policies[0]
+	if p := op.Policy; p.Name != "ai-inference.state-scaling-example" || !op.StateTrigger || op.Mode != config.ModeAct ||
+		p.Target != (config.Target{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ai-inference", Name: "elastic-scaler-state-test"}) {
+		t.Fatalf("policy %+v", op)
+	}
+
+	// A status write (every activation): no delivery.
+	got, _ := tidals.Get(ctx, "tidal-frequent-test", metav1.GetOptions{})
+	_ = unstructured.SetNestedField(got.Object, int64(3), "status", "desiredReplicas")
+	if got, err := tidals.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	} else {
+		td = got
+	}
+	r.none(t, 400*time.Millisecond)
+
+	// Its target changes: translated again.
+	_ = unstructured.SetNestedField(td.Object, "other", "spec", "targetRef", "name")
+	td.SetGeneration(2)
+	if _, err := tidals.Update(ctx, td, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if u := r.next(t, 5*time.Second); len(u.Policies) != 1 || u.Policies[0].Policy.Target.Name != "other" {
+		t.Fatalf("after the targetRef change %+v", u)
+	}
+
+	if err := tidals.Delete(ctx, "tidal-frequent-test", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if u := r.next(t, 5*time.Second); len(u.Policies) != 0 || len(u.Errors) != 1 || u.Errors[0].Error() != notFound {
+		t.Fatalf("after the Tidal's deletion %+v", u)
+	}
+	exp.none(t, 100*time.Millisecond) // the exporter saw none of it
+	cancel()
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

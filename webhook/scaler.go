@@ -108,6 +108,8 @@ type Controller struct {
 	m        *metrics
 	log      *slog.Logger
 	now      func() time.Time
+	// observe, when set, is told of every decision (the ElasticScaler status writer).
+	observe func(Observation)
 	// tidalMissingLogged: the watch said once that its resource is not served.
 	tidalMissingLogged atomic.Bool
 }
@@ -135,6 +137,8 @@ type policyState struct {
 	budget bool
 	// inputs are the rendered queries this policy reads, by input name.
 	inputs []input
+	// lastRead is what the decision in progress read from Prometheus (under mu), for observe.
+	lastRead *inputs
 }
 
 // input is one query a decision reads.
@@ -171,6 +175,9 @@ type ControllerOptions struct {
 	Logger  *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Observe, when set, is called after each decision, under the policy's lock: it must not
+	// block (see Observation).
+	Observe func(Observation)
 }
 
 // NewController builds the per-policy rules and queries of cfg.
@@ -185,7 +192,7 @@ func NewController(cfg *config.Config, o ControllerOptions) (*Controller, error)
 		o.Now = time.Now
 	}
 	c := &Controller{cfg: cfg, policies: map[string]*policyState{}, act: o.Actuator, query: o.Query,
-		rec: o.Recorder, m: o.Metrics, log: o.Logger, now: o.Now}
+		rec: o.Recorder, m: o.Metrics, log: o.Logger, now: o.Now, observe: o.Observe}
 	if c.m == nil {
 		c.m = newMetrics(o.Registerer)
 	}
@@ -469,6 +476,15 @@ func (c *Controller) decide(ctx context.Context, ps *policyState, trigger string
 	defer func() { c.m.decisionDuration.WithLabelValues(name).Observe(time.Since(start).Seconds()) }()
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
+	ps.lastRead = nil
+	out, err := c.decideRetrying(ctx, ps, trigger, f)
+	c.notify(ps, trigger, out, err)
+	return out, err
+}
+
+// decideRetrying is decide's read–decide–write loop, under the policy's lock.
+func (c *Controller) decideRetrying(ctx context.Context, ps *policyState, trigger string, f func(ScaleInfo) (decision, error)) (Outcome, error) {
+	name := ps.pol.Name
 	conflicts := 0
 	backoff := retry.DefaultRetry
 	for attempt := 1; ; attempt++ {
@@ -756,6 +772,7 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 	} else {
 		in = c.read(ctx, ps)
 	}
+	ps.lastRead = &in
 	if in.outage != nil {
 		return c.fallbackDecision(ps, a, cur, in.outage)
 	}

@@ -46,6 +46,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/hpaowner"
 	"github.com/debi-scaler/debi/internal/promclient"
 	"github.com/debi-scaler/debi/policy"
 	"github.com/debi-scaler/debi/scalersource"
@@ -133,6 +134,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 		recorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "debi-webhook"}),
 		restart:  make(chan struct{}, 1),
 	}
+	s.status = s.newServerStatus(cfg) // ElasticScaler status and Events (webhook/status.go)
 	gen, err := s.build(raw, cfg)
 	if err != nil {
 		return err
@@ -204,13 +206,32 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 			logger.Info("tidal watch stopped")
 		})
 	}
+	if s.watchingScalers { // the Kubernetes HPAs of HPA-algorithm ElasticScalers (hpaowner), on the Lease holder only
+		hl := logger.With("component", "hpaowner")
+		own := hpaowner.New(hpaowner.Options{Dynamic: act.Dynamic(), Kube: act.Kube(), Namespaces: cfg.Global.ElasticScalers.Namespaces, Logger: hl})
+		le := cfg.Webhook.LeaderElection
+		le.Name += "-hpa" // a Lease of its own, as the status writer's: the Tidal watch's campaign restarts on reload
+		hctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error {
+			if !le.IsEnabled() {
+				return own.Run(hctx)
+			}
+			return RunLeaderElected(hctx, act.Kube(), le, s.id, hl, func(bool) {}, func(ctx context.Context) {
+				if err := own.Run(ctx); err != nil {
+					hl.Error("HPA owner stopped", "err", err)
+				}
+			})
+		}, func(error) { cancel() })
+	}
 	if s.watchingScalers { // policies from ElasticScalers, on every replica (all serve notifications)
 		sctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error {
 			return scalersource.Run(sctx, scalersource.Options{Dynamic: act.Dynamic(), Discovery: act.Kube().Discovery(),
-				Namespaces: cfg.Global.ElasticScalers.Namespaces, Logger: logger.With("component", "elasticscalers")}, s.applyObjects)
+				Namespaces: cfg.Global.ElasticScalers.Namespaces, StateTriggers: true, Logger: logger.With("component", "elasticscalers")}, s.applyObjects)
 		}, func(error) { cancel() })
 	}
+	// ElasticScaler status writer (global.elastic_scalers); Validated on the Lease holder only.
+	s.startStatus(ctx, &g)
 	{ // reload on SIGHUP
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
@@ -303,6 +324,8 @@ type server struct {
 	// every configuration put in force.
 	watchingScalers bool
 	objects         []config.ObjectPolicy
+	// status writes the ElasticScalers' status and Events (nil without global.elastic_scalers).
+	status *statusWriter
 }
 
 // withObjects is the file's configuration with the objects' valid policies (when the watch runs
@@ -364,7 +387,8 @@ func (s *server) build(raw []byte, cfg *config.Config) (*generation, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctl, err := NewController(cfg, ControllerOptions{Actuator: s.act, Query: query, Recorder: s.recorder, Metrics: s.m, Logger: s.logger})
+	ctl, err := NewController(cfg, ControllerOptions{Actuator: s.act, Query: query, Recorder: s.recorder, Metrics: s.m, Logger: s.logger,
+		Observe: s.observeDecision})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,800 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"reflect"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/oklog/run"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+
+	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
+	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/policy"
+)
+
+// Observation is one decision of a policy, as the Controller tells its Observe hook.
+type Observation struct {
+	Policy    string
+	Mode      string
+	Algorithm string
+	Trigger   string
+	Outcome   Outcome
+	// Err is the decision's error (nil when it decided or held).
+	Err error
+	// Metrics is what the decision read from Prometheus; nil when it read nothing (a Tidal).
+	Metrics *MetricsRead
+	// Time is when the decision ended.
+	Time time.Time
+}
+
+// MetricsRead summarises one decision's reads of its inputs (webhook.queries).
+type MetricsRead struct {
+	// Inputs is the number of queries the policy reads.
+	Inputs int
+	// Failed lists the inputs Prometheus answered with no, several or unusable series.
+	Failed []string
+	// Outage is Prometheus failing as a whole (unreachable, 5xx, not configured).
+	Outage string
+	// Stale says the exporter's values are stale (debi_policy_stale) or too old
+	// (webhook.max_input_age).
+	Stale string
+}
+
+// notify tells the Observe hook of a decision; under ps.mu.
+func (c *Controller) notify(ps *policyState, trigger string, out Outcome, err error) {
+	if c.observe == nil {
+		return
+	}
+	o := Observation{Policy: ps.pol.Name, Mode: ps.mode, Algorithm: ps.algName, Trigger: trigger, Outcome: out, Err: err, Time: c.now()}
+	if in := ps.lastRead; in != nil {
+		m := &MetricsRead{Inputs: len(ps.inputs), Failed: in.bad}
+		if in.outage != nil {
+			m.Outage = in.outage.Error()
+		}
+		if v, ok := in.val[inStale]; ok && v != 0 {
+			m.Stale = "the exporter's values are stale (debi_policy_stale is 1: an input query of the policy fails)"
+		} else if age, ok := in.val[inAge]; ok && age > c.cfg.Webhook.MaxInputAge.Seconds() {
+			m.Stale = fmt.Sprintf("the exporter's last complete step is %.0fs old, above webhook.max_input_age (%v)", age, c.cfg.Webhook.MaxInputAge)
+		}
+		o.Metrics = m
+	}
+	c.observe(o)
+}
+
+// statusWriter writes the status of ElasticScalers (conditions Validated, MetricsPipeline,
+// ScalingCalculated and the last decision's fields) through the status subresource, and
+// records Events on them.
+//
+// Validation (the Validated condition and its ValidationFailed Events) is the Lease holder's
+// only, so that replicas never disagree about it. A decision is reported by the replica that
+// made it (Alertmanager may notify any replica): each write sets only its own conditions and
+// fields on a fresh read, retried on conflict.
+type statusWriter struct {
+	dyn       dynamic.Interface
+	discovery discovery.DiscoveryInterface
+	// get reads a targetRef's object (the dynamic client and the RESTMapper, as for targets).
+	get func(ctx context.Context, t config.Target) (*unstructured.Unstructured, error)
+	rec record.EventRecorder
+	log *slog.Logger
+	// file is the configuration file's part in force (its policies win any conflict).
+	file       func() *config.Config
+	namespaces []string
+	// interval is the least time between two status writes of one object, and the period of
+	// the retry pass; recheck is how long the cluster checks of a valid object are trusted.
+	interval, recheck time.Duration
+	now               func() time.Time
+
+	leader atomic.Bool
+	kick   chan struct{}
+
+	mu     sync.Mutex
+	store  []cache.Store
+	seq    uint64
+	obs    map[string]*Observation // last decision by policy name
+	obsSeq map[string]uint64
+	state  map[string]*objState // by namespace/name
+	// withPolicies caches the file's checks of the objects' policies.
+	wpKey  string
+	wpErrs map[string][]string
+}
+
+// objState is what the writer remembers of one object.
+type objState struct {
+	lastWrite time.Time
+	// applied is the sequence number of the last decision written.
+	applied uint64
+	// cluster checks: their result, for which resourceVersion, and when.
+	checkRV   string
+	checkMsgs []string
+	checked   time.Time
+	// eventMsg is the last Validated message reported by an Event ("" when valid).
+	eventMsg string
+}
+
+func newStatusWriter(dyn dynamic.Interface, disc discovery.DiscoveryInterface, get func(context.Context, config.Target) (*unstructured.Unstructured, error),
+	rec record.EventRecorder, log *slog.Logger, file func() *config.Config, namespaces []string) *statusWriter {
+	return &statusWriter{dyn: dyn, discovery: disc, get: get, rec: rec, log: log, file: file, namespaces: namespaces,
+		interval: 3 * time.Second, recheck: 30 * time.Second, now: time.Now, kick: make(chan struct{}, 1),
+		obs: map[string]*Observation{}, obsSeq: map[string]uint64{}, state: map[string]*objState{}}
+}
+
+// getObject reads the object t names, through the RESTMapper.
+func (k *KubeActuator) getObject(ctx context.Context, t config.Target) (*unstructured.Unstructured, error) {
+	r, err := k.resource(t)
+	if err != nil {
+		return nil, err
+	}
+	return r.Get(ctx, t.Name, metav1.GetOptions{})
+}
+
+// startStatus adds the status writer and its Lease campaign to g (with global.elastic_scalers).
+func (s *server) startStatus(ctx context.Context, g *run.Group) {
+	if s.status == nil {
+		return
+	}
+	w := s.status
+	wctx, cancel := context.WithCancel(ctx)
+	g.Add(func() error { return w.run(wctx) }, func(error) { cancel() })
+	le := s.current.Load().cfg.Webhook.LeaderElection
+	if !le.IsEnabled() {
+		w.setLeader(true)
+		return
+	}
+	le.Name += "-status" // a Lease of its own: the Tidal watch's campaign restarts on every reload
+	lctx, lcancel := context.WithCancel(ctx)
+	g.Add(func() error {
+		return RunLeaderElected(lctx, s.act.Kube(), le, s.id, s.logger.With("component", "elasticscaler-status"), w.setLeader,
+			func(ctx context.Context) { <-ctx.Done() })
+	}, func(error) { lcancel() })
+}
+
+// newServerStatus is the status writer of a webhook with global.elastic_scalers, else nil.
+func (s *server) newServerStatus(cfg *config.Config) *statusWriter {
+	if !cfg.Global.ElasticScalers.Enabled {
+		return nil
+	}
+	return newStatusWriter(s.act.Dynamic(), s.act.Kube().Discovery(), s.act.getObject, s.recorder,
+		s.logger.With("component", "elasticscaler-status"), func() *config.Config {
+			if g := s.current.Load(); g != nil {
+				return g.file
+			}
+			return nil
+		}, cfg.Global.ElasticScalers.Namespaces)
+}
+
+// observeDecision is the Controllers' Observe hook.
+func (s *server) observeDecision(o Observation) {
+	if s.status != nil {
+		s.status.observe(o)
+	}
+}
+
+func (w *statusWriter) setLeader(b bool) {
+	w.leader.Store(b)
+	w.poke()
+}
+
+func (w *statusWriter) poke() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run watches the ElasticScalers and writes their status until ctx ends.
+func (w *statusWriter) run(ctx context.Context) error {
+	for logged := false; !servesElasticScalers(w.discovery); logged = true {
+		if !logged {
+			w.log.Info("status writer waiting: elasticscalers not served")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(discoveryRecheck):
+		}
+	}
+	nss := w.namespaces
+	if len(nss) == 0 {
+		nss = []string{metav1.NamespaceAll}
+	}
+	var factories []dynamicinformer.DynamicSharedInformerFactory
+	var syncs []cache.InformerSynced
+	var stores []cache.Store
+	for _, ns := range nss {
+		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.dyn, 0, ns, nil)
+		inf := f.ForResource(esResource).Informer()
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { w.poke() }, UpdateFunc: func(_, _ any) { w.poke() }, DeleteFunc: func(any) { w.poke() },
+		}); err != nil {
+			return err
+		}
+		factories = append(factories, f)
+		syncs = append(syncs, inf.HasSynced)
+		stores = append(stores, inf.GetStore())
+	}
+	for _, f := range factories {
+		f.Start(ctx.Done())
+	}
+	defer func() {
+		for _, f := range factories {
+			f.Shutdown()
+		}
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), syncs...) {
+		return nil
+	}
+	w.mu.Lock()
+	w.store = stores
+	w.mu.Unlock()
+	t := time.NewTicker(w.interval)
+	defer t.Stop()
+	for {
+		w.pass(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.kick:
+		case <-t.C:
+		}
+	}
+}
+
+var esResource = esv1.SchemeGroupVersion.WithResource("elasticscalers")
+
+func servesElasticScalers(d discovery.DiscoveryInterface) bool {
+	list, err := d.ServerResourcesForGroupVersion(esv1.SchemeGroupVersion.String())
+	if err != nil {
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "elasticscalers" {
+			return true
+		}
+	}
+	return false
+}
+
+// object is one ElasticScaler from the cache.
+type object struct {
+	u   *unstructured.Unstructured
+	es  esv1.ElasticScaler
+	err error // decoding
+}
+
+func (o *object) key() string { return o.u.GetNamespace() + "/" + o.u.GetName() }
+
+func (w *statusWriter) objects() []*object {
+	w.mu.Lock()
+	stores := w.store
+	w.mu.Unlock()
+	var out []*object
+	for _, st := range stores {
+		for _, it := range st.List() {
+			u, ok := it.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			o := &object{u: u}
+			o.err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &o.es)
+			out = append(out, o)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key() < out[j].key() })
+	return out
+}
+
+// pass brings every object's status up to date (validation on the leader only).
+func (w *statusWriter) pass(ctx context.Context) {
+	objs := w.objects()
+	var valid map[string][]string
+	if w.leader.Load() {
+		valid = w.validate(ctx, objs)
+	}
+	live := map[string]bool{}
+	for _, o := range objs {
+		live[o.key()] = true
+		var msgs *[]string
+		if valid != nil {
+			m := valid[o.key()]
+			msgs = &m
+		}
+		w.sync(ctx, o, msgs)
+	}
+	w.mu.Lock()
+	for k := range w.state {
+		if !live[k] {
+			delete(w.state, k)
+		}
+	}
+	for p := range w.obs {
+		if ns, name, _ := strings.Cut(p, "."); !live[ns+"/"+name] {
+			delete(w.obs, p)
+			delete(w.obsSeq, p)
+		}
+	}
+	w.mu.Unlock()
+}
+
+// validate runs the checks of every object: the admission checks and the translation
+// (config.TranslateElasticScaler), the file's checks of the policies together
+// ((*config.Config).WithPolicies: the file wins, then the older object), one ElasticScaler per
+// target (the older wins), the algorithm registered, and the cluster checks: the target
+// exists, and a StateTrigger's target (its Tidal) has status.replicas or status.desiredReplicas.
+// The result maps each object's key to its reasons, none when valid.
+func (w *statusWriter) validate(ctx context.Context, objs []*object) map[string][]string {
+	out := map[string][]string{}
+	add := func(k string, msg ...string) { out[k] = append(out[k], msg...) }
+	var ops []config.ObjectPolicy
+	var sig strings.Builder // the objects translated, for fileChecks' cache
+	for _, o := range objs {
+		if o.err != nil {
+			add(o.key(), "decode: "+o.err.Error())
+			continue
+		}
+		op, _, err := config.TranslateElasticScaler(&o.es)
+		switch {
+		case errors.Is(err, config.ErrStateTrigger):
+		case err != nil:
+			add(o.key(), objectMessages(err)...)
+		default:
+			if _, perr := policy.Parse(op.Policy.Algorithm, op.Policy.Model); perr != nil {
+				alg := op.Policy.Algorithm
+				if mt := o.es.Spec.Trigger.MetricsTrigger; mt != nil {
+					alg = mt.ScalingAlgorithm
+				}
+				add(o.key(), fmt.Sprintf("spec.trigger.metricsTrigger.scalingAlgorithm: %q is not a registered algorithm: %v", alg, perr))
+				continue
+			}
+			ops = append(ops, op)
+			fmt.Fprintf(&sig, "|%s@%s", o.key(), o.u.GetResourceVersion())
+		}
+	}
+	// One ElasticScaler per target: the older (then the smaller name) keeps it.
+	byTarget := map[string][]*object{}
+	for _, o := range objs {
+		if o.err != nil {
+			continue
+		}
+		byTarget[targetKey(&o.es)] = append(byTarget[targetKey(&o.es)], o)
+	}
+	for _, os := range byTarget {
+		if len(os) < 2 {
+			continue
+		}
+		sort.Slice(os, func(i, j int) bool {
+			ti, tj := os[i].es.CreationTimestamp.Time, os[j].es.CreationTimestamp.Time
+			if !ti.Equal(tj) {
+				return ti.Before(tj)
+			}
+			return os[i].key() < os[j].key()
+		})
+		for _, o := range os[1:] {
+			add(o.key(), fmt.Sprintf("spec.targetRef: %s is already managed by ElasticScaler %s (older): one ElasticScaler per target",
+				describeRef(&o.es), os[0].key()))
+		}
+	}
+	for k, msgs := range w.fileChecks(ops, sig.String()) {
+		add(k, msgs...)
+	}
+	for _, o := range objs {
+		if o.err != nil || len(o.es.Spec.TargetRef.Name) == 0 {
+			continue
+		}
+		add(o.key(), w.clusterChecks(ctx, o)...)
+	}
+	return out
+}
+
+// fileChecks are WithPolicies' rejections by object key, cached while the objects and the file
+// stay the same.
+func (w *statusWriter) fileChecks(ops []config.ObjectPolicy, sig string) map[string][]string {
+	file := w.file()
+	if file == nil || len(ops) == 0 {
+		return nil
+	}
+	key := fmt.Sprintf("%p%s", file, sig)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if key == w.wpKey {
+		return w.wpErrs
+	}
+	_, errs := file.WithPolicies(ops)
+	res := map[string][]string{}
+	for _, err := range errs {
+		var oe *config.ObjectError
+		if !errors.As(err, &oe) {
+			continue
+		}
+		k := strings.TrimPrefix(oe.Source, "elasticscaler ")
+		res[k] = append(res[k], objectMessages(err)...)
+	}
+	w.wpKey, w.wpErrs = key, res
+	return res
+}
+
+// clusterChecks are the checks that read the cluster, cached for recheck when they pass (for
+// interval when they fail) and redone when the object changes. A failure to read other than
+// not-found keeps the previous result.
+func (w *statusWriter) clusterChecks(ctx context.Context, o *object) []string {
+	w.mu.Lock()
+	st := w.stateOf(o.key())
+	rv, msgs, at := st.checkRV, st.checkMsgs, st.checked
+	w.mu.Unlock()
+	ttl := w.recheck
+	if len(msgs) > 0 {
+		ttl = w.interval
+	}
+	if rv == o.u.GetResourceVersion() && w.now().Sub(at) < ttl {
+		return msgs
+	}
+	t := targetOf(&o.es)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	u, err := w.get(cctx, t)
+	var res []string
+	var he *Error
+	switch {
+	case apierrors.IsNotFound(err):
+		res = []string{fmt.Sprintf("spec.targetRef: %s not found", describeRef(&o.es))}
+	case errors.As(err, &he) && he.Code == http.StatusUnprocessableEntity:
+		res = []string{fmt.Sprintf("spec.targetRef: %s: %v", describeRef(&o.es), he.Err)}
+	case err != nil:
+		w.log.Warn("cannot check an ElasticScaler's target; keeping the last result", "object", o.key(), "err", err)
+		return msgs
+	case o.es.Spec.Trigger.Type == esv1.StateTriggerType:
+		_, hasD, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "desiredReplicas")
+		_, hasR, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "replicas")
+		if !hasD && !hasR {
+			res = []string{fmt.Sprintf("spec.targetRef: %s has neither status.replicas nor status.desiredReplicas (a StateTrigger's target gives the replicas in its status)", describeRef(&o.es))}
+		}
+	}
+	w.mu.Lock()
+	st.checkRV, st.checkMsgs, st.checked = o.u.GetResourceVersion(), res, w.now()
+	w.mu.Unlock()
+	return res
+}
+
+// stateOf is the object's state; under w.mu.
+func (w *statusWriter) stateOf(k string) *objState {
+	st := w.state[k]
+	if st == nil {
+		st = &objState{}
+		w.state[k] = st
+	}
+	return st
+}
+
+func targetOf(es *esv1.ElasticScaler) config.Target {
+	r := es.Spec.TargetRef
+	ns := r.Namespace
+	if ns == "" {
+		ns = es.Namespace
+	}
+	return config.Target{APIVersion: r.APIVersion, Kind: r.Kind, Namespace: ns, Name: r.Name}
+}
+
+func targetKey(es *esv1.ElasticScaler) string {
+	t := targetOf(es)
+	gv, _ := schema.ParseGroupVersion(t.APIVersion)
+	return strings.ToLower(gv.Group+"/"+t.Kind) + "/" + t.Namespace + "/" + t.Name
+}
+
+func describeRef(es *esv1.ElasticScaler) string {
+	t := targetOf(es)
+	return fmt.Sprintf("%s %s %s/%s", t.APIVersion, t.Kind, t.Namespace, t.Name)
+}
+
+// objectMessages are the messages of an ObjectError (or several joined), without the object's
+// name: path: error.
+func objectMessages(err error) []string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, objectMessages(e)...)
+		}
+		return out
+	}
+	var oe *config.ObjectError
+	if errors.As(err, &oe) {
+		if oe.Path == "" {
+			return []string{oe.Err.Error()}
+		}
+		return []string{oe.Path + ": " + oe.Err.Error()}
+	}
+	return []string{err.Error()}
+}
+
+// observe records a decision of an object's policy and its Events; it does not block.
+func (w *statusWriter) observe(o Observation) {
+	ns, name, ok := strings.Cut(o.Policy, ".")
+	if !ok {
+		return
+	}
+	if f := w.file(); f != nil {
+		if _, isFile := f.PolicyByName(o.Policy); isFile {
+			return
+		}
+	}
+	u := w.cached(ns, name)
+	if u == nil {
+		return
+	}
+	w.mu.Lock()
+	w.seq++
+	oc := o
+	w.obs[o.Policy], w.obsSeq[o.Policy] = &oc, w.seq
+	w.mu.Unlock()
+	w.events(u, o)
+	w.poke()
+}
+
+// cached is the object from the informer's cache, or nil.
+func (w *statusWriter) cached(ns, name string) *unstructured.Unstructured {
+	w.mu.Lock()
+	stores := w.store
+	w.mu.Unlock()
+	for _, st := range stores {
+		if it, ok, _ := st.GetByKey(ns + "/" + name); ok {
+			if u, ok := it.(*unstructured.Unstructured); ok {
+				return u
+			}
+		}
+	}
+	return nil
+}
+
+func objectRef(u *unstructured.Unstructured) *corev1.ObjectReference {
+	return &corev1.ObjectReference{APIVersion: esv1.SchemeGroupVersion.String(), Kind: "ElasticScaler",
+		Namespace: u.GetNamespace(), Name: u.GetName(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion()}
+}
+
+// events records a decision's Events on the object: Scaled on a change written, WouldScale in
+// shadow mode, ScaleFailed on an error. The recorder aggregates repeats.
+func (w *statusWriter) events(u *unstructured.Unstructured, o Observation) {
+	if w.rec == nil {
+		return
+	}
+	ref := objectRef(u)
+	out := o.Outcome
+	in := decisionInputs(out)
+	switch {
+	case o.Err != nil:
+		w.rec.Eventf(ref, corev1.EventTypeWarning, esv1.EventScaleFailed, "policy %s (%s, mode %s): %v", o.Policy, o.Algorithm, o.Mode, o.Err)
+	case out.Written && o.Mode == config.ModeHPAFloor:
+		w.rec.Eventf(ref, corev1.EventTypeNormal, esv1.EventScaled, "policy %s (%s): %s minReplicas raised for %d replicas (current %d, %s); %s",
+			o.Policy, o.Algorithm, out.Object, out.After, out.Before, out.Reason, in)
+	case out.Written:
+		w.rec.Eventf(ref, corev1.EventTypeNormal, esv1.EventScaled, "policy %s (%s): replicas %d -> %d (%s); %s",
+			o.Policy, o.Algorithm, out.Before, out.After, out.Reason, in)
+	case o.Mode == config.ModeShadow && out.Held == "" && out.After != out.Before:
+		w.rec.Eventf(ref, corev1.EventTypeNormal, esv1.EventWouldScale, "policy %s (%s, mode shadow, nothing written): would scale %d -> %d (%s); %s",
+			o.Policy, o.Algorithm, out.Before, out.After, out.Reason, in)
+	}
+}
+
+func decisionInputs(out Outcome) string {
+	w := "n/a"
+	if out.W != nil {
+		w = fmtLoad(*out.W)
+	}
+	return fmt.Sprintf("W=%s (source %s), target=%.3f", w, out.Source, out.Target)
+}
+
+// sync writes the object's status when it differs from what it should be: valid (nil when not
+// the leader) gives Validated, the last decision of its policy the rest.
+func (w *statusWriter) sync(ctx context.Context, o *object, valid *[]string) {
+	if o.err != nil { // reported by validate; a status cannot be written on what does not decode
+		return
+	}
+	k := o.key()
+	pol := config.PolicyName(o.u.GetNamespace(), o.u.GetName())
+	w.mu.Lock()
+	st := w.stateOf(k)
+	obs, seq := w.obs[pol], w.obsSeq[pol]
+	if seq <= st.applied {
+		obs = nil
+	}
+	last := st.lastWrite
+	w.mu.Unlock()
+
+	mutate := func(s *esv1.ElasticScalerStatus, gen int64) {
+		if valid != nil {
+			setValidated(s, *valid, gen)
+			s.ObservedGeneration = gen
+		}
+		if obs != nil {
+			applyDecision(s, obs, gen)
+		}
+	}
+	want := *o.es.Status.DeepCopy()
+	mutate(&want, o.u.GetGeneration())
+	if reflect.DeepEqual(want, o.es.Status) {
+		if obs != nil {
+			w.mu.Lock()
+			st.applied = seq
+			w.mu.Unlock()
+		}
+		w.validationEvent(o.u, st, valid)
+		return
+	}
+	if wait := w.interval - w.now().Sub(last); wait > 0 {
+		time.AfterFunc(wait, w.poke) // rate-limited: written by the pass after the wait
+		return
+	}
+	es := w.dyn.Resource(esResource).Namespace(o.u.GetNamespace())
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := es.Get(ctx, o.u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var typed esv1.ElasticScaler
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(cur.Object, &typed); err != nil {
+			return err
+		}
+		s := *typed.Status.DeepCopy()
+		mutate(&s, cur.GetGeneration())
+		if reflect.DeepEqual(s, typed.Status) {
+			return nil
+		}
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&s)
+		if err != nil {
+			return err
+		}
+		cur.Object["status"] = m
+		_, err = es.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	w.mu.Lock()
+	st.lastWrite = w.now()
+	if err == nil && obs != nil {
+		st.applied = seq
+	}
+	w.mu.Unlock()
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			w.log.Warn("cannot write an ElasticScaler's status", "object", k, "err", err)
+		}
+		return
+	}
+	w.log.Debug("ElasticScaler status written", "object", k)
+	w.validationEvent(o.u, st, valid)
+}
+
+// validationEvent records ValidationFailed when the object became invalid or its reasons
+// changed (the leader only).
+func (w *statusWriter) validationEvent(u *unstructured.Unstructured, st *objState, valid *[]string) {
+	if valid == nil || w.rec == nil {
+		return
+	}
+	msg := validationMessage(*valid)
+	w.mu.Lock()
+	changed := st.eventMsg != msg
+	st.eventMsg = msg
+	w.mu.Unlock()
+	if changed && msg != "" {
+		w.rec.Event(objectRef(u), corev1.EventTypeWarning, esv1.EventValidationFailed, msg)
+	}
+}
+
+// maxMessage bounds a condition's message (the API allows 32 KiB).
+const maxMessage = 4096
+
+func validationMessage(msgs []string) string {
+	var uniq []string
+	for _, m := range msgs {
+		if !slices.Contains(uniq, m) {
+			uniq = append(uniq, m)
+		}
+	}
+	return truncate(strings.Join(uniq, "; "))
+}
+
+func truncate(s string) string {
+	if len(s) > maxMessage {
+		return s[:maxMessage-3] + "..."
+	}
+	return s
+}
+
+// setValidated sets the Validated condition from the validation's reasons.
+func setValidated(s *esv1.ElasticScalerStatus, msgs []string, gen int64) {
+	c := metav1.Condition{Type: esv1.ConditionValidated, Status: metav1.ConditionTrue, Reason: esv1.ReasonValid, ObservedGeneration: gen,
+		Message: "the spec, its policy and the cluster checks passed"}
+	if len(msgs) > 0 {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, esv1.ReasonValidationFailed, validationMessage(msgs)
+	}
+	meta.SetStatusCondition(&s.Conditions, c)
+}
+
+// metricsCondition is MetricsPipeline from what a decision read.
+func metricsCondition(m *MetricsRead, gen int64) metav1.Condition {
+	c := metav1.Condition{Type: esv1.ConditionMetricsPipeline, ObservedGeneration: gen, Status: metav1.ConditionFalse}
+	switch {
+	case m.Outage != "":
+		c.Reason, c.Message = esv1.ReasonMetricsUnavailable, "no input could be read: "+m.Outage
+	case m.Inputs > 0 && len(m.Failed) >= m.Inputs:
+		c.Reason, c.Message = esv1.ReasonMetricsUnavailable, fmt.Sprintf("none of the %d inputs has a usable series: %s", m.Inputs, strings.Join(m.Failed, "; "))
+	case len(m.Failed) > 0:
+		c.Reason, c.Message = esv1.ReasonMetricsPartialSuccess, fmt.Sprintf("%d of %d inputs missing or ambiguous: %s", len(m.Failed), m.Inputs, strings.Join(m.Failed, "; "))
+		if m.Stale != "" {
+			c.Message += "; " + m.Stale
+		}
+	case m.Stale != "":
+		c.Reason, c.Message = esv1.ReasonMetricsPartialSuccess, m.Stale
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, esv1.ReasonMetricsAvailable, fmt.Sprintf("all %d inputs read and fresh", m.Inputs)
+	}
+	c.Message = truncate(c.Message)
+	return c
+}
+
+// applyDecision sets MetricsPipeline (when the decision read metrics), ScalingCalculated and
+// the decision's fields.
+func applyDecision(s *esv1.ElasticScalerStatus, o *Observation, gen int64) {
+	if o.Metrics != nil {
+		meta.SetStatusCondition(&s.Conditions, metricsCondition(o.Metrics, gen))
+	}
+	out := o.Outcome
+	c := metav1.Condition{Type: esv1.ConditionScalingCalculated, ObservedGeneration: gen}
+	i32 := func(v int32) *int32 { return &v }
+	switch {
+	case o.Err != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, esv1.ReasonScaleFailed, o.Err.Error()
+	case out.Held != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, esv1.ReasonScalingHeld, fmt.Sprintf("size kept at %d: %s", out.Before, out.Held)
+		s.CurrentReplicas = i32(out.Before)
+	default:
+		c.Status, c.Reason = metav1.ConditionTrue, esv1.ReasonScalingCalculated
+		c.Message = fmt.Sprintf("%s (mode %s, trigger %s): desired %d from current %d (%s); %s", o.Algorithm, o.Mode, o.Trigger,
+			out.After, out.Before, out.Reason, decisionInputs(out))
+		s.DesiredReplicas = i32(out.After)
+		s.CurrentReplicas = i32(out.Before)
+		if out.Written && o.Mode == config.ModeAct {
+			s.CurrentReplicas = i32(out.After)
+		}
+		if out.Written {
+			t := metav1.NewTime(o.Time.UTC().Truncate(time.Second))
+			s.LastScaleTime = &t
+		}
+		if out.W != nil && !math.IsNaN(*out.W) && !math.IsInf(*out.W, 0) {
+			s.LastLoad = decimal(*out.W)
+		}
+		if out.Target != 0 && !math.IsNaN(out.Target) && !math.IsInf(out.Target, 0) {
+			s.LastTarget = decimal(out.Target)
+		}
+	}
+	c.Message = truncate(c.Message)
+	meta.SetStatusCondition(&s.Conditions, c)
+	if gen > s.ObservedGeneration {
+		s.ObservedGeneration = gen
+	}
+}
+
+// decimal formats x as the status' decimal strings (no NaN, no Inf; exponent when large).
+func decimal(x float64) string {
+	return strconv.FormatFloat(x, 'g', 6, 64)
+}

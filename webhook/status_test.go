@@ -1,0 +1,321 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
+	"github.com/debi-scaler/debi/config"
+)
+
+// esObject is an ExternalServer ElasticScaler on Deployment target, created at created.
+func esObject(ns, name, target string, created time.Time, mode string) *unstructured.Unstructured {
+	spec := map[string]any{
+		"targetRef":   map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+		"minReplicas": int64(1), "maxReplicas": int64(10),
+		"trigger": map[string]any{"type": "MetricsTrigger", "metricsTrigger": map[string]any{
+			"scalingAlgorithm": "APA",
+			"metrics": []any{map[string]any{"type": "ExternalServer", "externalServer": map[string]any{
+				"metricsName": "qps", "target": "100", "endpoint": "http://prometheus:9090/api/v1/query",
+				"query": `sum(rate(http_requests_total{job="` + target + `"}[1m]))`}}},
+		}},
+	}
+	if mode != "" {
+		spec["debi"] = map[string]any{"mode": mode}
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "elasticscaler.io/v1alpha1", "kind": "ElasticScaler",
+		"metadata": map[string]any{"name": name, "namespace": ns, "generation": int64(1), "resourceVersion": "1",
+			"uid": "uid-" + name, "creationTimestamp": created.UTC().Format(time.RFC3339)},
+		"spec": spec,
+	}}
+	return u
+}
+
+func stateObject(ns, name, tidal string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "elasticscaler.io/v1alpha1", "kind": "ElasticScaler",
+		"metadata": map[string]any{"name": name, "namespace": ns, "generation": int64(1), "resourceVersion": "1",
+			"creationTimestamp": time.Unix(1_700_000_000, 0).UTC().Format(time.RFC3339)},
+		"spec": map[string]any{
+			"targetRef": map[string]any{"apiVersion": "tidal.io/v1alpha1", "kind": "Tidal", "name": tidal},
+			"trigger":   map[string]any{"type": "StateTrigger", "stateTrigger": map[string]any{}},
+		},
+	}}
+}
+
+// fakeTargets answers get for the objects it holds (kind/namespace/name), 404 otherwise.
+type fakeTargets map[string]*unstructured.Unstructured
+
+func (f fakeTargets) get(_ context.Context, t config.Target) (*unstructured.Unstructured, error) {
+	if t.Kind == "Unserved" {
+		return nil, &Error{422, errors.New("no matches for kind \"Unserved\"")}
+	}
+	if u, ok := f[t.Kind+"/"+t.Namespace+"/"+t.Name]; ok {
+		return u, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: strings.ToLower(t.Kind) + "s"}, t.Name)
+}
+
+func testWriter(t *testing.T, targets fakeTargets, objs ...*unstructured.Unstructured) (*statusWriter, *record.FakeRecorder, *dynamicfake.FakeDynamicClient) {
+	t.Helper()
+	sch := runtime.NewScheme()
+	var ro []runtime.Object
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	for _, o := range objs {
+		ro = append(ro, o.DeepCopy())
+		if err := store.Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(sch, map[schema.GroupVersionResource]string{esResource: "ElasticScalerList"}, ro...)
+	rec := record.NewFakeRecorder(100)
+	file := testConfig(t, "webhook: {allow_unauthenticated: true}\n")
+	w := newStatusWriter(dyn, nil, targets.get, rec, testLogger(t), func() *config.Config { return file }, nil)
+	w.store = []cache.Store{store}
+	w.leader.Store(true)
+	return w, rec, dyn
+}
+
+func TestStatusValidate(t *testing.T) {
+	base := time.Unix(1_700_000_000, 0)
+	deploy := &unstructured.Unstructured{Object: map[string]any{"kind": "Deployment"}}
+	tidalWith := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"desiredReplicas": int64(3)}}}
+	tidalWithout := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{}}}
+	bad := esObject("shop", "bad-alg", "api", base, "")
+	_ = unstructured.SetNestedField(bad.Object, "NOPE", "spec", "trigger", "metricsTrigger", "scalingAlgorithm")
+	unserved := esObject("shop", "unserved", "x", base, "")
+	_ = unstructured.SetNestedField(unserved.Object, "Unserved", "spec", "targetRef", "kind")
+	w, _, _ := testWriter(t, fakeTargets{
+		"Deployment/shop/web": deploy, "Deployment/shop/api": deploy, "Tidal/shop/with": tidalWith, "Tidal/shop/without": tidalWithout,
+	},
+		esObject("shop", "web-old", "web", base, ""),
+		esObject("shop", "web-new", "web", base.Add(time.Minute), "shadow"),
+		esObject("shop", "missing", "gone", base, ""),
+		bad, unserved,
+		stateObject("shop", "st-ok", "with"),
+		stateObject("shop", "st-nostatus", "without"),
+		stateObject("shop", "st-missing", "nope"),
+	)
+	got := w.validate(context.Background(), w.objects())
+	for key, want := range map[string]string{
+		"shop/web-old":     "",
+		"shop/web-new":     "spec.targetRef: apps/v1 Deployment shop/web is already managed by ElasticScaler shop/web-old (older): one ElasticScaler per target",
+		"shop/missing":     "spec.targetRef: apps/v1 Deployment shop/gone not found",
+		"shop/bad-alg":     "spec.trigger.metricsTrigger.scalingAlgorithm",
+		"shop/unserved":    `no matches for kind "Unserved"`,
+		"shop/st-ok":       "",
+		"shop/st-nostatus": "has neither status.replicas nor status.desiredReplicas",
+		"shop/st-missing":  "spec.targetRef: tidal.io/v1alpha1 Tidal shop/nope not found",
+	} {
+		msg := validationMessage(got[key])
+		if (want == "") != (msg == "") || !strings.Contains(msg, want) {
+			t.Errorf("%s: %q; want %q", key, msg, want)
+		}
+		t.Logf("%s: %q", key, msg)
+	}
+}
+
+func TestStatusMetricsCondition(t *testing.T) {
+	for _, tc := range []struct {
+		m      MetricsRead
+		status metav1.ConditionStatus
+		reason string
+	}{
+		{MetricsRead{Inputs: 3}, metav1.ConditionTrue, esv1.ReasonMetricsAvailable},
+		{MetricsRead{Inputs: 3, Failed: []string{"load: no series"}}, metav1.ConditionFalse, esv1.ReasonMetricsPartialSuccess},
+		{MetricsRead{Inputs: 3, Stale: "stale"}, metav1.ConditionFalse, esv1.ReasonMetricsPartialSuccess},
+		{MetricsRead{Inputs: 2, Failed: []string{"a", "b"}}, metav1.ConditionFalse, esv1.ReasonMetricsUnavailable},
+		{MetricsRead{Inputs: 3, Outage: "connection refused"}, metav1.ConditionFalse, esv1.ReasonMetricsUnavailable},
+	} {
+		c := metricsCondition(&tc.m, 2)
+		if c.Status != tc.status || c.Reason != tc.reason || c.ObservedGeneration != 2 || c.Message == "" {
+			t.Errorf("%+v: %+v; want %s %s", tc.m, c, tc.status, tc.reason)
+		}
+	}
+}
+
+func TestStatusApplyDecision(t *testing.T) {
+	w := 2.5
+	now := time.Unix(1_700_000_123, 0)
+	var s esv1.ElasticScalerStatus
+	applyDecision(&s, &Observation{Policy: "shop.web", Mode: config.ModeAct, Algorithm: "apa", Trigger: StatusFiring, Time: now,
+		Outcome: Outcome{Before: 2, After: 4, W: &w, Target: 0.6, Reason: "scale-up", Written: true, Source: "prometheus"},
+		Metrics: &MetricsRead{Inputs: 3}}, 3)
+	c := meta.FindStatusCondition(s.Conditions, esv1.ConditionScalingCalculated)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != esv1.ReasonScalingCalculated {
+		t.Fatalf("ScalingCalculated %+v", c)
+	}
+	if *s.DesiredReplicas != 4 || *s.CurrentReplicas != 4 || s.LastLoad != "2.5" || s.LastTarget != "0.6" ||
+		!s.LastScaleTime.Time.Equal(now) || s.ObservedGeneration != 3 {
+		t.Fatalf("status %+v", s)
+	}
+	if c := meta.FindStatusCondition(s.Conditions, esv1.ConditionMetricsPipeline); c == nil || c.Reason != esv1.ReasonMetricsAvailable {
+		t.Fatalf("MetricsPipeline %+v", c)
+	}
+	// A held decision keeps desiredReplicas and lastScaleTime; a Tidal decision leaves MetricsPipeline.
+	applyDecision(&s, &Observation{Mode: config.ModeAct, Outcome: Outcome{Before: 4, After: 4, Held: "inputs missing"}}, 3)
+	c = meta.FindStatusCondition(s.Conditions, esv1.ConditionScalingCalculated)
+	if c.Status != metav1.ConditionFalse || c.Reason != esv1.ReasonScalingHeld || !strings.Contains(c.Message, "inputs missing") ||
+		*s.DesiredReplicas != 4 || !s.LastScaleTime.Time.Equal(now) {
+		t.Fatalf("held: %+v %+v", c, s)
+	}
+	applyDecision(&s, &Observation{Mode: config.ModeAct, Err: errors.New("boom")}, 3)
+	if c = meta.FindStatusCondition(s.Conditions, esv1.ConditionScalingCalculated); c.Reason != esv1.ReasonScaleFailed || c.Message != "boom" {
+		t.Fatalf("failed: %+v", c)
+	}
+	if got := decimal(1e21); got != "1e+21" {
+		t.Errorf("decimal(1e21) = %q", got)
+	}
+	if got := decimal(math.Pi); got != "3.14159" {
+		t.Errorf("decimal(pi) = %q", got)
+	}
+}
+
+// TestStatusSync: a pass writes Validated through the status subresource, a decision of the
+// object's policy adds ScalingCalculated with an Event, nothing is written when nothing changed,
+// and writes of one object are at least interval apart.
+func TestStatusSync(t *testing.T) {
+	base := time.Unix(1_700_000_000, 0)
+	obj := esObject("shop", "web", "web", base, "shadow")
+	w, rec, dyn := testWriter(t, fakeTargets{}, obj)
+	clock := base
+	w.now = func() time.Time { return clock }
+	ctx := context.Background()
+	status := func() esv1.ElasticScalerStatus {
+		u, err := dyn.Resource(esResource).Namespace("shop").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var es esv1.ElasticScaler
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &es); err != nil {
+			t.Fatal(err)
+		}
+		// The cache follows the API server.
+		_ = w.store[0].Update(u)
+		return es.Status
+	}
+	w.pass(ctx)
+	st := status()
+	c := meta.FindStatusCondition(st.Conditions, esv1.ConditionValidated)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != esv1.ReasonValidationFailed || !strings.Contains(c.Message, "shop/web not found") {
+		t.Fatalf("Validated %+v", c)
+	}
+	if ev := <-rec.Events; !strings.HasPrefix(ev, "Warning ValidationFailed spec.targetRef") {
+		t.Fatalf("event %q", ev)
+	}
+	writes := func() int {
+		n := 0
+		for _, a := range dyn.Actions() {
+			if a.GetVerb() == "update" && a.GetSubresource() == "status" {
+				n++
+			}
+		}
+		return n
+	}
+	if writes() != 1 {
+		t.Fatalf("%d status writes", writes())
+	}
+	w.pass(ctx) // nothing changed
+	if writes() != 1 {
+		t.Fatalf("%d status writes after an unchanged pass", writes())
+	}
+
+	// The target appears (the cache of the checks expires) and a shadow decision arrives, within
+	// the interval: nothing is written until it has passed.
+	w.get = fakeTargets{"Deployment/shop/web": {Object: map[string]any{}}}.get
+	clock = clock.Add(time.Second)
+	w.observe(Observation{Policy: "shop.web", Mode: config.ModeShadow, Algorithm: "apa", Trigger: StatusFiring, Time: clock,
+		Outcome: Outcome{Before: 2, After: 5, Reason: "scale-up", Source: "prometheus", Target: 1},
+		Metrics: &MetricsRead{Inputs: 4, Failed: []string{"window_load: no series"}}})
+	if ev := <-rec.Events; !strings.HasPrefix(ev, "Normal WouldScale") || !strings.Contains(ev, "would scale 2 -> 5") {
+		t.Fatalf("event %q", ev)
+	}
+	w.pass(ctx)
+	if writes() != 1 {
+		t.Fatalf("written within the interval")
+	}
+	clock = clock.Add(w.recheck)
+	w.pass(ctx)
+	if writes() != 2 {
+		t.Fatalf("%d writes", writes())
+	}
+	st = status()
+	for typ, reason := range map[string]string{
+		esv1.ConditionValidated: esv1.ReasonValid, esv1.ConditionScalingCalculated: esv1.ReasonScalingCalculated,
+		esv1.ConditionMetricsPipeline: esv1.ReasonMetricsPartialSuccess,
+	} {
+		if c := meta.FindStatusCondition(st.Conditions, typ); c == nil || c.Reason != reason {
+			t.Errorf("%s: %+v; want %s", typ, c, reason)
+		}
+	}
+	if st.DesiredReplicas == nil || *st.DesiredReplicas != 5 || *st.CurrentReplicas != 2 || st.LastScaleTime != nil || st.ObservedGeneration != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	// A decision of a file policy, or of an unknown object, is not the writer's.
+	w.observe(Observation{Policy: "shop.other", Mode: config.ModeAct, Outcome: Outcome{Written: true}})
+	w.observe(Observation{Policy: "web", Mode: config.ModeAct, Outcome: Outcome{Written: true}})
+	select {
+	case ev := <-rec.Events:
+		t.Fatalf("unexpected event %q", ev)
+	default:
+	}
+	// A non-leader writes decisions but leaves Validated alone.
+	w.leader.Store(false)
+	w.get = fakeTargets{}.get
+	clock = clock.Add(time.Hour)
+	w.observe(Observation{Policy: "shop.web", Mode: config.ModeAct, Algorithm: "apa", Time: clock,
+		Outcome: Outcome{Before: 2, After: 3, Written: true, Reason: "scale-up"}})
+	if ev := <-rec.Events; !strings.HasPrefix(ev, "Normal Scaled") {
+		t.Fatalf("event %q", ev)
+	}
+	w.pass(ctx)
+	st = status()
+	if c := meta.FindStatusCondition(st.Conditions, esv1.ConditionValidated); c.Reason != esv1.ReasonValid {
+		t.Fatalf("a non-leader changed Validated: %+v", c)
+	}
+	if *st.DesiredReplicas != 3 || *st.CurrentReplicas != 3 || st.LastScaleTime == nil {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// TestControllerObserve: every decision reaches the Observe hook with what it read.
+func TestControllerObserve(t *testing.T) {
+	cfg := testConfig(t, `
+policies:
+  - name: web
+    target: {namespace: shop, name: web}
+    algorithm: apa
+    request: 1
+    scaling: {min_replicas: 1, max_replicas: 20}
+webhook: {allow_unauthenticated: true}
+`)
+	var got []Observation
+	c, err := NewController(cfg, ControllerOptions{Actuator: newFakeActuator(map[string]int32{"web": 4}),
+		Query: staticQuery(map[string]float64{`debi_load_ratio{policy="web",load="w"}`: 0.9}), Observe: func(o Observation) { got = append(got, o) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := &AlertmanagerMessage{Alerts: []Alert{{Status: StatusFiring, Labels: map[string]string{"policy": "web"}}}}
+	if _, err := c.Alerts(context.Background(), msg); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Policy != "web" || got[0].Metrics == nil || got[0].Metrics.Inputs == 0 {
+		t.Fatalf("observations %+v", got)
+	}
+	t.Logf("observation: %+v metrics %+v", got[0], *got[0].Metrics)
+}
