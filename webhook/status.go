@@ -110,6 +110,9 @@ type statusWriter struct {
 
 	leader atomic.Bool
 	kick   chan struct{}
+	// hpaProblems are the HPA owner's problems by namespace/name (a foreign HPA in the way, an
+	// HPA it cannot build), set before the writer runs; nil without one.
+	hpaProblems func() map[string]string
 
 	mu     sync.Mutex
 	store  []cache.Store
@@ -405,6 +408,13 @@ func (w *statusWriter) validate(ctx context.Context, objs []*object) map[string]
 			continue
 		}
 		add(o.key(), w.clusterChecks(ctx, o)...)
+	}
+	if w.hpaProblems != nil {
+		for k, msg := range w.hpaProblems() {
+			if _, known := out[k]; known || slices.ContainsFunc(objs, func(o *object) bool { return o.key() == k }) {
+				add(k, "the Kubernetes HPA of the HPA algorithm: "+msg)
+			}
+		}
 	}
 	return out
 }

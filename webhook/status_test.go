@@ -319,3 +319,21 @@ webhook: {allow_unauthenticated: true}
 	}
 	t.Logf("observation: %+v metrics %+v", got[0], *got[0].Metrics)
 }
+
+// TestStatusHPAProblems: the HPA owner's problems (a foreign HPA in the way) fail the object's
+// Validated condition; a problem of an object that no longer exists is dropped.
+func TestStatusHPAProblems(t *testing.T) {
+	base := time.Unix(1_700_000_000, 0)
+	deploy := &unstructured.Unstructured{Object: map[string]any{"kind": "Deployment"}}
+	w, _, _ := testWriter(t, fakeTargets{"Deployment/shop/web": deploy}, esObject("shop", "web", "web", base, ""))
+	w.hpaProblems = func() map[string]string {
+		return map[string]string{"shop/web": "HorizontalPodAutoscaler shop/web exists and is not owned by this ElasticScaler", "shop/gone": "x"}
+	}
+	got := w.validate(context.Background(), w.objects())
+	if msg := validationMessage(got["shop/web"]); !strings.Contains(msg, "the Kubernetes HPA of the HPA algorithm: HorizontalPodAutoscaler shop/web exists") {
+		t.Errorf("shop/web: %q, want the HPA owner's problem", msg)
+	}
+	if _, ok := got["shop/gone"]; ok {
+		t.Errorf("a problem of an object that does not exist was reported: %v", got)
+	}
+}

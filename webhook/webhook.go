@@ -209,6 +209,9 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 	if s.watchingScalers { // the Kubernetes HPAs of HPA-algorithm ElasticScalers (hpaowner), on the Lease holder only
 		hl := logger.With("component", "hpaowner")
 		own := hpaowner.New(hpaowner.Options{Dynamic: act.Dynamic(), Kube: act.Kube(), Namespaces: cfg.Global.ElasticScalers.Namespaces, Logger: hl})
+		if s.status != nil {
+			s.status.hpaProblems = own.Problems // reported in the objects' Validated condition
+		}
 		le := cfg.Webhook.LeaderElection
 		le.Name += "-hpa" // a Lease of its own, as the status writer's: the Tidal watch's campaign restarts on reload
 		hctx, cancel := context.WithCancel(ctx)
