@@ -82,6 +82,21 @@ func (e *ObjectError) Error() string {
 // Unwrap returns the underlying error.
 func (e *ObjectError) Unwrap() error { return e.Err }
 
+// policyPathOf is the policy field that an object's spec.debi path sets, for error mapping.
+func policyPathOf(objPath string) string {
+	switch objPath {
+	case "spec.debi.evt.tau":
+		return "evt.tau"
+	case "spec.debi.evt.q":
+		return "evt.q"
+	case "spec.debi.budget.overloadBudget":
+		return "budget.overload_budget"
+	case "spec.debi.budget.slaUtilization":
+		return "scaling.budget.u_sla"
+	}
+	return objPath
+}
+
 // PolicyName is the name of the policy of an ElasticScaler: <namespace>.<name>. Both parts are
 // DNS names without dots in a namespace, so the first dot separates them.
 func PolicyName(namespace, name string) string { return namespace + "." + name }
@@ -317,6 +332,38 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 		}
 		if d.HistoryStep != nil {
 			p.HistoryStep = d.HistoryStep.Duration
+		}
+		num := func(path, v string, dst *float64) {
+			if v == "" {
+				return
+			}
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				bad(path, "%q is not a number", v)
+				return
+			}
+			*dst = x
+			op.paths[policyPathOf(path)] = path
+		}
+		if e := d.EVT; e != nil {
+			num("spec.debi.evt.tau", e.Tau, &p.EVT.Tau)
+			num("spec.debi.evt.q", e.Q, &p.EVT.Q)
+			if e.MinExcesses != nil {
+				p.EVT.MinExcesses = int(*e.MinExcesses)
+				op.paths["evt.min_excesses"] = "spec.debi.evt.minExcesses"
+			}
+			if e.Method != "" {
+				p.EVT.Method = e.Method
+				op.paths["evt.method"] = "spec.debi.evt.method"
+			}
+		}
+		if b := d.Budget; b != nil {
+			num("spec.debi.budget.overloadBudget", b.OverloadBudget, &p.Budget.Budget)
+			num("spec.debi.budget.slaUtilization", b.SLAUtilization, &p.Scaling.Budget.SLAUtilization)
+			if b.Hold != nil {
+				p.Scaling.Budget.Hold = b.Hold.Duration
+				op.paths["scaling.budget.hold"] = "spec.debi.budget.hold"
+			}
 		}
 	}
 	// scalingAlgorithm HPA: the Kubernetes HPA that package hpaowner creates for the object

@@ -573,3 +573,43 @@ func BenchmarkWithPolicies500(b *testing.B) {
 		}
 	}
 }
+
+// TestDebiEVTAndBudget: spec.debi.evt and spec.debi.budget set the policy's EVT fit and overload
+// budget; a bad value is refused at its object path, by admission or by the file's checks.
+func TestDebiEVTAndBudget(t *testing.T) {
+	es := guideScaler(t, "guide-custom-algorithm.yaml")
+	es.Spec.Trigger.MetricsTrigger.ScalingAlgorithm = "BUDGET"
+	es.Spec.Debi = &esv1.DebiSpec{
+		EVT:    &esv1.DebiEVT{Tau: "0.25", Q: "0.05", MinExcesses: ptrTo(int32(12)), Method: "grimshaw"},
+		Budget: &esv1.DebiBudget{OverloadBudget: "0.02", SLAUtilization: "0.8", Hold: &metav1.Duration{Duration: 4 * time.Minute}},
+	}
+	op, _ := translate(t, es)
+	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	p, _ := c.PolicyByName(op.Policy.Name)
+	if p.EVT.Tau != 0.25 || p.EVT.Q != 0.05 || p.EVT.MinExcesses != 12 || p.EVT.Method != "grimshaw" ||
+		p.Budget.Budget != 0.02 || p.Scaling.Budget.SLAUtilization != 0.8 || p.Scaling.Budget.Hold != 4*time.Minute {
+		t.Fatalf("evt %+v budget %+v scaling.budget %+v", p.EVT, p.Budget, p.Scaling.Budget)
+	}
+	for _, tc := range []struct {
+		set  func(*esv1.DebiSpec)
+		path string
+	}{
+		{func(d *esv1.DebiSpec) { d.EVT.Tau = "a fifth" }, "spec.debi.evt.tau"},
+		{func(d *esv1.DebiSpec) { d.Budget.OverloadBudget = "0.7" }, "spec.debi.budget.overloadBudget"}, // the file's check: in (0, 0.5)
+		{func(d *esv1.DebiSpec) { d.Budget.SLAUtilization = "1.5" }, "spec.debi.budget.slaUtilization"},
+	} {
+		bad := es.DeepCopy()
+		tc.set(bad.Spec.Debi)
+		op, _, err := TranslateElasticScaler(bad)
+		if err == nil {
+			_, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+			err = errors.Join(errs...)
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.path) {
+			t.Errorf("%s: %v, want an error at it", tc.path, err)
+		}
+	}
+}

@@ -272,6 +272,45 @@ type DebiSpec struct {
 	// HistoryStep is the sample period of the model history (default 5m).
 	// +optional
 	HistoryStep *metav1.Duration `json:"historyStep,omitempty"`
+	// EVT is the peaks-over-threshold fit of the high-water load W3 (policies[].evt).
+	// +optional
+	EVT *DebiEVT `json:"evt,omitempty"`
+	// Budget is the overload budget of the BUDGET algorithm (policies[].budget and
+	// policies[].scaling.budget).
+	// +optional
+	Budget *DebiBudget `json:"budget,omitempty"`
+}
+
+// DebiEVT is spec.debi.evt: the high-water level's fit. Numbers are decimal strings, as in
+// algorithmConfig (no floats in the schema).
+type DebiEVT struct {
+	// Tau is the share of the history above the threshold (evt.tau, default 0.2).
+	// +optional
+	Tau string `json:"tau,omitempty"`
+	// Q is the exceedance probability of W3 (evt.q, default 0.1); below tau.
+	// +optional
+	Q string `json:"q,omitempty"`
+	// MinExcesses is the fewest excesses a fit needs (evt.min_excesses).
+	// +optional
+	MinExcesses *int32 `json:"minExcesses,omitempty"`
+	// Method is the fit: moments or grimshaw (evt.method).
+	// +optional
+	Method string `json:"method,omitempty"`
+}
+
+// DebiBudget is spec.debi.budget: the SRE's overload budget. Numbers are decimal strings.
+type DebiBudget struct {
+	// OverloadBudget is the share of time the workload may run above SLAUtilization, e.g.
+	// "0.01" (budget.overload_budget).
+	// +optional
+	OverloadBudget string `json:"overloadBudget,omitempty"`
+	// SLAUtilization is u_sla, the utilization above which a step is overloaded, e.g. "0.9"
+	// (scaling.budget.u_sla).
+	// +optional
+	SLAUtilization string `json:"slaUtilization,omitempty"`
+	// Hold is the least time between a change of size and a scale-down (scaling.budget.hold).
+	// +optional
+	Hold *metav1.Duration `json:"hold,omitempty"`
 }
 
 // Condition types of ElasticScalerStatus.Conditions.

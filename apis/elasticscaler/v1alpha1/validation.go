@@ -102,6 +102,30 @@ func (s *ElasticScaler) Validate() field.ErrorList {
 		if d.HistoryStep != nil && d.HistoryStep.Duration <= 0 {
 			errs = append(errs, field.Invalid(dp.Child("historyStep"), d.HistoryStep.Duration.String(), "must be positive"))
 		}
+		decimal := func(p *field.Path, v string) {
+			if v == "" {
+				return
+			}
+			if _, err := strconv.ParseFloat(v, 64); err != nil {
+				errs = append(errs, field.Invalid(p, v, "must be a decimal number"))
+			}
+		}
+		if e := d.EVT; e != nil {
+			ep := dp.Child("evt")
+			decimal(ep.Child("tau"), e.Tau)
+			decimal(ep.Child("q"), e.Q)
+			if e.MinExcesses != nil && *e.MinExcesses < 1 {
+				errs = append(errs, field.Invalid(ep.Child("minExcesses"), *e.MinExcesses, "must be at least 1"))
+			}
+		}
+		if b := d.Budget; b != nil {
+			bp := dp.Child("budget")
+			decimal(bp.Child("overloadBudget"), b.OverloadBudget)
+			decimal(bp.Child("slaUtilization"), b.SLAUtilization)
+			if b.Hold != nil && b.Hold.Duration < 0 {
+				errs = append(errs, field.Invalid(bp.Child("hold"), b.Hold.Duration.String(), "must not be negative"))
+			}
+		}
 	}
 	return errs
 }
