@@ -450,8 +450,10 @@ scrape_configs:
 		t.Errorf("%d of %d policies fresh at the end", fresh, n)
 	}
 	if !batch {
-		if want := templates * float64(n); perInterval < want {
-			t.Errorf("%.1f queries per interval without batching, want %v (4 per policy)", perInterval, want)
+		// The two snapshots fall inside loops: a loop's queries and its count straddle them,
+		// so the mean per loop is 4 per policy only up to one loop's share.
+		if want := templates * float64(n); perInterval < 0.9*want {
+			t.Errorf("%.1f queries per interval without batching, want about %v (4 per policy)", perInterval, want)
 		}
 		return
 	}
