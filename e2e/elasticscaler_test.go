@@ -289,6 +289,13 @@ spec:
 	if n := h.current(); n != 2 {
 		t.Fatalf("%s at %d before the burst, want 2", esMetricsName, n)
 	}
+	// Its status before the burst: validated, no decision yet.
+	waitUntil(t, 20*time.Second, "Validated=True on the ElasticScaler", func() bool {
+		return esCondition(ctx, t, dyn, esMetricsName, "Validated") == "True"
+	})
+	if c := esCondition(ctx, t, dyn, esMetricsName, "ScalingCalculated"); c != "" {
+		t.Errorf("ScalingCalculated=%s before any decision, want none", c)
+	}
 	burst := time.Now()
 	step := setDemandFrom(sim, 4)
 	t.Logf("demand 1 → 4 cores from simulator step %d", step)
@@ -308,6 +315,23 @@ spec:
 	}
 	t.Logf("%s: first scale-up %.1fs after the burst, at 8 after %.1fs (%s)", esMetricsName,
 		first.Sub(burst).Seconds(), eight.Sub(burst).Seconds(), strings.Join(steps, ", "))
+	// The status moved with the decisions: the conditions True, desired and current at 8 or more,
+	// a last scale time after the burst.
+	waitUntil(t, 20*time.Second, "the ElasticScaler's status after the scale-up", func() bool {
+		o, err := dyn.Resource(scalersource.Resource).Namespace(e2eNS).Get(ctx, esMetricsName, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		desired, _, _ := unstructured.NestedInt64(o.Object, "status", "desiredReplicas")
+		current, _, _ := unstructured.NestedInt64(o.Object, "status", "currentReplicas")
+		last, _, _ := unstructured.NestedString(o.Object, "status", "lastScaleTime")
+		at, _ := time.Parse(time.RFC3339, last)
+		return desired >= 8 && current >= 8 && !at.Before(burst.Truncate(time.Second)) &&
+			esCondition(ctx, t, dyn, esMetricsName, "ScalingCalculated") == "True" &&
+			esCondition(ctx, t, dyn, esMetricsName, "MetricsPipeline") == "True" &&
+			esCondition(ctx, t, dyn, esMetricsName, "Validated") == "True"
+	})
+	listObjects(ctx, t, dyn)
 	out, err := promQuery(ctx, promURL, fmt.Sprintf(`debi_webhook_decisions_total{%s,source="prometheus"}`, policy))
 	if err != nil || !nonEmpty(out) {
 		t.Errorf("no webhook decision from Prometheus for %s (err %v)", policy, err)
@@ -352,6 +376,24 @@ func apply(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr schema.
 	if _, err := dyn.Resource(gvr).Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create %s %s: %v", gvr.Resource, u.GetName(), err)
 	}
+}
+
+// esCondition is the status of a condition of an ElasticScaler ("" when it has none).
+func esCondition(ctx context.Context, t *testing.T, dyn dynamic.Interface, name, typ string) string {
+	t.Helper()
+	o, err := dyn.Resource(scalersource.Resource).Namespace(e2eNS).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
 }
 
 // listObjects logs the ElasticScalers and Tidals as kubectl get would list them.
