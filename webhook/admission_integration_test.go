@@ -129,6 +129,9 @@ func TestAdmissionOnAPIServer(t *testing.T) {
 			"spec.trigger.metricsTrigger.metrics[0]"},
 		{"state trigger with metricsTrigger", "state-trigger", "    stateTrigger: {}", "    stateTrigger: {}\n    metricsTrigger: {scalingAlgorithm: APA}", "only stateTrigger"},
 		{"tidal bad cron", "tidal", `"CRON_TZ=Asia/Shanghai 0 0 8 * * *"`, `"CRON_TZ=Asia/Shanghai 0 0 25 * * *"`, "spec.triggers.times.rules[1].cron"},
+		{"no targetRef name", "hpa", "    name: vllm-inference\n", "", "spec.targetRef.name"},
+		{"metricsTrigger missing", "state-trigger", "    type: StateTrigger", "    type: MetricsTrigger", "spec.trigger.metricsTrigger"},
+		{"invalid metric", "custom-algorithm", `          target: "100"` + "\n", "", "spec.trigger.metricsTrigger.metrics[0]"},
 	} {
 		obj := strings.Replace(guide[tc.base], tc.from, tc.to, 1)
 		if obj == guide[tc.base] {
