@@ -96,6 +96,7 @@ type selfMetrics struct {
 	policies      prometheus.Gauge
 	panics        prometheus.Counter
 
+	interval       prometheus.Gauge
 	requests       *prometheus.CounterVec
 	batches        prometheus.Gauge
 	batchedQueries prometheus.Gauge
@@ -219,6 +220,7 @@ func New(cfg *config.Config, policies []config.Policy, q Querier, logger *slog.L
 		reg = prometheus.NewRegistry()
 	}
 	e.metrics = newSelfMetrics(reg)
+	e.metrics.interval.Set(e.interval.Seconds())
 	e.base = countingQuerier{q, e}
 	e.q = checkingQuerier{servingQuerier{e}}
 	e.replan()
@@ -263,6 +265,10 @@ func newSelfMetrics(reg prometheus.Registerer) selfMetrics {
 		panics: f.NewCounter(prometheus.CounterOpts{
 			Name: "debi_exporter_policy_panics_total",
 			Help: "Policy steps that panicked; the policy is marked stale and the others go on.",
+		}),
+		interval: f.NewGauge(prometheus.GaugeOpts{
+			Name: "debi_exporter_interval_seconds",
+			Help: "The loop's interval (global.interval): DebiExporterLoopStalled fires when no loop completed for 3 of them.",
 		}),
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "debi_exporter_prometheus_queries_total",
