@@ -186,6 +186,32 @@ func TestHelmTemplate(t *testing.T) {
 		checkScalerBindings(t, objs, TargetNamespaces(cfg))
 	})
 
+	t.Run("tidal push token", func(t *testing.T) {
+		if find(objs, "Secret", "debi-tidal-push-token") != nil {
+			t.Error("a Tidal push token Secret by default; the endpoint is off")
+		}
+		objs := helmTemplate(t, bin, "debi", append([]string{"--set", "webhook.tidalPush.enabled=true"}, operatorAPIs...)...)
+		sec := find(objs, "Secret", "debi-tidal-push-token")
+		if sec == nil {
+			t.Fatal("webhook.tidalPush.enabled renders no debi-tidal-push-token Secret")
+		}
+		if tok, _, _ := unstructured.NestedString(sec.Object, "data", "token"); tok == "" {
+			t.Error("the Tidal push token Secret has no token")
+		}
+		cfg := checkConfig(t, objs, "debi", config.ModeShadow)
+		if p := cfg.Webhook.Tidal.Push; !p.Enabled || p.BearerTokenFile != "/etc/debi/tidal-push/token" || cfg.Webhook.BearerTokenFile == p.BearerTokenFile {
+			t.Errorf("webhook.tidal.push = %+v (Alertmanager token %s), want enabled with its own token file", p, cfg.Webhook.BearerTokenFile)
+		}
+		dep := toString(find(objs, "Deployment", "debi-webhook").Object)
+		if !strings.Contains(dep, "/etc/debi/tidal-push") || !strings.Contains(dep, "debi-tidal-push-token") {
+			t.Error("the webhook Deployment does not mount the Tidal push token at /etc/debi/tidal-push")
+		}
+		objs = helmTemplate(t, bin, "debi", "--set", "webhook.tidalPush.enabled=true", "--set", "webhook.tidalPush.existingSecret=mine")
+		if find(objs, "Secret", "debi-tidal-push-token") != nil || !strings.Contains(toString(find(objs, "Deployment", "debi-webhook").Object), "mine") {
+			t.Error("existingSecret: the chart still creates its own Secret or does not mount mine")
+		}
+	})
+
 	t.Run("network policy and TLS", func(t *testing.T) {
 		objs := helmTemplate(t, bin, "debi", append([]string{"--values", networkTLSValues(t)}, operatorAPIs...)...)
 		checkNetworkPolicies(t, objs)

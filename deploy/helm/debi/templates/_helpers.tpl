@@ -38,6 +38,14 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- end -}}
 
+{{- define "debi.tidalPushSecret" -}}
+{{- if .Values.webhook.tidalPush.existingSecret -}}
+{{- .Values.webhook.tidalPush.existingSecret -}}
+{{- else -}}
+{{- include "debi.fullname" . }}-tidal-push-token
+{{- end -}}
+{{- end -}}
+
 {{/*
 The configuration: the example of files/debi.yml (generated from deploy/kustomize/base/debi.yml)
 with .Values.config deep-merged over it; the Lease lives in the release namespace and the token
@@ -52,6 +60,11 @@ where the webhook Deployment mounts it.
 {{- $_ := set $wh "leader_election" $le -}}
 {{- if not (get $wh "allow_unauthenticated") -}}
 {{- $_ := set $wh "bearer_token_file" "/etc/debi/webhook/token" -}}
+{{- end -}}
+{{- if .Values.webhook.tidalPush.enabled -}}
+{{- $td := get $wh "tidal" | default dict -}}
+{{- $_ := set $td "push" (dict "enabled" true "bearer_token_file" "/etc/debi/tidal-push/token") -}}
+{{- $_ := set $wh "tidal" $td -}}
 {{- end -}}
 {{- $_ := set $cfg "webhook" $wh -}}
 {{- if .Values.elasticScaler.enabled -}}
