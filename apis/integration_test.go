@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,26 +34,7 @@ var (
 // (the recipe is theirs; their helper is in a _test.go file of another package).
 func startAPIServer(t *testing.T) *rest.Config {
 	t.Helper()
-	assets := testenv.Env(t, "DEBI_K8S_ASSETS", "kube-apiserver and etcd built by hack/k8s-env.sh build")
-	state := t.TempDir()
-	env := append(os.Environ(), "KUBEBUILDER_ASSETS="+assets, "K8S_STATE="+state)
-	script, err := filepath.Abs(filepath.Join("..", "hack", "k8s-env.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := exec.Command(script, "up")
-	up.Env = env
-	if out, err := up.CombinedOutput(); err != nil {
-		t.Fatalf("k8s-env.sh up: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		down := exec.Command(script, "down")
-		down.Env = env
-		if out, err := down.CombinedOutput(); err != nil {
-			t.Errorf("k8s-env.sh down: %v\n%s", err, out)
-		}
-	})
-	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(state, "kubeconfig"))
+	rc, err := clientcmd.BuildConfigFromFlags("", testenv.APIServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}

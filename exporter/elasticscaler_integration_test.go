@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -36,26 +35,7 @@ var esGVR = schema.GroupVersionResource{Group: "elasticscaler.io", Version: "v1a
 // apis' and deploy's tests) and installs the ElasticScaler CRD of deploy/crds.
 func startKubeAPIServer(t *testing.T) *rest.Config {
 	t.Helper()
-	assets := testenv.Env(t, "DEBI_K8S_ASSETS", "kube-apiserver and etcd built by hack/k8s-env.sh build")
-	state := t.TempDir()
-	env := append(os.Environ(), "KUBEBUILDER_ASSETS="+assets, "K8S_STATE="+state)
-	script, err := filepath.Abs(filepath.Join("..", "hack", "k8s-env.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := exec.Command(script, "up")
-	up.Env = env
-	if out, err := up.CombinedOutput(); err != nil {
-		t.Fatalf("k8s-env.sh up: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		down := exec.Command(script, "down")
-		down.Env = env
-		if out, err := down.CombinedOutput(); err != nil {
-			t.Errorf("k8s-env.sh down: %v\n%s", err, out)
-		}
-	})
-	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(state, "kubeconfig"))
+	rc, err := clientcmd.BuildConfigFromFlags("", testenv.APIServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}

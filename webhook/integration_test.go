@@ -64,29 +64,14 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
-	kubeconfigPath = os.Getenv("KUBECONFIG_DEBI")
-	if assets := os.Getenv("DEBI_K8S_ASSETS"); kubeconfigPath == "" && assets != "" {
-		state, err := os.MkdirTemp("", "debi-k8s-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(state)
-		script := filepath.Join("..", "hack", "k8s-env.sh")
-		env := append(os.Environ(), "KUBEBUILDER_ASSETS="+assets, "K8S_STATE="+state)
-		up := exec.Command(script, "up")
-		up.Env, up.Stdout, up.Stderr = env, os.Stderr, os.Stderr
-		if err := up.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "hack/k8s-env.sh up:", err)
-			return 1
-		}
-		defer func() {
-			down := exec.Command(script, "down")
-			down.Env, down.Stdout, down.Stderr = env, os.Stderr, os.Stderr
-			_ = down.Run()
-		}()
-		kubeconfigPath = filepath.Join(state, "kubeconfig")
+	var stop func()
+	var err error
+	kubeconfigPath, stop, err = testenv.MainAPIServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
+	defer stop()
 	return m.Run()
 }
 

@@ -58,3 +58,20 @@ func TestStart(t *testing.T) {
 		t.Fatalf("no log file: %v", err)
 	}
 }
+
+// TestMainAPIServer: a running API server's kubeconfig is taken as is, none configured is no
+// server (tests skip), and the script the helpers run exists.
+func TestMainAPIServer(t *testing.T) {
+	t.Setenv("KUBECONFIG_DEBI", "/some/kubeconfig")
+	if k, stop, err := MainAPIServer(); k != "/some/kubeconfig" || stop == nil || err != nil {
+		t.Fatalf("with KUBECONFIG_DEBI: %q %v", k, err)
+	}
+	t.Setenv("KUBECONFIG_DEBI", "")
+	t.Setenv("DEBI_K8S_ASSETS", "")
+	if k, stop, err := MainAPIServer(); k != "" || stop == nil || err != nil {
+		t.Fatalf("with neither: %q %v", k, err)
+	}
+	if _, err := os.Stat(k8sEnvScript()); err != nil {
+		t.Fatalf("hack/k8s-env.sh: %v", err)
+	}
+}
