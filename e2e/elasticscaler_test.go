@@ -104,39 +104,7 @@ webhook:
   leader_election: {enabled: false}
   tidal: {resync_period: 1m}
 `, promURL, e2eNS, token))
-	writeFile(t, filepath.Join(dir, "alertmanager.yml"), fmt.Sprintf(`
-route:
-  receiver: 'null'
-  routes:
-    - receiver: debi
-      matchers: ['debi_route="webhook"']
-      group_by: [policy]
-      group_wait: 1s
-      group_interval: 1s
-      repeat_interval: 2s
-receivers:
-  - name: 'null'
-  - name: debi
-    webhook_configs:
-      - url: http://127.0.0.1:%d/v1/alertmanager
-        send_resolved: true
-        http_config:
-          authorization: {credentials_file: %s}
-`, whPort, token))
-	writeFile(t, filepath.Join(dir, "prometheus.yml"), fmt.Sprintf(`
-global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
-rule_files: [%q, %q]
-alerting:
-  alertmanagers: [{static_configs: [{targets: ['127.0.0.1:%d']}]}]
-scrape_configs:
-  - job_name: workload
-    static_configs: [{targets: [%q]}]
-  - job_name: debi-exporter
-    static_configs: [{targets: ['127.0.0.1:%d']}]
-  - job_name: debi-webhook
-    static_configs: [{targets: ['127.0.0.1:%d']}]
-`, filepath.Join(repoRoot(t), "rules", "debi.rules.yaml"), filepath.Join(repoRoot(t), "rules", "debi.alerts.yaml"),
-		amPort, simL.Addr().String(), expPort, whPort))
+	writeServerConfigs(t, dir, fmt.Sprintf("http://127.0.0.1:%d", whPort), token, amPort, simL.Addr().String(), expPort, whPort)
 	startProc(t, dir, "alertmanager", filepath.Join(amDir, "alertmanager"), "--config.file="+filepath.Join(dir, "alertmanager.yml"),
 		"--storage.path="+filepath.Join(dir, "am"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", amPort), "--cluster.listen-address=")
 	startProc(t, dir, "prometheus", filepath.Join(promDir, "prometheus"), "--config.file="+filepath.Join(dir, "prometheus.yml"),

@@ -137,39 +137,7 @@ webhook:
   tidal: {enabled: false}
   leader_election: {enabled: false}
 `, promURL, e2eNS, e2eName, e2eRequest, e2eLead, e2eMax, token, faultMaxInputAge))
-	writeFile(t, filepath.Join(dir, "alertmanager.yml"), fmt.Sprintf(`
-route:
-  receiver: 'null'
-  routes:
-    - receiver: debi
-      matchers: ['debi_route="webhook"']
-      group_by: [policy]
-      group_wait: 1s
-      group_interval: 1s
-      repeat_interval: 2s
-receivers:
-  - name: 'null'
-  - name: debi
-    webhook_configs:
-      - url: %s/v1/alertmanager
-        send_resolved: true
-        http_config:
-          authorization: {credentials_file: %s}
-`, whURL, token))
-	writeFile(t, filepath.Join(dir, "prometheus.yml"), fmt.Sprintf(`
-global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
-rule_files: [%q, %q]
-alerting:
-  alertmanagers: [{static_configs: [{targets: ['127.0.0.1:%d']}]}]
-scrape_configs:
-  - job_name: workload
-    static_configs: [{targets: [%q]}]
-  - job_name: debi-exporter
-    static_configs: [{targets: ['127.0.0.1:%d']}]
-  - job_name: debi-webhook
-    static_configs: [{targets: ['127.0.0.1:%d']}]
-`, filepath.Join(repoRoot(t), "rules", "debi.rules.yaml"), filepath.Join(repoRoot(t), "rules", "debi.alerts.yaml"),
-		amPort, simL.Addr().String(), expPort, whPort))
+	writeServerConfigs(t, dir, whURL, token, amPort, simL.Addr().String(), expPort, whPort)
 
 	promBin := filepath.Join(promDir, "prometheus")
 	promArgs := []string{"--config.file=" + filepath.Join(dir, "prometheus.yml"),

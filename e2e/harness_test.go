@@ -128,3 +128,43 @@ func killProc(t *testing.T, cmd *exec.Cmd) {
 	}
 	_ = cmd.Wait() // "signal: killed"
 }
+
+// writeServerConfigs writes the closed loop's alertmanager.yml (DebiScaleRecommended routed to
+// the webhook at whURL with the token file, fast grouping) and prometheus.yml (1 s scrapes of the
+// simulated workload, the exporter and the webhook; rules/ evaluated; alerts to Alertmanager).
+func writeServerConfigs(t *testing.T, dir, whURL, token string, amPort int, simAddr string, expPort, whPort int) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, "alertmanager.yml"), fmt.Sprintf(`
+route:
+  receiver: 'null'
+  routes:
+    - receiver: debi
+      matchers: ['debi_route="webhook"']
+      group_by: [policy]
+      group_wait: 1s
+      group_interval: 1s
+      repeat_interval: 2s
+receivers:
+  - name: 'null'
+  - name: debi
+    webhook_configs:
+      - url: %s/v1/alertmanager
+        send_resolved: true
+        http_config:
+          authorization: {credentials_file: %s}
+`, whURL, token))
+	writeFile(t, filepath.Join(dir, "prometheus.yml"), fmt.Sprintf(`
+global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}
+rule_files: [%q, %q]
+alerting:
+  alertmanagers: [{static_configs: [{targets: ['127.0.0.1:%d']}]}]
+scrape_configs:
+  - job_name: workload
+    static_configs: [{targets: [%q]}]
+  - job_name: debi-exporter
+    static_configs: [{targets: ['127.0.0.1:%d']}]
+  - job_name: debi-webhook
+    static_configs: [{targets: ['127.0.0.1:%d']}]
+`, filepath.Join(repoRoot(t), "rules", "debi.rules.yaml"), filepath.Join(repoRoot(t), "rules", "debi.alerts.yaml"),
+		amPort, simAddr, expPort, whPort))
+}
