@@ -844,7 +844,7 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 		replicaSum += float64(nSpec)
 		served += math.Min(d, cp)
 		capacity += float64(nSpec) * o.Request
-		if d > o.SLAUtilization*cp {
+		if scaling.Overloaded(d, o.SLAUtilization, nr, o.Request) {
 			overTicks++
 		}
 		m.Unserved += math.Max(0, d-cp) * tick

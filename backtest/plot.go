@@ -21,6 +21,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/debi-scaler/debi/scaling"
 )
 
 // Figure geometry. Every figure is plotWidth wide at plotDPI; the replica figures stack one
@@ -268,7 +270,7 @@ func (rep *Report) newTraceView(tr *TraceResult) (*traceView, error) {
 
 // overloaded reports whether tick i of run r is overloaded, by the scorer's own comparison.
 func (v *traceView) overloaded(r Run, i int) bool {
-	return v.demand[i] > v.o.SLAUtilization*float64(r.Series.Ready[i])*v.o.Request
+	return scaling.Overloaded(v.demand[i], v.o.SLAUtilization, r.Series.Ready[i], v.o.Request)
 }
 
 // timeAxis is the mapping from ticks to the x axis of a replica figure.

@@ -186,19 +186,43 @@ type Policy struct {
 	// sizes for. The decision side (u_sla, hold, min_saving) is scaling.budget.
 	// Read by budget and <model>-budget policies only; validated for every policy.
 	Budget forecast.CalibratorConfig `yaml:"budget"`
+
+	// given are the keys a translation (an ElasticScaler object) set, as the file's keys are
+	// read from the document: set keys keep their value, zero included.
+	given givenKeys
 }
 
-// givenKeys are the keys a policy's scaling.budget and budget sections set in the file, so that
-// a zero that means something (hold: 0s, min_saving: 0, calibration_gain: 0) is kept and only
-// what the file leaves out takes its default.
+// givenKeys are the keys a policy's scaling (with scaling.budget) and budget sections set, so
+// that a zero that means something (tolerance: 0, scale_down_stabilization: 0s, window: 0s,
+// hold: 0s, calibration_gain: 0) is kept, a zero that is invalid (min_replicas: 0, target: 0) is
+// reported at its path, and only what is left out takes its default.
 type givenKeys struct {
-	Scaling struct {
-		Budget map[string]any `yaml:"budget"`
-		// Window is set when the file names scaling.window: 0s then disables debi's window
-		// term (METHOD §5.5), as scaling.Params documents, instead of taking the default.
-		Window any `yaml:"window"`
-	} `yaml:"scaling"`
-	Budget map[string]any `yaml:"budget"`
+	Scaling map[string]any `yaml:"scaling"`
+	Budget  map[string]any `yaml:"budget"`
+}
+
+// merge adds the keys of o (an ElasticScaler's translation) to g.
+func (g givenKeys) merge(o givenKeys) givenKeys {
+	var cp func(dst, src map[string]any) map[string]any
+	cp = func(dst, src map[string]any) map[string]any {
+		if len(src) == 0 {
+			return dst
+		}
+		out := map[string]any{}
+		for k, v := range dst {
+			out[k] = v
+		}
+		for k, v := range src {
+			if a, ok := out[k].(map[string]any); ok {
+				if b, ok := v.(map[string]any); ok {
+					v = cp(a, b)
+				}
+			}
+			out[k] = v
+		}
+		return out
+	}
+	return givenKeys{Scaling: cp(g.Scaling, o.Scaling), Budget: cp(g.Budget, o.Budget)}
 }
 
 // ExporterConfig is the exporter's own section.
@@ -557,14 +581,13 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *e
 		}
 	}
 
-	// Defaults: zero values are filled from the paper's and Kubernetes' defaults field by field,
-	// so a policy names only what it changes.
-	noWindow := given.Scaling.Window != nil && p.Scaling.Window == 0
-	fillParams(&p.Scaling, scaling.DefaultParams())
-	if noWindow {
-		p.Scaling.Window = 0
-	}
-	fillUnset(&p.Scaling.Budget, scaling.DefaultBudgetParams(), given.Scaling.Budget)
+	// Defaults: every field the policy leaves out takes the paper's or Kubernetes' default, so
+	// a policy names only what it changes; a field it sets keeps its value, zero included, and
+	// is validated as it is.
+	given = given.merge(p.given)
+	fillUnset(&p.Scaling, scaling.DefaultParams(), given.Scaling)
+	budgetKeys, _ := given.Scaling["budget"].(map[string]any)
+	fillUnset(&p.Scaling.Budget, scaling.DefaultBudgetParams(), budgetKeys)
 	// One error per bad field (scaling.budget.* among them: BudgetParams name their fields
 	// budget.u_sla …, so the path is scaling.budget.u_sla).
 	errs.addSubfields(path+".scaling", p.Scaling.Validate())
@@ -765,71 +788,10 @@ func (c *Config) queryDefaults(p *Policy) {
 	}
 }
 
-// fillParams copies every zero field of p from def.
-func fillParams(p *scaling.Params, def scaling.Params) {
-	if p.MinReplicas == 0 {
-		p.MinReplicas = def.MinReplicas
-	}
-	if p.MaxReplicas == 0 {
-		p.MaxReplicas = def.MaxReplicas
-	}
-	if p.Target == 0 {
-		p.Target = def.Target
-	}
-	if p.Tolerance == 0 {
-		p.Tolerance = def.Tolerance
-	}
-	if p.Lower == 0 {
-		p.Lower = def.Lower
-	}
-	if p.Upper == 0 {
-		p.Upper = def.Upper
-	}
-	if p.Rounding == "" {
-		p.Rounding = def.Rounding
-	}
-	if p.Window == 0 {
-		p.Window = def.Window
-	}
-	if p.ScaleDownStabilization == 0 {
-		p.ScaleDownStabilization = def.ScaleDownStabilization
-	}
-	if p.ScaleUpPods == 0 {
-		p.ScaleUpPods = def.ScaleUpPods
-	}
-	if p.ScaleUpPercent == 0 {
-		p.ScaleUpPercent = def.ScaleUpPercent
-	}
-	if p.ScaleUpPeriod == 0 {
-		p.ScaleUpPeriod = def.ScaleUpPeriod
-	}
-	if p.ScaleDownPercent == 0 {
-		p.ScaleDownPercent = def.ScaleDownPercent
-	}
-	if p.ScaleDownPeriod == 0 {
-		p.ScaleDownPeriod = def.ScaleDownPeriod
-	}
-	if p.UpTolerance == 0 {
-		p.UpTolerance = def.UpTolerance
-	}
-	if p.DownTolerance == 0 {
-		p.DownTolerance = def.DownTolerance
-	}
-	if p.MaxScaleUpRate == 0 {
-		p.MaxScaleUpRate = def.MaxScaleUpRate
-	}
-	if p.MaxScaleDownRate == 0 {
-		p.MaxScaleDownRate = def.MaxScaleDownRate
-	}
-	if p.HPABehavior == "" {
-		p.HPABehavior = def.HPABehavior
-	}
-}
-
 // fillUnset copies from def every field of *p that the file leaves out: a field whose YAML key
-// is not among the keys set and whose value is zero. Unlike fillParams it goes by the keys, not
-// by zero values alone, so that hold: 0s, min_saving: 0 or calibration_gain: 0 stay settings
-// and an explicit invalid zero (u_sla: 0) is reported rather than hidden. It walks the fields
+// is not among the keys set and whose value is zero. It goes by the keys, not by zero values
+// alone, so that tolerance: 0, hold: 0s or calibration_gain: 0 stay settings and an explicit
+// invalid zero (min_replicas: 0, u_sla: 0) is reported rather than hidden. It walks the fields
 // by reflection, so a field added to the struct takes its default without a change here.
 func fillUnset[T any](p *T, def T, set map[string]any) {
 	v, d := reflect.ValueOf(p).Elem(), reflect.ValueOf(def)

@@ -352,3 +352,32 @@ policies:
 		}
 	}
 }
+
+// TestExplicitZeros: a zero the file sets is a setting where zero means something and an error
+// at its path where it does not; only what the file leaves out takes its default.
+func TestExplicitZeros(t *testing.T) {
+	base := "policies:\n  - name: web\n    target: {namespace: shop, name: web}\n    request: 1\n    algorithm: hpa\n    scaling: {%s}\n"
+	c, err := Load([]byte(fmt.Sprintf(base, "tolerance: 0, scale_down_stabilization: 0s, up_tolerance: 0, down_tolerance: 0, window: 0s, scale_up_pods: 0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Policies[0].Scaling
+	if p.Tolerance != 0 || p.ScaleDownStabilization != 0 || p.UpTolerance != 0 || p.DownTolerance != 0 || p.Window != 0 || p.ScaleUpPods != 0 {
+		t.Errorf("explicit zeros replaced by defaults: %+v", p)
+	}
+	def := scaling.DefaultParams()
+	if p.Target != def.Target || p.MaxReplicas != def.MaxReplicas || p.ScaleUpPercent != def.ScaleUpPercent || p.Budget != def.Budget {
+		t.Errorf("fields left out did not take their defaults: %+v", p)
+	}
+	for _, bad := range []struct{ set, path string }{
+		{"min_replicas: 0", "policies[0].scaling.min_replicas"},
+		{"target: 0", "policies[0].scaling.target"},
+		{"scale_up_period: 0s", "policies[0].scaling.scale_up_period"},
+		{"max_scale_up_rate: 0", "policies[0].scaling.max_scale_up_rate"},
+	} {
+		_, err := Load([]byte(fmt.Sprintf(base, bad.set)))
+		if err == nil || !strings.Contains(err.Error(), bad.path) {
+			t.Errorf("%s: err %v, want one at %s", bad.set, err, bad.path)
+		}
+	}
+}

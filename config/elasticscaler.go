@@ -292,9 +292,6 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 				warn(path, "overrides the target of %s", op.paths["scaling.target"])
 			}
 			*ap.float(&p.Scaling) = f
-			if f == 0 {
-				warn(path, "0 means the default in debi's policies")
-			}
 		default:
 			d, err := parseDuration(v)
 			if err != nil {
@@ -303,6 +300,7 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 			}
 			*ap.dur(&p.Scaling) = d
 		}
+		p.setScalingKey(strings.TrimPrefix(ap.field, "scaling."))
 		op.paths[ap.field] = path
 	}
 
@@ -362,6 +360,7 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 			num("spec.debi.budget.slaUtilization", b.SLAUtilization, &p.Scaling.Budget.SLAUtilization)
 			if b.Hold != nil {
 				p.Scaling.Budget.Hold = b.Hold.Duration
+				p.setScalingKey("budget.hold")
 				op.paths["scaling.budget.hold"] = "spec.debi.budget.hold"
 			}
 		}
@@ -762,4 +761,22 @@ func TranslateStateTrigger(es *esv1.ElasticScaler, lookup TidalLookup) (ObjectPo
 		return op, warns, errors.Join(errs...)
 	}
 	return op, warns, nil
+}
+
+// setScalingKey records that the translation set scaling.<key> (or scaling.budget.<key> for
+// "budget.<key>"): it keeps its value, zero included, as a key of the file does.
+func (p *Policy) setScalingKey(key string) {
+	if p.given.Scaling == nil {
+		p.given.Scaling = map[string]any{}
+	}
+	if sub, ok := strings.CutPrefix(key, "budget."); ok {
+		b, _ := p.given.Scaling["budget"].(map[string]any)
+		if b == nil {
+			b = map[string]any{}
+			p.given.Scaling["budget"] = b
+		}
+		b[sub] = true
+		return
+	}
+	p.given.Scaling[key] = true
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/policy"
+	"github.com/debi-scaler/debi/scaling"
 )
 
 // The inputs of one step, in the order they are queried. The names are the values of the
@@ -882,7 +883,7 @@ func (e *Exporter) feed(ctx context.Context, ps *policyState, t time.Time, in *i
 		// step, not time the exporter observed): the step's interval is observed, and
 		// overloaded when the demand exceeded u_sla·Nr·R, the runner's test, at max_replicas too.
 		ps.observedSeconds += e.interval.Seconds()
-		if demand > ps.sla*float64(ps.ready)*ps.request {
+		if scaling.Overloaded(demand, ps.sla, ps.ready, ps.request) {
 			ps.overloadedSeconds += e.interval.Seconds()
 		}
 	}
@@ -903,7 +904,7 @@ func (e *Exporter) feed(ctx context.Context, ps *policyState, t time.Time, in *i
 	case in.err[qDemand] != nil:
 		ps.stale = true
 		ps.last, ps.lastWDown = &res, wDown
-		ps.recommended = max(res.Decision.Replicas, ps.current)
+		ps.recommended = scaling.NoScaleDown(res.Decision.Replicas, ps.current)
 		if !history {
 			e.logFailure(ps, fmt.Errorf("demand: %w", in.err[qDemand]))
 		}

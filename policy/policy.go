@@ -273,9 +273,10 @@ var ErrNoData = errors.New("no demand data")
 
 // Runner steps one policy. Step must be called from one goroutine; training may run in another.
 type Runner struct {
-	cfg Config
-	alg scaling.Algorithm
-	log *slog.Logger
+	cfg  Config
+	alg  scaling.Algorithm
+	rule scaling.Algorithm // scaling.RuleOf(alg)
+	log  *slog.Logger
 
 	samples []scaling.Sample // raw samples, pruned to the longest window
 	history []float64        // one stabilised demand value per step, at most keep
@@ -337,7 +338,7 @@ func New(cfg Config) (*Runner, error) {
 	if u, ok := alg.(scaling.Unapplied); ok && cfg.Unapplied {
 		u.SetUnapplied(true)
 	}
-	r := &Runner{cfg: cfg, alg: alg, log: log, pred: make([]float64, cfg.LeadSteps), lastTrainS: -1, keep: cfg.History,
+	r := &Runner{cfg: cfg, alg: alg, rule: scaling.RuleOf(alg), log: log, pred: make([]float64, cfg.LeadSteps), lastTrainS: -1, keep: cfg.History,
 		lastIndex: math.MinInt64, fcMax: math.NaN(), fcEnd: math.NaN()}
 	if cfg.Spec.Load == LoadBudget {
 		r.hUp = cfg.LeadSteps
@@ -484,11 +485,19 @@ func (r *Runner) Step(ctx context.Context, obs Observation) (Result, error) {
 		res.W = scaling.EffectiveLoad(res.W1, res.W2, res.W3)
 	}
 	in.W = res.W
-	res.Floor, res.Ceiling = scaling.StatelessBounds(r.cfg.Params)
-	if st, ok := r.alg.(scaling.Stateful); ok {
-		res.Floor, res.Ceiling = st.Bounds(in.Time, in.Current)
+	// The decision is the one composition the webhook runs too (scaling.Decide); the stateful
+	// algorithm's own Recommend only advances its state, and equals it by construction
+	// (scaling.TestStatefulSplit). A disagreement is a bug, logged, and the composition stands.
+	b := scaling.BoundsOf(r.alg, r.cfg.Params, in.Time, in.Current)
+	res.Floor, res.Ceiling = b.Lo, b.Hi
+	res.Decision = scaling.Decide(r.rule, in, b)
+	if _, ok := r.alg.(scaling.Stateful); ok {
+		if adv := r.alg.Recommend(in); adv.Replicas != res.Decision.Replicas {
+			r.log.Error("the algorithm's state disagrees with its rule clamped into its bounds; using the composition",
+				"policy", r.cfg.Spec.Name, "state", adv.Replicas, "composition", res.Decision.Replicas,
+				"floor", b.Lo, "ceiling", b.Hi)
+		}
 	}
-	res.Decision = r.alg.Recommend(in)
 	res.Term = decidingTerm(&res)
 	return res, nil
 }
@@ -496,7 +505,7 @@ func (r *Runner) Step(ctx context.Context, obs Observation) (Result, error) {
 // observeBudget counts this step against the budget (was the observed demand above u_sla·Nr·R?),
 // adapts the calibration and sizes the quantiles with the current margins.
 func (r *Runner) observeBudget(obs Observation) {
-	exceeded := obs.Demand > r.cfg.Params.Budget.SLAUtilization*float64(obs.Ready)*r.cfg.Request
+	exceeded := scaling.Overloaded(obs.Demand, r.cfg.Params.Budget.SLAUtilization, obs.Ready, r.cfg.Request)
 	// An overload at max_replicas is no miss of the quantile: no size could have avoided it,
 	// and counting it would only drive the level down until every other hour pays for it.
 	if !(exceeded && obs.Current >= r.cfg.Params.MaxReplicas) {
@@ -782,7 +791,7 @@ func (r *Runner) tickBudget(obs Observation) {
 		}
 	}
 	tb.prev, tb.prevObs = obs.Time, obs.Demand
-	exceeded := d > r.cfg.Params.Budget.SLAUtilization*float64(obs.Ready)*r.cfg.Request
+	exceeded := scaling.Overloaded(d, r.cfg.Params.Budget.SLAUtilization, obs.Ready, r.cfg.Request)
 	if !(exceeded && obs.Current >= r.cfg.Params.MaxReplicas) {
 		r.calUp.Observe(exceeded)
 		r.calDown.Observe(exceeded)

@@ -12,6 +12,9 @@ type apa struct{ p Params }
 
 func (apa) Name() string { return "apa" }
 
+// Reads implements Algorithm: the load alone.
+func (apa) Reads() Inputs { return InputLoad }
+
 func (a apa) Recommend(in Input) Decision {
 	d := Decision{Target: a.p.Target, Replicas: in.Current, Reason: ReasonTolerance}
 	if math.IsNaN(in.W) || in.W < 0 {

@@ -71,6 +71,10 @@ func (b *Budget) SetUnapplied(u bool) { b.unapplied = u }
 // Name implements Algorithm.
 func (b *Budget) Name() string { return "budget" }
 
+// Reads implements Algorithm: the quantile over the lead time (W), the observed load (its floor)
+// and the quantile a scale-down must still fit.
+func (b *Budget) Reads() Inputs { return InputLoad | InputNow | InputDown }
+
 // Recommend implements Algorithm.
 func (b *Budget) Recommend(in Input) Decision {
 	bp := b.p.Budget

@@ -65,6 +65,14 @@ type debi struct{ p Params }
 
 func (debi) Name() string { return "debi" }
 
+// Reads implements Algorithm: the load, and the window's mean load when the window is on.
+func (a debi) Reads() Inputs {
+	if a.p.Window > 0 {
+		return InputLoad | InputWindow
+	}
+	return InputLoad
+}
+
 func (a debi) Recommend(in Input) Decision {
 	n, u, reason := Algorithm2(in.W, in.Current, a.p)
 	if a.p.Window > 0 && !math.IsNaN(in.WindowW) {

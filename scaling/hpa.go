@@ -57,6 +57,10 @@ func NewHPA(p Params) *HPA {
 // Name implements Algorithm.
 func (h *HPA) Name() string { return "hpa" }
 
+// Reads implements Algorithm: the load and the ready count (the controller averages over the
+// ready pods and counts unready ones idle on a scale-up).
+func (h *HPA) Reads() Inputs { return InputLoad | InputReady }
+
 // SetUnapplied implements Unapplied.
 func (h *HPA) SetUnapplied(u bool) { h.unapplied = u }
 

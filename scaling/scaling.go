@@ -64,6 +64,8 @@ const (
 // windows, scale events) and are not safe for concurrent use: one instance per policy.
 type Algorithm interface {
 	Name() string
+	// Reads is the set of Input fields the algorithm's rule reads beyond Time and Current.
+	Reads() Inputs
 	Recommend(in Input) Decision
 }
 

@@ -69,6 +69,8 @@ type hpaRule struct{ h *HPA }
 
 func (r hpaRule) Name() string { return "hpa" }
 
+func (r hpaRule) Reads() Inputs { return r.h.Reads() }
+
 func (r hpaRule) Recommend(in Input) Decision {
 	p := r.h.p
 	d := Decision{Target: p.Target}
@@ -124,6 +126,8 @@ func (b *Budget) Rule() Algorithm {
 type budgetRule struct{ p Params }
 
 func (budgetRule) Name() string { return "budget" }
+
+func (r budgetRule) Reads() Inputs { return (&Budget{p: r.p}).Reads() }
 
 func (r budgetRule) Recommend(in Input) Decision {
 	b := &Budget{p: r.p}

@@ -70,6 +70,12 @@ func TestStatefulSplit(t *testing.T) {
 						t.Fatalf("run %d step %d: bounds [%d, %d] inverted", run, step, lo, hi)
 					}
 					want := Clamp(rule.Recommend(in).Replicas, lo, hi)
+					if b := BoundsOf(a, p, in.Time, in.Current); b.Lo != lo || b.Hi != hi || b.At != in.Current {
+						t.Fatalf("BoundsOf %+v, Bounds [%d, %d] at %d", b, lo, hi, in.Current)
+					}
+					if d := Decide(rule, in, Bounds{Lo: lo, Hi: hi, At: in.Current}); d.Replicas != want {
+						t.Fatalf("Decide %d, want %d", d.Replicas, want)
+					}
 					got := a.Recommend(in)
 					if got.Replicas != want {
 						t.Fatalf("run %d step %d (%+v, params %+v): Recommend %d (%s), rule %d clamped into [%d, %d] = %d",

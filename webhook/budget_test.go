@@ -93,7 +93,7 @@ func TestBudgetDecisions(t *testing.T) {
 		{"loads converted to the current size", map[string]float64{qAPILoad: 2.7, qAPINow: 0.6, qAPIDown: 2.7, qAPIReplicas: 2}, nil, 6, scaling.ReasonScaleUp},
 		// The same conversion would allow 2 pods (W 0.9 → 0.45, 4·0.45/0.9 = 2), but the
 		// exporter has not seen 4 replicas yet: its state is for another size, no scale-down.
-		{"no scale-down at a size the exporter has not seen", map[string]float64{qAPILoad: 0.9, qAPINow: 0.6, qAPIDown: 0.9, qAPIReplicas: 2}, nil, 4, scaling.ReasonStabilized},
+		{"no scale-down at a size the exporter has not seen", map[string]float64{qAPILoad: 0.9, qAPINow: 0.6, qAPIDown: 0.9, qAPIReplicas: 2}, nil, 4, scaling.ReasonSizeChanged},
 		// The published state (the hold) allows nothing below the current size.
 		{"the published floor holds", map[string]float64{qAPILoad: 0.3, qAPINow: 0.2, qAPIDown: 0.45, qAPIFloor: 4, qAPICeiling: 20}, nil, 4, scaling.ReasonStabilized},
 		// The published ceiling (a rate limit) caps a scale-up.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -112,7 +113,9 @@ func (k *KubeActuator) GetScale(ctx context.Context, t config.Target) (ScaleInfo
 	if err != nil {
 		return ScaleInfo{}, err
 	}
-	obj, err := k.meta.Resource(gvr).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
+	// The object itself (the same get permission as its metadata) for its annotations and its
+	// ready count, then the scale subresource for the authoritative size.
+	obj, err := k.dyn.Resource(gvr).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	if err != nil {
 		return ScaleInfo{}, err
 	}
@@ -121,7 +124,26 @@ func (k *KubeActuator) GetScale(ctx context.Context, t config.Target) (ScaleInfo
 		return ScaleInfo{}, err
 	}
 	n, err := specReplicas(u)
-	return ScaleInfo{Replicas: n, UID: obj.GetUID(), Annotations: obj.GetAnnotations(), obj: u}, err
+	info := ScaleInfo{Replicas: n, UID: obj.GetUID(), Annotations: obj.GetAnnotations(), obj: u}
+	info.Ready, info.ReadyKnown = readyReplicas(obj, t)
+	return info, err
+}
+
+// readyReplicas is status.readyReplicas of the target, and whether the target says it. The
+// workload controllers of apps/v1 omit the field at zero, so for their kinds an absent field
+// in a status written for the current generation is 0 ready pods.
+func readyReplicas(obj *unstructured.Unstructured, t config.Target) (int32, bool) {
+	v, ok, err := unstructured.NestedInt64(obj.Object, "status", "readyReplicas")
+	if err == nil && ok && v >= 0 && v <= math.MaxInt32 {
+		return int32(v), true
+	}
+	if err != nil || ok || t.Group() != "apps" {
+		return 0, false
+	}
+	if og, ok, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration"); ok && og == obj.GetGeneration() {
+		return 0, true
+	}
+	return 0, false
 }
 
 func specReplicas(u *unstructured.Unstructured) (int32, error) {

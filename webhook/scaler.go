@@ -59,6 +59,11 @@ type ScaleInfo struct {
 	UID      types.UID
 	// Annotations of the target object (for debi.io/paused).
 	Annotations map[string]string
+	// Ready is the target's ready replica count (status.readyReplicas) when ReadyKnown; when
+	// the target does not say, the decision takes it equal to the current size, as the exporter
+	// does when kube-state-metrics has no ready count.
+	Ready      int32
+	ReadyKnown bool
 	// obj is the Scale object read, when the actuator keeps it.
 	obj *unstructured.Unstructured
 }
@@ -127,14 +132,12 @@ type policyState struct {
 	pol     *config.Policy
 	mode    string
 	paused  bool
-	// rule is the algorithm's stateless rule (scaling.Stateful.Rule for hpa and budget, the
-	// algorithm itself for the stateless ones); stateful says the published bounds are needed.
+	// rule is the algorithm's stateless rule (scaling.RuleOf); stateful says the published
+	// bounds are needed. The rule's Reads say which inputs a decision reads: the webhook knows
+	// no algorithm's inputs.
 	rule     scaling.Algorithm
 	algName  string
 	stateful bool
-	// budget is an overload-budget policy: it also reads the observed load and the scale-down
-	// gate's quantile (qNow, qDown).
-	budget bool
 	// inputs are the rendered queries this policy reads, by input name.
 	inputs []input
 	// lastRead is what the decision in progress read from Prometheus (under mu), for observe.
@@ -207,18 +210,17 @@ func NewController(cfg *config.Config, o ControllerOptions) (*Controller, error)
 			return nil, fmt.Errorf("policies[%d] (%s): %w", i, p.Name, err)
 		}
 		ps := &policyState{pol: p, mode: cfg.Webhook.ModeFor(p.Name), paused: cfg.Webhook.PausedFor(p.Name),
-			rule: alg, algName: alg.Name(), budget: spec.Load == policy.LoadBudget, flights: map[string]*flightGroup{}}
-		if st, ok := alg.(scaling.Stateful); ok {
-			ps.rule, ps.stateful = st.Rule(), true
-		}
+			rule: scaling.RuleOf(alg), algName: alg.Name(), flights: map[string]*flightGroup{}}
+		_, ps.stateful = alg.(scaling.Stateful)
 		wq := cfg.Webhook.Queries
-		window := spec.Algorithm == "debi" && p.Scaling.Window > 0
+		reads := ps.rule.Reads()
 		for _, q := range []struct {
 			name, tmpl string
 			read       bool
 		}{
-			{inLoad, wq.Load, true}, {inLoadReplicas, wq.LoadReplicas, true}, {inWindow, wq.WindowLoad, window},
-			{inNow, wq.NowLoad, ps.budget}, {inDown, wq.DownLoad, ps.budget},
+			{inLoad, wq.Load, reads.Has(scaling.InputLoad)}, {inLoadReplicas, wq.LoadReplicas, true},
+			{inWindow, wq.WindowLoad, reads.Has(scaling.InputWindow)},
+			{inNow, wq.NowLoad, reads.Has(scaling.InputNow)}, {inDown, wq.DownLoad, reads.Has(scaling.InputDown)},
 			{inStale, wq.Stale, true}, {inAge, wq.Age, true},
 			{inFloor, wq.Floor, ps.stateful}, {inCeiling, wq.Ceiling, ps.stateful},
 		} {
@@ -804,38 +806,47 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 		return math.NaN()
 	}
 	d.w = get(inLoad)
-	sin := scaling.Input{Time: c.now(), Current: cur.Replicas, Ready: cur.Replicas, W: d.w,
-		WindowW: get(inWindow), WNow: get(inNow), WDown: get(inDown)}
-	if ps.budget {
-		d.note = fmt.Sprintf("observed W1=%s, quantile over lead time + hold=%s", fmtLoad(sin.WNow), fmtLoad(sin.WDown))
+	sin := decisionInput(c.now(), cur)
+	sin.W, sin.WindowW, sin.WNow, sin.WDown = d.w, get(inWindow), get(inNow), get(inDown)
+	var notes []string
+	reads := ps.rule.Reads()
+	if reads.Has(scaling.InputNow | scaling.InputDown) {
+		notes = append(notes, fmt.Sprintf("observed W1=%s, quantile over lead time + hold=%s", fmtLoad(sin.WNow), fmtLoad(sin.WDown)))
 	}
-	dec := ps.rule.Recommend(sin)
+	if reads.Has(scaling.InputReady) && sin.Ready != sin.Current {
+		notes = append(notes, fmt.Sprintf("%d of %d ready", sin.Ready, sin.Current))
+	}
+	// The loads, and the bounds, are for the size the exporter stepped at (queries.load_replicas).
 	lo, hi := scaling.StatelessBounds(ps.pol.Scaling)
+	b := scaling.Bounds{Lo: lo, Hi: hi, At: int32(basis)}
 	if ps.stateful {
 		fl, ce := in.val[inFloor], in.val[inCeiling]
-		if fl != math.Trunc(fl) || ce != math.Trunc(ce) || fl > ce {
+		if fl != math.Trunc(fl) || ce != math.Trunc(ce) || fl < 0 || ce > math.MaxInt32 {
 			d.hold = fmt.Sprintf("published bounds [%v, %v] are not a range of replica counts", fl, ce)
 			return d, nil
 		}
-		lo, hi = int32(fl), int32(ce)
-		d.note = strings.TrimPrefix(d.note+fmt.Sprintf(", state allows [%d, %d]", lo, hi), ", ")
+		b = scaling.Bounds{Lo: int32(fl), Hi: int32(ce), At: int32(basis)}
+		if err := b.Validate(); err != nil {
+			d.hold = "published " + err.Error()
+			return d, nil
+		}
+		notes = append(notes, fmt.Sprintf("state allows [%d, %d] at %d replicas", b.Lo, b.Hi, b.At))
 	}
-	if basis != float64(cur.Replicas) && lo < cur.Replicas {
-		// The exporter has not stepped at this size yet: its bounds are for another one.
-		lo = cur.Replicas
-		d.note = strings.TrimPrefix(d.note+fmt.Sprintf(", exporter saw %v replicas: no scale-down", basis), ", ")
-	}
-	d.replicas, d.target, d.reason = scaling.Clamp(dec.Replicas, lo, hi), dec.Target, dec.Reason
-	switch {
-	case d.replicas > dec.Replicas:
-		d.reason = scaling.ReasonStabilized
-	case d.replicas < dec.Replicas:
-		d.reason = scaling.ReasonRateLimited
-	}
-	if d.replicas > ps.pol.Scaling.MaxReplicas {
-		d.replicas, d.reason = ps.pol.Scaling.MaxReplicas, scaling.ReasonMaxReplicas
-	}
+	dec := scaling.Decide(ps.rule, sin, b)
+	d.replicas, d.target, d.reason = dec.Replicas, dec.Target, dec.Reason
+	d.note = strings.Join(notes, ", ")
 	return d, nil
+}
+
+// decisionInput is the part of a decision's input the target itself says: the time, the
+// current size and the ready count (equal to the current size when the target does not say,
+// as the exporter takes it without kube-state-metrics' ready count).
+func decisionInput(now time.Time, cur ScaleInfo) scaling.Input {
+	in := scaling.Input{Time: now, Current: cur.Replicas, Ready: cur.Replicas}
+	if cur.ReadyKnown {
+		in.Ready = min(cur.Ready, cur.Replicas)
+	}
+	return in
 }
 
 // fallbackDecision decides on the alert's annotations when Prometheus cannot be read: the load
@@ -866,11 +877,13 @@ func (c *Controller) fallbackDecision(ps *policyState, a *Alert, cur ScaleInfo, 
 	d.w = w * float64(basis) / float64(max(cur.Replicas, 1))
 	c.log.Warn("using the alert's annotations as fallback load: scale-up or hold only", "policy", ps.pol.Name, "err", promErr)
 	nan := math.NaN()
-	dec := ps.rule.Recommend(scaling.Input{Time: c.now(), Current: cur.Replicas, Ready: cur.Replicas, W: d.w, WindowW: nan, WNow: nan, WDown: nan})
+	sin := decisionInput(c.now(), cur)
+	sin.W, sin.WindowW, sin.WNow, sin.WDown = d.w, nan, nan, nan
+	dec := ps.rule.Recommend(sin)
 	d.target, d.reason = dec.Target, dec.Reason
-	d.replicas = min(max(dec.Replicas, cur.Replicas), ps.pol.Scaling.MaxReplicas)
+	d.replicas = min(scaling.NoScaleDown(dec.Replicas, cur.Replicas), ps.pol.Scaling.MaxReplicas)
 	switch {
-	case ps.budget:
+	case ps.rule.Reads().Has(scaling.InputNow):
 		d.hold = "fallback (Prometheus unreachable): the annotations carry no observed load; a budget policy holds"
 	case dec.Replicas < cur.Replicas:
 		d.hold = fmt.Sprintf("fallback (Prometheus unreachable): the annotations ask for %d, below the current size; the fallback never scales down", dec.Replicas)

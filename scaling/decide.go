@@ -1,0 +1,160 @@
+package scaling
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Inputs is a set of the Input fields a rule reads beyond Time and Current. Each algorithm
+// declares its own (Algorithm.Reads), so that whoever feeds a decision — the exporter's runner
+// or the webhook at notification time — reads exactly those and knows no algorithm's needs: an
+// algorithm that reads a field gets it, and one that does not is never held for its absence.
+type Inputs uint8
+
+// The inputs a rule may read.
+const (
+	// InputLoad is W, the load the rule sizes for.
+	InputLoad Inputs = 1 << iota
+	// InputReady is Ready, the ready replica count.
+	InputReady
+	// InputWindow is WindowW, the mean observed load over debi's window.
+	InputWindow
+	// InputNow is WNow, the load observed now (budget's floor).
+	InputNow
+	// InputDown is WDown, the load a scale-down must still fit (budget's gate).
+	InputDown
+)
+
+// inputNames are the names of the inputs in the configuration (webhook.queries) and in errors.
+var inputNames = []struct {
+	in   Inputs
+	name string
+}{{InputLoad, "load"}, {InputReady, "ready"}, {InputWindow, "window_load"}, {InputNow, "now_load"}, {InputDown, "down_load"}}
+
+// Has reports whether every input of i is in s.
+func (s Inputs) Has(i Inputs) bool { return s&i == i }
+
+// String lists the inputs by name, "+"-separated.
+func (s Inputs) String() string {
+	var names []string
+	for _, n := range inputNames {
+		if s.Has(n.in) {
+			names = append(names, n.name)
+		}
+	}
+	return strings.Join(names, "+")
+}
+
+// Value returns the input's field of in.
+func (in Input) Value(i Inputs) float64 {
+	switch i {
+	case InputLoad:
+		return in.W
+	case InputReady:
+		return float64(in.Ready)
+	case InputWindow:
+		return in.WindowW
+	case InputNow:
+		return in.WNow
+	case InputDown:
+		return in.WDown
+	}
+	return math.NaN()
+}
+
+// Bounds is the range of replica counts an algorithm's state allows its next decision, computed
+// at one size, At: the size the decision's inputs were observed at (a stateless algorithm's
+// bounds are its minimum and maximum).
+type Bounds struct {
+	Lo, Hi int32
+	// At is the size the bounds, and the loads, were computed at.
+	At int32
+}
+
+// Validate says why the bounds cannot be trusted: not a range, or not of replica counts.
+func (b Bounds) Validate() error {
+	switch {
+	case b.Lo < 0 || b.Hi < 0:
+		return fmt.Errorf("bounds [%d, %d] are not replica counts", b.Lo, b.Hi)
+	case b.Lo > b.Hi:
+		return fmt.Errorf("bounds [%d, %d] are not a range", b.Lo, b.Hi)
+	case b.At < 0:
+		return fmt.Errorf("bounds computed at %d replicas, not a replica count", b.At)
+	}
+	return nil
+}
+
+// BoundsOf is the range alg's state allows a decision at t for a workload at current replicas,
+// computed before that decision (it does not change the state): Stateful.Bounds at current, or
+// p's minimum and maximum for a stateless algorithm.
+func BoundsOf(alg Algorithm, p Params, t time.Time, current int32) Bounds {
+	if st, ok := alg.(Stateful); ok {
+		lo, hi := st.Bounds(t, current)
+		return Bounds{Lo: lo, Hi: hi, At: current}
+	}
+	lo, hi := StatelessBounds(p)
+	return Bounds{Lo: lo, Hi: hi, At: current}
+}
+
+// RuleOf is the stateless rule of alg: Stateful.Rule, or the algorithm itself.
+func RuleOf(alg Algorithm) Algorithm {
+	if st, ok := alg.(Stateful); ok {
+		return st.Rule()
+	}
+	return alg
+}
+
+// ReasonSizeChanged: the target is at a size the algorithm's state has not seen (someone else
+// resized it since the bounds were computed): the size is held, or raised within the old
+// ceiling when the load asks for more; never lowered until the state has seen the new size.
+const ReasonSizeChanged = "size-changed"
+
+// Decide is the one composition of a decision, used by the exporter's runner at every step and
+// by the webhook at every notification: the stateless rule's answer on in, clamped into the
+// bounds of the algorithm's state.
+//
+//   - At the size the bounds were computed at, the answer is the rule's clamped into [Lo, Hi]:
+//     raised to Lo is "stabilized" (a stabilisation window or hold keeps the size up), lowered
+//     to Hi is "rate-limited".
+//   - At any other size (someone resized the target since) the bounds are for another size: the
+//     decision never goes below the current size, and above it at most to max(Hi, current) — so
+//     it holds while the load asks for less, and never scales down while the load asks for more
+//     (ReasonSizeChanged when that changed the rule's answer). For a stateless algorithm Hi is
+//     its maximum: a scale-up is free, a scale-down waits for a step at the new size.
+//
+// The stateful algorithms' own Recommend equals Decide(RuleOf(alg), in, BoundsOf(alg, …, in.Time,
+// in.Current)) (TestStatefulSplit): the exporter advances the state with Recommend and takes the
+// decision from Decide, the webhook takes it from Decide on fresh inputs and published bounds.
+func Decide(rule Algorithm, in Input, b Bounds) Decision {
+	d := rule.Recommend(in)
+	lo, hi := b.Lo, b.Hi
+	seen := b.At == in.Current
+	if !seen {
+		lo, hi = in.Current, max(in.Current, b.Hi)
+	}
+	n := clamp(d.Replicas, lo, hi)
+	switch {
+	case n == d.Replicas:
+	case !seen:
+		d.Reason = ReasonSizeChanged
+	case n > d.Replicas:
+		d.Reason = ReasonStabilized
+	default:
+		d.Reason = ReasonRateLimited
+	}
+	d.Replicas = n
+	return d
+}
+
+// NoScaleDown is the rule for a decision on incomplete data (a missing demand sample, a failed
+// query, an annotation fallback): it may scale up, never down. Every such path goes through it.
+func NoScaleDown(n, current int32) int32 { return max(n, current) }
+
+// Overloaded is the one overload predicate (METHOD §7, §9): demand above u_sla·ready·request.
+// The budget's calibration, the exporter's burn, the backtest's score and the plots all count
+// overload with it.
+func Overloaded(demand, sla float64, ready int32, request float64) bool {
+	return demand > sla*float64(ready)*request
+}
