@@ -102,6 +102,11 @@ type Options struct {
 	Progress func(done, total int) `json:"-"`
 	// KeepSeries keeps each run's per-tick series for plots.
 	KeepSeries bool `json:"-"`
+	// Runner, when set, is the runner configuration of a configured policy (config.Policy's
+	// RunnerConfig, the one the live exporter builds): the policy of that name is replayed with
+	// it as it is — its history step, horizon, history and retrain — rather than with one built
+	// from these options, so that a what-if runs the live runner whatever the replay's step.
+	Runner *policy.Config `json:"-"`
 }
 
 // DefaultOptions are the paper's parameters on the yardstick of METHOD §7.
@@ -732,6 +737,31 @@ func Simulate(ctx context.Context, w *World, policyName string, o Options) (Run,
 	return SimulateFrom(ctx, w, policyName, o, initialReplicas(w.Inst[0], o))
 }
 
+// runnerConfig is the runner of a policy on a trace: the configured policy's own (Options.Runner,
+// the what-if), or one built from the options with the trace's sample period as its step.
+func runnerConfig(spec policy.Spec, w *World, o Options) policy.Config {
+	if r := o.Runner; r != nil && strings.EqualFold(r.Spec.Name, spec.Name) {
+		cfg := *r
+		cfg.Request = o.Request
+		cfg.AsyncTraining, cfg.Unapplied, cfg.Logger = false, false, nil
+		return cfg
+	}
+	cfg := policy.DefaultConfig(spec)
+	cfg.Params, cfg.Metrics, cfg.Request, cfg.Step = o.Params, o.Metrics, o.Request, w.Period
+	cfg.History, cfg.Model, cfg.POT, cfg.Season, cfg.Calibration = o.History, o.Model, o.POT, o.Season, o.Calibration
+	cfg.Params.Budget.SLAUtilization = o.SLAUtilization
+	cfg.LeadTime, cfg.ObservationWindow = o.DecisionDelay+o.StartupDelay, o.MetricWindow
+	cfg.LeadSteps = o.Horizon
+	if cfg.LeadSteps == 0 {
+		cfg.LeadSteps = policy.Horizon(o.DecisionDelay+o.StartupDelay, w.Period)
+	}
+	cfg.Retrain = 0
+	if o.Retrain > 0 {
+		cfg.Retrain = max(1, int(o.Retrain/w.Period))
+	}
+	return cfg
+}
+
 // decider is one tick's decision: a policy runner, or the oracle.
 type decider func(ctx context.Context, i int, obs policy.Observation) (policy.Result, error)
 
@@ -749,19 +779,7 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 			return Run{}, err
 		}
 		run.Policy = spec.Name
-		cfg := policy.DefaultConfig(spec)
-		cfg.Params, cfg.Metrics, cfg.Request, cfg.Step = o.Params, o.Metrics, o.Request, w.Period
-		cfg.History, cfg.Model, cfg.POT, cfg.Season, cfg.Calibration = o.History, o.Model, o.POT, o.Season, o.Calibration
-		cfg.Params.Budget.SLAUtilization = o.SLAUtilization
-		cfg.LeadTime, cfg.ObservationWindow = o.DecisionDelay+o.StartupDelay, o.MetricWindow
-		cfg.LeadSteps = o.Horizon
-		if cfg.LeadSteps == 0 {
-			cfg.LeadSteps = policy.Horizon(o.DecisionDelay+o.StartupDelay, w.Period)
-		}
-		cfg.Retrain = 0
-		if o.Retrain > 0 {
-			cfg.Retrain = max(1, int(o.Retrain/w.Period))
-		}
+		cfg := runnerConfig(spec, w, o)
 		runner, err := policy.New(cfg)
 		if err != nil {
 			return Run{}, err

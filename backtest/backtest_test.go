@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/policy"
 	"github.com/debi-scaler/debi/trace"
 )
 
@@ -507,5 +509,48 @@ func TestHistoryWarnings(t *testing.T) {
 	}
 	if len(rep.Notes) == 0 || !strings.Contains(rep.Notes[0], "2880") {
 		t.Fatalf("report notes %q should say the model waited", rep.Notes)
+	}
+}
+
+// TestWhatIfRunsTheLiveRunner: the what-if replays the configured policy with the runner the
+// live exporter builds (config.Policy.RunnerConfig), even at a replay step other than the
+// policy's history_step; the other policies keep the options' runner on the trace's period.
+func TestWhatIfRunsTheLiveRunner(t *testing.T) {
+	c, err := config.Load([]byte(`
+policies:
+  - name: web
+    target: {namespace: shop, name: web}
+    algorithm: budget
+    request: 1
+    history_step: 5m
+    lead_time: 3m
+    history: 300
+    retrain: 12
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &c.Policies[0]
+	live, err := p.RunnerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, name := PolicyOptions(p, DefaultOptions(), time.Minute, 2, 10000)
+	w := &World{Period: time.Minute}
+	spec, err := policy.Parse(name, o.DebiModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := runnerConfig(spec, w, o)
+	if got.Step != live.Step || got.LeadSteps != live.LeadSteps || got.History != live.History || got.Retrain != live.Retrain ||
+		got.Params != live.Params || got.LeadTime != live.LeadTime || got.Season != live.Season {
+		t.Errorf("what-if runner %+v\nlive runner %+v", got, live)
+	}
+	if got.Step != 5*time.Minute || got.Request != 2 {
+		t.Errorf("step %v request %v, want the history step 5m and the history's request 2", got.Step, got.Request)
+	}
+	hpa, _ := policy.Parse("hpa", "")
+	if other := runnerConfig(hpa, w, o); other.Step != time.Minute {
+		t.Errorf("another policy's step %v, want the trace's period", other.Step)
 	}
 }

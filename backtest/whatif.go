@@ -15,9 +15,15 @@ import (
 // steps of step, its season, its observation window, and its lead time as the start-up delay
 // (the decision delay is in it). request is the CPU request per pod, the demand is in cores
 // (Scale 1), and the warm-up is the policy's history, capped at half the samples.
+//
+// The configured policy itself is replayed with the live runner's configuration
+// (config.Policy.RunnerConfig, Options.Runner): the other policies of o use the options.
 func PolicyOptions(p *config.Policy, o Options, step time.Duration, request float64, samples int) (Options, string) {
 	spec, err := policy.Parse(p.Algorithm, p.Model)
 	name := strings.ToLower(p.Algorithm)
+	if rc, err := p.RunnerConfig(); err == nil {
+		o.Runner = &rc
+	}
 	if err == nil && spec.Model != "" && strings.EqualFold(name, "debi") {
 		o.DebiModel = spec.Model
 	}

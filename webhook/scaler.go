@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/debi-scaler/debi/config"
-	"github.com/debi-scaler/debi/policy"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -201,11 +200,13 @@ func NewController(cfg *config.Config, o ControllerOptions) (*Controller, error)
 	}
 	for i := range cfg.Policies {
 		p := &cfg.Policies[i]
-		spec, err := policy.Parse(p.Algorithm, p.Model)
+		// The runner configuration the exporter and the what-if build (one builder): the
+		// webhook takes the algorithm and its parameters from it.
+		rc, err := p.RunnerConfig()
 		if err != nil {
 			return nil, fmt.Errorf("policies[%d] (%s): %w", i, p.Name, err)
 		}
-		alg, err := scaling.New(spec.Algorithm, p.Scaling)
+		alg, err := scaling.New(rc.Spec.Algorithm, rc.Params)
 		if err != nil {
 			return nil, fmt.Errorf("policies[%d] (%s): %w", i, p.Name, err)
 		}
