@@ -26,11 +26,11 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
 	tidalv1 "github.com/debi-scaler/debi/apis/tidal/v1alpha1"
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/kube"
 )
 
 // Resource is the watched resource.
@@ -428,18 +428,7 @@ func sameUpdate(a, b Update) bool {
 // RestConfig is rc, or the kubeconfig found as kubectl does (kubeconfig, else $KUBECONFIG,
 // else ~/.kube/config, else in-cluster), with userAgent.
 func RestConfig(rc *rest.Config, kubeconfig, userAgent string) (*rest.Config, error) {
-	if rc == nil {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = kubeconfig
-		var err error
-		rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes client configuration (--kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster): %w", err)
-		}
-	}
-	rc = rest.CopyConfig(rc)
-	rc.UserAgent = userAgent
-	return rc, nil
+	return kube.RestConfig(rc, kubeconfig, userAgent, 0, 0)
 }
 
 // Clients builds the dynamic and discovery clients of rc.

@@ -41,12 +41,12 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/hpaowner"
+	"github.com/debi-scaler/debi/internal/kube"
 	"github.com/debi-scaler/debi/internal/promclient"
 	"github.com/debi-scaler/debi/policy"
 	"github.com/debi-scaler/debi/scalersource"
@@ -270,22 +270,8 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 // (--kubeconfig, else $KUBECONFIG, else ~/.kube/config), or the in-cluster configuration when
 // there is none: what kubectl and controller-runtime do.
 func restConfig(opts Options) (*rest.Config, error) {
-	rc := opts.RestConfig
-	if rc == nil {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = opts.Kubeconfig
-		var err error
-		rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes client configuration (--kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster): %w", err)
-		}
-	}
-	rc = rest.CopyConfig(rc)
-	rc.UserAgent = "debi-webhook"
-	if rc.QPS == 0 { // client-go's default (5/s, burst 10) would cap the webhook at ~2 patches/s
-		rc.QPS, rc.Burst = 50, 100
-	}
-	return rc, nil
+	// client-go's default rate (5/s, burst 10) would cap the webhook at ~2 patches/s.
+	return kube.RestConfig(opts.RestConfig, opts.Kubeconfig, "debi-webhook", 50, 100)
 }
 
 // loadConfig reads and validates the configuration file; raw is its content, so that a reload

@@ -18,7 +18,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/debi-scaler/debi/internal/kube"
 )
 
 // Flags are the settings of `debi tidal-controller`.
@@ -143,20 +144,6 @@ func Serve(ctx context.Context, f Flags, logger *slog.Logger, reg prometheus.Reg
 // (--kubeconfig, else $KUBECONFIG, else ~/.kube/config), or the in-cluster configuration: as the
 // webhook and kubectl.
 func restConfig(f Flags) (*rest.Config, error) {
-	rc := f.RestConfig
-	if rc == nil {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = f.Kubeconfig
-		var err error
-		rc, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes client configuration (--kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster): %w", err)
-		}
-	}
-	rc = rest.CopyConfig(rc)
-	rc.UserAgent = FieldManager
-	if rc.QPS == 0 { // client-go's 5/s would delay writes when many Tidals fire at the same second
-		rc.QPS, rc.Burst = 50, 100
-	}
-	return rc, nil
+	// client-go's 5/s would delay writes when many Tidals fire at the same second.
+	return kube.RestConfig(f.RestConfig, f.Kubeconfig, FieldManager, 50, 100)
 }
