@@ -71,7 +71,7 @@ type fakeActuator struct {
 	writes      []string
 	marks       []string // debi.io/applied annotations written, "ns/name=value"
 	markErr     error    // returned by MarkTidal when set
-	err         error // returned by every call when set
+	err         error    // returned by every call when set
 	// conflicts makes the next n writes fail with a conflict, after setting the size to
 	// conflictSize (someone else wrote in between).
 	conflicts    int

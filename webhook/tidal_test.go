@@ -134,7 +134,9 @@ func TestTidalUnchangedAppliesNothingNew(t *testing.T) {
 		t.Fatalf("stale cached copy: %+v %v, want nothing applied", out, err)
 	}
 	for i, trigger := range []func(*Controller) (Outcome, error){
-		func(c *Controller) (Outcome, error) { return c.Tidal(context.Background(), watchEvent(t, act, "shop/t")) }, // resync
+		func(c *Controller) (Outcome, error) {
+			return c.Tidal(context.Background(), watchEvent(t, act, "shop/t"))
+		}, // resync
 		func(c *Controller) (Outcome, error) {
 			return c.Tidal(context.Background(), &TidalEvent{Namespace: "shop", Name: "t"})
 		}, // push
