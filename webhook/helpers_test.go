@@ -155,7 +155,7 @@ func (f *fakeActuator) MarkTidal(_ context.Context, _ config.WatchResource, ns, 
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[AnnotationTidalApplied] = value
+	a["debi.io/applied"] = value // AnnotationTidalApplied
 	u.SetAnnotations(a)
 	f.marks = append(f.marks, ns+"/"+name+"="+value)
 	return nil
