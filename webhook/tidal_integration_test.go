@@ -138,7 +138,7 @@ func TestTidalIntegrationStatusNotCurrent(t *testing.T) {
 	e.crds(t)
 	e.deployment(t, e.ns, "web", 9)
 	h := watchReplicas(t, e.kube, e.ns)
-	w := startTidalWatch(t, e, itQuery(), 200*time.Millisecond, nil, "a", nil)
+	w := startTidalWatch(t, e, itQuery(), time.Second, nil, "a", nil)
 	poll(t, 20*time.Second, "the Tidal watch", func() bool { return testutilCounter(w.c.m.tidalWatchEnabled) == 1 })
 	bind := map[string]any{LabelScalerName: "web", LabelScalerNamespace: e.ns}
 	ref := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
@@ -181,7 +181,7 @@ func TestTidalIntegrationStatusNotCurrent(t *testing.T) {
 
 // TestTidalIntegrationResyncAndRestart: web at 4; the Tidal's desiredReplicas 5 is applied
 // (4 → 5) and recorded on the Tidal (debi.io/applied, generation unchanged); the load policy
-// then scales web to 8. Resyncs every 200 ms, a spec edit that leaves desiredReplicas alone, and
+// then scales web to 8. Resyncs every second, a spec edit that leaves desiredReplicas alone, and
 // a restarted webhook (a new Controller and watch, whose initial list replays the Tidal) write
 // nothing; a change of desiredReplicas to 3 writes once. On main: [4 5 8 5] at the first resync
 // (the operator's 5 → 8 → 5), and 5 again after every load scale-up.
@@ -190,7 +190,7 @@ func TestTidalIntegrationResyncAndRestart(t *testing.T) {
 	e.crds(t)
 	e.deployment(t, e.ns, "web", 4)
 	h := watchReplicas(t, e.kube, e.ns)
-	const resync = 200 * time.Millisecond
+	const resync = time.Second // client-go's shortest resync period
 	w := startTidalWatch(t, e, loadQuery(), resync, nil, "a", nil)
 	e.tidal(t, e.ns, "t", "web", 5)
 	poll(t, 20*time.Second, "web at 5", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 5 })
@@ -203,25 +203,25 @@ func TestTidalIntegrationResyncAndRestart(t *testing.T) {
 
 	up := loadScaleUp(t, w.c)
 	wantHistory(t, h, 4, 5, up)
-	w.waitSyncs(t, w.syncs(), 10, "resyncs after the load scale-up")
+	w.waitSyncs(t, w.syncs(), 3, "resyncs after the load scale-up")
 	wantHistory(t, h, 4, 5, up)
 
 	// A spec edit, evaluated by the controller, desiredReplicas still 5: not a change.
 	_ = e.editTidalSpec(t, "t", "rules edited")
 	e.tidal(t, e.ns, "t", "web", 5)
-	w.waitSyncs(t, w.syncs(), 5, "resyncs after the spec edit")
+	w.waitSyncs(t, w.syncs(), 3, "resyncs after the spec edit")
 	wantHistory(t, h, 4, 5, up)
 
 	// Restart: the watch stops, a new webhook lists the Tidal and resyncs it.
 	w.stop()
 	w2 := startTidalWatch(t, e, loadQuery(), resync, nil, "a-restarted", nil)
-	w2.waitSyncs(t, 0, 10, "the restarted webhook's initial list and resyncs")
+	w2.waitSyncs(t, 0, 4, "the restarted webhook's initial list and resyncs")
 	wantHistory(t, h, 4, 5, up)
 
 	// A change: one write, recorded; resyncs after it write nothing.
 	e.tidal(t, e.ns, "t", "web", 3)
 	poll(t, 20*time.Second, "web at 3", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 3 })
-	w2.waitSyncs(t, w2.syncs(), 10, "resyncs after the change")
+	w2.waitSyncs(t, w2.syncs(), 3, "resyncs after the change")
 	wantHistory(t, h, 4, 5, up, 3)
 	if a, _, _ := e.tidalApplied(t, "t"); a != "2/3/web/"+e.ns+"/Deployment/web" {
 		t.Errorf("debi.io/applied %q after the change", a)
@@ -239,7 +239,7 @@ func TestTidalIntegrationLeaseHandover(t *testing.T) {
 	e.deployment(t, e.ns, "web", 4)
 	h := watchReplicas(t, e.kube, e.ns)
 	le := &config.LeaderElectionConfig{Namespace: e.ns, Name: "debi-webhook", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
-	const resync = 200 * time.Millisecond
+	const resync = time.Second // client-go's shortest resync period
 	var leadA, leadB atomic.Bool
 	a := startTidalWatch(t, e, loadQuery(), resync, le, "a", leadA.Store)
 	poll(t, 20*time.Second, "a to lead", leadA.Load)
@@ -249,18 +249,19 @@ func TestTidalIntegrationLeaseHandover(t *testing.T) {
 	poll(t, 20*time.Second, "debi.io/applied on the Tidal", func() bool { v, _, _ := e.tidalApplied(t, "t"); return v != "" })
 	up := loadScaleUp(t, b.c)
 	wantHistory(t, h, 4, 5, up)
-	a.waitSyncs(t, a.syncs(), 5, "the leader's resyncs")
+	a.waitSyncs(t, a.syncs(), 3, "the leader's resyncs")
+	wantHistory(t, h, 4, 5, up)
 	if leadB.Load() || b.syncs() != 0 {
 		t.Fatalf("b leads (%v) or watched (%v syncs) while a leads", leadB.Load(), b.syncs())
 	}
 
 	a.stop() // releases the Lease
 	poll(t, 20*time.Second, "b to take the Lease", leadB.Load)
-	b.waitSyncs(t, 0, 10, "the new leader's initial list and resyncs")
+	b.waitSyncs(t, 0, 4, "the new leader's initial list and resyncs")
 	wantHistory(t, h, 4, 5, up)
 
 	e.tidal(t, e.ns, "t", "web", 3)
 	poll(t, 20*time.Second, "web at 3", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 3 })
-	b.waitSyncs(t, b.syncs(), 10, "resyncs after the change")
+	b.waitSyncs(t, b.syncs(), 3, "resyncs after the change")
 	wantHistory(t, h, 4, 5, up, 3)
 }
