@@ -574,7 +574,7 @@ func rbacGrants() map[string]map[res][]string {
 			r("apps", "v1", "deployments", "", esNS):                     {"get"},
 			r("apps", "v1", "statefulsets", "", esNS):                    {"get"},
 			r("apps", "v1", "deployments", "scale", esNS):                {"get", "update", "patch"},
-			td(""): {"get", "list", "watch"},
+			td(""): {"get", "list", "watch", "patch"}, // patch: the debi.io/applied annotation
 			r("coordination.k8s.io", "v1", "leases", "", relNS): {"get", "create", "update"},
 		},
 		"debi-tidal-controller": {

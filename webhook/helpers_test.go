@@ -69,7 +69,9 @@ type fakeActuator struct {
 	hpas        map[string]string            // HPA name scaling a target, by target name
 	tidals      map[string]*unstructured.Unstructured
 	writes      []string
-	err         error // returned by every call when set
+	marks       []string // debi.io/applied annotations written, "ns/name=value"
+	markErr     error    // returned by MarkTidal when set
+	err         error    // returned by every call when set
 	// conflicts makes the next n writes fail with a conflict, after setting the size to
 	// conflictSize (someone else wrote in between).
 	conflicts    int
@@ -138,13 +140,36 @@ func (f *fakeActuator) GetTidal(_ context.Context, _ config.WatchResource, ns, n
 	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "tidal.io", Resource: "tidals"}, name)
 }
 
-// tidalObject builds a Tidal as the API server would return it.
+// MarkTidal records the annotation on the stored Tidal and in marks.
+func (f *fakeActuator) MarkTidal(_ context.Context, _ config.WatchResource, ns, name, value string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.markErr != nil {
+		return f.markErr
+	}
+	u, ok := f.tidals[ns+"/"+name]
+	if !ok {
+		return apierrors.NewNotFound(schema.GroupResource{Group: "tidal.io", Resource: "tidals"}, name)
+	}
+	a := u.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a["debi.io/applied"] = value // AnnotationTidalApplied
+	u.SetAnnotations(a)
+	f.marks = append(f.marks, ns+"/"+name+"="+value)
+	return nil
+}
+
+// tidalObject builds a Tidal as the API server would return it, its status written by its
+// controller for its spec (generation 1, observedGeneration 1, Ready True).
 func tidalObject(ns, name string, lbls map[string]string, targetRef map[string]any, desired any) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "tidal.io/v1alpha1", "kind": "Tidal",
-		"metadata": map[string]any{"namespace": ns, "name": name},
+		"metadata": map[string]any{"namespace": ns, "name": name, "generation": int64(1)},
 		"spec":     map[string]any{},
-		"status":   map[string]any{},
+		"status": map[string]any{"observedGeneration": int64(1), "conditions": []any{map[string]any{
+			"type": "Ready", "status": "True", "reason": "RuleActive", "observedGeneration": int64(1)}}},
 	}}
 	u.SetLabels(lbls)
 	if targetRef != nil {

@@ -553,8 +553,16 @@ func (e *kubeEnv) tidal(t testing.TB, ns, name, policy string, desired int64) {
 }
 
 // tidalObject creates or updates a Tidal with the given labels and targetRef (nil: none) and
-// sets status.desiredReplicas through the status subresource.
+// sets status.desiredReplicas through the status subresource, as its controller would: with
+// observedGeneration its generation and Ready True.
 func (e *kubeEnv) tidalObject(t testing.TB, ns, name string, lbls, targetRef map[string]any, desired int64) {
+	t.Helper()
+	e.tidalObjectStatus(t, ns, name, lbls, targetRef, desired, 0, "True")
+}
+
+// tidalObjectStatus is tidalObject with a status lag generations behind the spec (1: a status
+// that predates the spec) and a Ready condition ready ("": none).
+func (e *kubeEnv) tidalObjectStatus(t testing.TB, ns, name string, lbls, targetRef map[string]any, desired, lag int64, ready string) {
 	t.Helper()
 	tidals := e.dyn.Resource(schema.GroupVersionResource{Group: "tidal.io", Version: "v1alpha1", Resource: "tidals"}).Namespace(ns)
 	u, err := tidals.Get(context.Background(), name, metav1.GetOptions{})
@@ -575,6 +583,13 @@ func (e *kubeEnv) tidalObject(t testing.TB, ns, name string, lbls, targetRef map
 		t.Fatal(err)
 	}
 	_ = unstructured.SetNestedField(u.Object, desired, "status", "desiredReplicas")
+	gen := u.GetGeneration() - lag
+	_ = unstructured.SetNestedField(u.Object, gen, "status", "observedGeneration")
+	unstructured.RemoveNestedField(u.Object, "status", "conditions")
+	if ready != "" {
+		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": "Ready", "status": ready, "reason": "RuleActive",
+			"message": "test", "observedGeneration": gen, "lastTransitionTime": "2026-01-01T00:00:00Z"}}, "status", "conditions")
+	}
 	if _, err := tidals.UpdateStatus(context.Background(), u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -767,6 +782,22 @@ func TestRBAC(t *testing.T) {
 	}
 	if _, err := dynamic.NewForConfigOrDie(sa).Resource(schema.GroupVersionResource{Group: "tidal.io", Version: "v1alpha1", Resource: "tidals"}).Namespace(e.ns).List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("SA list tidals: %v", err)
+	}
+	// The Tidal path records debi.io/applied on a Tidal (a metadata patch), through the
+	// controller; the Tidal's status stays its controller's.
+	e.tidal(t, e.ns, "rbac-tidal", "web", 7)
+	if _, err := c.Tidal(ctx, &TidalEvent{Namespace: e.ns, Name: "rbac-tidal"}); err != nil {
+		t.Errorf("as the ServiceAccount, a Tidal applied and recorded: %v", err)
+	}
+	saTidals := dynamic.NewForConfigOrDie(sa).Resource(schema.GroupVersionResource{Group: "tidal.io", Version: "v1alpha1", Resource: "tidals"})
+	if u, err := saTidals.Namespace(e.ns).Get(ctx, "rbac-tidal", metav1.GetOptions{}); err != nil || u.GetAnnotations()["debi.io/applied"] != "1/7/web/"+e.ns+"/Deployment/web" {
+		t.Errorf("debi.io/applied after the Tidal: %v %v", err, u)
+	}
+	if _, err := saTidals.Namespace(e.ns).Patch(ctx, "rbac-tidal", types.MergePatchType, []byte(`{"status":{"desiredReplicas":1}}`), metav1.PatchOptions{}, "status"); !apierrors.IsForbidden(err) {
+		t.Errorf("SA patch tidals/status = %v, want forbidden", err)
+	}
+	if _, err := saTidals.Namespace(other).Patch(ctx, "any", types.MergePatchType, []byte(`{"metadata":{"annotations":{"debi.io/applied":"x"}}}`), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("SA patch a Tidal in an unbound namespace = %v, want forbidden", err)
 	}
 	if _, err := saKube.CoordinationV1().Leases("debi-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("SA list leases = %v, want forbidden (only get/create/update)", err)

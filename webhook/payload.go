@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/debi-scaler/debi/config"
 )
 
 // AlertmanagerMessage is Alertmanager's webhook payload, version 4
@@ -89,6 +91,14 @@ type TidalEvent struct {
 	// fromCluster is set on events derived from an object the API server sent (the watch):
 	// a pushed event is only a trigger, and the webhook reads the object before acting.
 	fromCluster bool
+	// What the object says besides (set with fromCluster): the resource it was read from,
+	// metadata.generation, status.observedGeneration, the Ready condition and the
+	// debi.io/applied annotation (see tidal.go).
+	resource           config.WatchResource
+	generation         int64
+	observedGeneration *int64
+	ready              *tidalCondition
+	applied            string
 }
 
 // TargetRef names a scaled object.

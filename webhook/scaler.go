@@ -46,6 +46,9 @@ type Actuator interface {
 	ScalingHPA(ctx context.Context, t config.Target) (string, error)
 	// GetTidal reads a Tidal-like object of resource r.
 	GetTidal(ctx context.Context, r config.WatchResource, namespace, name string) (*unstructured.Unstructured, error)
+	// MarkTidal sets the annotation debi.io/applied of a Tidal-like object of resource r to
+	// value (a metadata change: the object's generation stays).
+	MarkTidal(ctx context.Context, r config.WatchResource, namespace, name, value string) error
 }
 
 // AnnotationPaused on a target stops every write of the webhook to it while its value is
@@ -314,24 +317,42 @@ func (c *Controller) Alerts(ctx context.Context, m *AlertmanagerMessage) ([]Outc
 // is a trigger: unless it comes from the watch (an object the API server sent), the webhook reads
 // the named Tidal from the API server and decides on what the object says — its labels, its
 // targetRef and its status — never on what the event's body claims.
+//
+// A Tidal is a trigger, never a level-setter: it is acted on only when its status describes its
+// spec (status.observedGeneration is metadata.generation, condition Ready True) and only on a
+// change — its desired count or its binding (policy, target) differs from what the annotation
+// debi.io/applied on the Tidal says was last applied. Once applied the webhook writes that
+// annotation, so a resync, a restart or another replica taking the Lease applies nothing new,
+// and the load policy's decisions afterwards stand (see tidal.go).
 func (c *Controller) Tidal(ctx context.Context, e *TidalEvent) (Outcome, error) {
 	if !e.fromCluster {
-		u, err := c.readTidal(ctx, e.Namespace, e.Name)
+		u, r, err := c.readTidal(ctx, e.Namespace, e.Name)
 		if err != nil {
 			return Outcome{Trigger: "tidal", Source: "tidal"}, err
 		}
 		e = TidalFromUnstructured(u)
+		e.resource = r
 	}
-	ps, err := c.tidalPolicy(e)
-	if err != nil {
-		return Outcome{Trigger: "tidal", Source: "tidal"}, err
-	}
-	want, err := e.Desired()
-	if err != nil {
-		return Outcome{Policy: ps.pol.Name, Mode: ps.mode, Trigger: "tidal", Source: "tidal"}, err
+	ps, _, out, act, err := c.tidalCheck(e)
+	if !act || err != nil {
+		return out, err
 	}
 	return c.coalesce(ctx, ps, "tidal/"+e.Namespace+"/"+e.Name, func(ctx context.Context) (Outcome, error) {
-		return c.decide(ctx, ps, "tidal", func(cur ScaleInfo) (decision, error) {
+		// Read the Tidal again: the event may predate the apply of this very change by a
+		// decision that ran before this one, here or on another replica (pushed events).
+		f, err := c.rereadTidal(ctx, e)
+		if err != nil {
+			return Outcome{Policy: ps.pol.Name, Mode: ps.mode, Trigger: "tidal", Source: "tidal"}, err
+		}
+		ps2, want, out, act, err := c.tidalCheck(f)
+		if !act || err != nil {
+			return out, err
+		}
+		if ps2 != ps {
+			return out, &Error{http.StatusServiceUnavailable, fmt.Errorf("tidal %s/%s: bound to policy %s now, not %s; deciding again",
+				e.Namespace, e.Name, ps2.pol.Name, ps.pol.Name)}
+		}
+		out, err = c.decide(ctx, ps, "tidal", func(cur ScaleInfo) (decision, error) {
 			p := ps.pol.Scaling
 			d := decision{source: "tidal", w: math.NaN(), replicas: want, reason: "tidal",
 				note: fmt.Sprintf("tidal %s/%s desiredReplicas=%d", e.Namespace, e.Name, want)}
@@ -343,25 +364,29 @@ func (c *Controller) Tidal(ctx context.Context, e *TidalEvent) (Outcome, error) 
 			}
 			return d, nil
 		})
+		if err != nil {
+			return out, err
+		}
+		return out, c.markTidalApplied(ctx, ps, f, want, out)
 	})
 }
 
 // readTidal reads the named Tidal from the API server, trying the configured resources in
-// order: 404 when none has it.
-func (c *Controller) readTidal(ctx context.Context, ns, name string) (*unstructured.Unstructured, error) {
+// order: 404 when none has it. It returns the resource it was found in.
+func (c *Controller) readTidal(ctx context.Context, ns, name string) (*unstructured.Unstructured, config.WatchResource, error) {
 	var errs []error
 	for _, r := range c.cfg.Webhook.Tidal.Resources {
 		u, err := c.act.GetTidal(ctx, r, ns, name)
 		if err == nil {
-			return u, nil
+			return u, r, nil
 		}
 		var e *Error
 		if !apierrors.IsNotFound(err) && !(errors.As(err, &e) && e.Code == http.StatusNotFound) {
-			return nil, kubeError(fmt.Sprintf("read tidal %s/%s (%s)", ns, name, r), err)
+			return nil, r, kubeError(fmt.Sprintf("read tidal %s/%s (%s)", ns, name, r), err)
 		}
 		errs = append(errs, err)
 	}
-	return nil, &Error{http.StatusNotFound, fmt.Errorf("tidal %s/%s: not found in %d configured resources (webhook.tidal.resources): %w",
+	return nil, config.WatchResource{}, &Error{http.StatusNotFound, fmt.Errorf("tidal %s/%s: not found in %d configured resources (webhook.tidal.resources): %w",
 		ns, name, len(c.cfg.Webhook.Tidal.Resources), errors.Join(errs...))}
 }
 

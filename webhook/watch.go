@@ -23,10 +23,17 @@ import (
 	"github.com/debi-scaler/debi/config"
 )
 
-// TidalFromUnstructured turns a watched object into a status event: metadata, spec.targetRef and
-// status.desiredReplicas (or status.replicas).
+// TidalFromUnstructured turns a watched object into a status event: metadata, spec.targetRef,
+// status.desiredReplicas (or status.replicas), and what says whether the status may be acted on:
+// metadata.generation, status.observedGeneration, the Ready condition and the debi.io/applied
+// annotation (see Controller.Tidal).
 func TidalFromUnstructured(u *unstructured.Unstructured) *TidalEvent {
-	e := &TidalEvent{Namespace: u.GetNamespace(), Name: u.GetName(), Labels: u.GetLabels(), fromCluster: true}
+	e := &TidalEvent{Namespace: u.GetNamespace(), Name: u.GetName(), Labels: u.GetLabels(), fromCluster: true,
+		generation: u.GetGeneration(), applied: u.GetAnnotations()[AnnotationTidalApplied]}
+	if g, ok, err := unstructured.NestedInt64(u.Object, "status", "observedGeneration"); ok && err == nil {
+		e.observedGeneration = &g
+	}
+	e.ready = readyCondition(u)
 	if ref, ok, _ := unstructured.NestedMap(u.Object, "spec", "targetRef"); ok {
 		str := func(k string) string { s, _ := ref[k].(string); return s }
 		e.TargetRef = &TargetRef{APIVersion: str("apiVersion"), Kind: str("kind"), Namespace: str("namespace"), Name: str("name")}
@@ -78,6 +85,7 @@ func (c *Controller) WatchTidals(ctx context.Context, dyn dynamic.Interface, tc 
 	defer q.ShutDown()
 	type key = string
 	informers := map[key]cache.SharedIndexInformer{}
+	resources := map[key]config.WatchResource{}
 	var factories []dynamicinformer.DynamicSharedInformerFactory
 	nss := map[string]bool{}
 	for _, p := range c.policies {
@@ -109,7 +117,7 @@ func (c *Controller) WatchTidals(ctx context.Context, dyn dynamic.Interface, tc 
 				c.log.Error("cannot watch", "resource", r.String(), "err", err)
 				continue
 			}
-			informers[prefix] = inf
+			informers[prefix], resources[prefix] = inf, r
 		}
 	}
 	for _, f := range factories {
@@ -125,7 +133,7 @@ func (c *Controller) WatchTidals(ctx context.Context, dyn dynamic.Interface, tc 
 		if quit {
 			break
 		}
-		c.syncTidal(ctx, q, informers, k)
+		c.syncTidal(ctx, q, informers, resources, k)
 		q.Done(k)
 	}
 	for _, f := range factories {
@@ -133,12 +141,14 @@ func (c *Controller) WatchTidals(ctx context.Context, dyn dynamic.Interface, tc 
 	}
 }
 
-func (c *Controller) syncTidal(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], informers map[string]cache.SharedIndexInformer, k string) {
+func (c *Controller) syncTidal(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], informers map[string]cache.SharedIndexInformer,
+	resources map[string]config.WatchResource, k string) {
 	var inf cache.SharedIndexInformer
 	var objKey string
+	var res config.WatchResource
 	for prefix, i := range informers {
 		if len(k) > len(prefix) && k[:len(prefix)] == prefix {
-			inf, objKey = i, k[len(prefix):]
+			inf, objKey, res = i, k[len(prefix):], resources[prefix]
 		}
 	}
 	if inf == nil {
@@ -158,7 +168,10 @@ func (c *Controller) syncTidal(ctx context.Context, q workqueue.TypedRateLimitin
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Webhook.DecisionTimeout)
 	defer cancel()
-	out, err := c.Tidal(ctx, TidalFromUnstructured(u))
+	// A resync and the initial list replay unchanged objects: Tidal acts on a change only.
+	e := TidalFromUnstructured(u)
+	e.resource = res
+	out, err := c.Tidal(ctx, e)
 	code := http.StatusOK
 	if err != nil {
 		code = errorCode(err)

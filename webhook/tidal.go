@@ -1,0 +1,178 @@
+package webhook
+
+// A Tidal is a trigger, never a level-setter.
+//
+// The webhook acts on a Tidal's status only when the status describes the Tidal's current spec
+// (status.observedGeneration = metadata.generation, condition Ready True, the condition's own
+// observedGeneration, when set, the same), and only on a change: the desired count or the
+// binding (policy, target) differs from what the webhook last applied. What it last applied
+// lives on the Tidal itself, in the annotation debi.io/applied, written after the count is
+// applied:
+//
+//	debi.io/applied: "<metadata.generation>/<desiredReplicas>/<policy>/<target namespace>/<kind>/<name>"
+//
+// An annotation is metadata: writing it does not bump a custom resource's generation, so the
+// Tidal controller's observedGeneration stays current. It survives a webhook restart, is shared
+// by every replica (the Lease holder's watch and any replica's POST /v1/tidal read the same
+// object) and goes with the Tidal (a Tidal created again is a new change). The generation is
+// recorded, not compared: a spec edit that leaves desiredReplicas alone changes nothing.
+//
+// So a resync, a webhook restart or a Lease handover, which replay unchanged objects, apply
+// nothing, and the load policy's decisions made since the Tidal's change stand. The order is
+// apply, then record: a webhook stopped between the two applies the same count again once (at
+// least once, never lost). A decision held (the target paused) or made in shadow mode records
+// nothing: the change has not been applied and is still pending.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/debi-scaler/debi/config"
+)
+
+// AnnotationTidalApplied, on a Tidal, records the count the webhook last applied from it and
+// to which policy and target: "<generation>/<desiredReplicas>/<policy>/<namespace>/<kind>/<name>".
+const AnnotationTidalApplied = "debi.io/applied"
+
+// conditionReady is the condition the Tidal controller maintains (tidal/controller.ConditionReady).
+const conditionReady = "Ready"
+
+// tidalCondition is the Ready condition of a Tidal-like object.
+type tidalCondition struct {
+	Status, Reason, Message string
+	ObservedGeneration      int64
+}
+
+// readyCondition is u's status condition Ready, or nil.
+func readyCondition(u *unstructured.Unstructured) *tidalCondition {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok || m["type"] != conditionReady {
+			continue
+		}
+		str := func(k string) string { s, _ := m[k].(string); return s }
+		out := &tidalCondition{Status: str("status"), Reason: str("reason"), Message: str("message")}
+		switch g := m["observedGeneration"].(type) {
+		case int64:
+			out.ObservedGeneration = g
+		case float64:
+			out.ObservedGeneration = int64(g)
+		}
+		return out
+	}
+	return nil
+}
+
+// stale says why the event's status may not be acted on, or "" when it describes the object's
+// current spec and is Ready.
+func (e *TidalEvent) stale() string {
+	id := e.Namespace + "/" + e.Name
+	switch {
+	case e.observedGeneration == nil:
+		return fmt.Sprintf("tidal %s has no status.observedGeneration: its controller has not evaluated it yet", id)
+	case *e.observedGeneration != e.generation:
+		return fmt.Sprintf("tidal %s: status.observedGeneration %d is not metadata.generation %d: the status predates the spec", id, *e.observedGeneration, e.generation)
+	case e.ready == nil:
+		return fmt.Sprintf("tidal %s has no %s condition", id, conditionReady)
+	case e.ready.ObservedGeneration != 0 && e.ready.ObservedGeneration != e.generation:
+		return fmt.Sprintf("tidal %s: its %s condition describes generation %d, not metadata.generation %d", id, conditionReady, e.ready.ObservedGeneration, e.generation)
+	case e.ready.Status != string(metav1.ConditionTrue):
+		return fmt.Sprintf("tidal %s: %s=%s (%s: %s)", id, conditionReady, e.ready.Status, e.ready.Reason, e.ready.Message)
+	}
+	return ""
+}
+
+// appliedValue is the debi.io/applied annotation for want applied from a Tidal at generation to ps.
+func appliedValue(generation int64, want int32, ps *policyState) string {
+	return fmt.Sprintf("%d/%d/%s/%s", generation, want, ps.pol.Name, ps.pol.Target)
+}
+
+// alreadyApplied reports whether the annotation value v records want applied to ps (its policy
+// and target). The generation is not compared.
+func alreadyApplied(v string, want int32, ps *policyState) bool {
+	parts := strings.SplitN(v, "/", 3)
+	if len(parts) != 3 {
+		return false
+	}
+	if _, err := strconv.ParseInt(parts[0], 10, 64); err != nil {
+		return false
+	}
+	return parts[1] == strconv.FormatInt(int64(want), 10) && parts[2] == ps.pol.Name+"/"+ps.pol.Target.String()
+}
+
+// tidalCheck binds e to its policy and says whether to act on it (act true, with the policy and
+// the desired count). Otherwise out says why not — held: the status does not describe the spec
+// or is not Ready; or the change was applied already — or err is the binding's or the count's
+// error.
+func (c *Controller) tidalCheck(e *TidalEvent) (ps *policyState, want int32, out Outcome, act bool, err error) {
+	out = Outcome{Trigger: "tidal", Source: "tidal"}
+	if ps, err = c.tidalPolicy(e); err != nil {
+		return nil, 0, out, false, err
+	}
+	out.Policy, out.Mode = ps.pol.Name, ps.mode
+	if why := e.stale(); why != "" {
+		out.Reason, out.Held = "held", why
+		c.m.decisions.WithLabelValues(ps.pol.Name, "tidal", "held").Inc()
+		c.log.Info("tidal not acted on: its status does not describe its spec or is not Ready", "policy", ps.pol.Name,
+			"tidal", e.Namespace+"/"+e.Name, "held", why)
+		return ps, 0, out, false, nil
+	}
+	if want, err = e.Desired(); err != nil {
+		return ps, 0, out, false, err
+	}
+	if alreadyApplied(e.applied, want, ps) {
+		out.Reason = "applied"
+		out.Held = fmt.Sprintf("tidal %s/%s: desiredReplicas %d already applied to policy %s (%s %q); a Tidal acts on a change only",
+			e.Namespace, e.Name, want, ps.pol.Name, AnnotationTidalApplied, e.applied)
+		c.log.Debug("tidal unchanged since applied", "policy", ps.pol.Name, "tidal", e.Namespace+"/"+e.Name, "applied", e.applied)
+		return ps, want, out, false, nil
+	}
+	return ps, want, out, true, nil
+}
+
+// rereadTidal reads e's object again from the resource it came from.
+func (c *Controller) rereadTidal(ctx context.Context, e *TidalEvent) (*TidalEvent, error) {
+	u, err := c.act.GetTidal(ctx, e.resource, e.Namespace, e.Name)
+	if err != nil {
+		return nil, kubeError(fmt.Sprintf("read tidal %s/%s (%s)", e.Namespace, e.Name, e.resource), err)
+	}
+	f := TidalFromUnstructured(u)
+	f.resource = e.resource
+	return f, nil
+}
+
+// markTidalApplied records on the Tidal that want was applied to ps, after a decision that
+// applied it (written, or the target already at the count) in mode act or hpa-floor. A held
+// decision (the target paused) or a shadow one records nothing: the change is still pending.
+func (c *Controller) markTidalApplied(ctx context.Context, ps *policyState, e *TidalEvent, want int32, out Outcome) error {
+	if out.Held != "" || ps.mode == config.ModeShadow {
+		return nil
+	}
+	v := appliedValue(e.generation, want, ps)
+	if err := c.act.MarkTidal(ctx, e.resource, e.Namespace, e.Name, v); err != nil {
+		c.log.Error("applied the Tidal's count but cannot record it on the Tidal; it will be applied again (can the webhook patch "+e.resource.String()+"?)",
+			"policy", ps.pol.Name, "tidal", e.Namespace+"/"+e.Name, "annotation", AnnotationTidalApplied, "err", err)
+		return kubeError(fmt.Sprintf("record %s on tidal %s/%s", AnnotationTidalApplied, e.Namespace, e.Name), err)
+	}
+	return nil
+}
+
+// MarkTidal implements Actuator: a merge patch of the object's metadata.annotations.
+func (k *KubeActuator) MarkTidal(ctx context.Context, r config.WatchResource, namespace, name, value string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationTidalApplied: value}}})
+	if err != nil {
+		return err
+	}
+	gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
+	_, err = k.dyn.Resource(gvr).Namespace(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "debi-webhook"})
+	return err
+}

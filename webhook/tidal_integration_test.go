@@ -1,0 +1,267 @@
+package webhook
+
+// Integration tests of "a Tidal is a trigger, never a level-setter" (issue 20) on the real
+// kube-apiserver: the Tidal watch (informers, resyncs, the initial list of a restarted or newly
+// leading webhook) and pushed events, each test auditing the Deployment's whole replica history
+// as a watch saw it from the start (replicaHistory).
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/debi-scaler/debi/config"
+)
+
+var tidalGVR = schema.GroupVersionResource{Group: "tidal.io", Version: "v1alpha1", Resource: "tidals"}
+
+// tidalWatch is one webhook's Tidal watch: a Controller on a real actuator and its WatchTidals
+// (under a Lease when le is set), stopped by stop.
+type tidalWatch struct {
+	c    *Controller
+	stop func()
+}
+
+func startTidalWatch(t *testing.T, e *kubeEnv, q QueryFunc, resync time.Duration, le *config.LeaderElectionConfig, id string, leading func(bool)) *tidalWatch {
+	t.Helper()
+	act, err := NewKubeActuator(e.rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewController(itConfig(t, e.ns, "act"), ControllerOptions{Actuator: act, Query: q, Logger: testLogger(t).With("webhook", id)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	tc := config.TidalConfig{Resources: []config.WatchResource{{Group: "tidal.io", Version: "v1alpha1", Resource: "tidals"}}, ResyncPeriod: resync}
+	go func() {
+		defer close(done)
+		if le == nil {
+			c.WatchTidals(ctx, act.Dynamic(), tc)
+			return
+		}
+		if err := RunLeaderElected(ctx, e.kube, *le, id, testLogger(t), leading, func(ctx context.Context) { c.WatchTidals(ctx, act.Dynamic(), tc) }); err != nil {
+			t.Error(err)
+		}
+	}()
+	w := &tidalWatch{c: c}
+	w.stop = func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("the Tidal watch did not stop")
+		}
+	}
+	t.Cleanup(w.stop)
+	return w
+}
+
+// syncs is how many Tidal syncs the watch has done (initial list, updates, resyncs).
+func (w *tidalWatch) syncs() float64 {
+	return testutilCounter(w.c.m.notifications.WithLabelValues("watch", "200"))
+}
+
+// waitSyncs waits until the watch has synced n more times than it had at from.
+func (w *tidalWatch) waitSyncs(t *testing.T, from float64, n int, what string) {
+	t.Helper()
+	poll(t, 20*time.Second, fmt.Sprintf("%d Tidal syncs (%s)", n, what), func() bool { return w.syncs() >= from+float64(n) })
+}
+
+func (w *tidalWatch) held() float64 {
+	return testutilCounter(w.c.m.decisions.WithLabelValues("web", "tidal", "held"))
+}
+
+func wantHistory(t *testing.T, h *replicaHistory, want ...int32) {
+	t.Helper()
+	if got := h.sync(t, "web"); !slices.Equal(got, want) {
+		t.Fatalf("web's replica history %v, want %v", got, want)
+	}
+}
+
+// editTidalSpec changes the Tidal's spec: metadata.generation goes up, the status stays.
+func (e *kubeEnv) editTidalSpec(t *testing.T, name, note string) int64 {
+	t.Helper()
+	u, err := e.dyn.Resource(tidalGVR).Namespace(e.ns).Patch(context.Background(), name, types.MergePatchType,
+		fmt.Appendf(nil, `{"spec":{"note":%q}}`, note), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.GetGeneration()
+}
+
+func (e *kubeEnv) tidalApplied(t *testing.T, name string) (annotation string, generation, observed int64) {
+	t.Helper()
+	u, err := e.dyn.Resource(tidalGVR).Namespace(e.ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	observed, _, _ = unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	return u.GetAnnotations()["debi.io/applied"], u.GetGeneration(), observed
+}
+
+// loadQuery is Prometheus saying the load at 5 replicas asks for more: W = 0.9 at 5 (debi,
+// bounds 0.3–0.7, U(5) = 0.54, n* = round((4.5 + 0.8)/0.7) = 8).
+func loadQuery() QueryFunc {
+	return staticQuery(map[string]float64{qWebLoad: 0.9, qWebReplicas: 5})
+}
+
+// loadScaleUp is the load policy's decision: an alert for web, decided and written by c.
+func loadScaleUp(t *testing.T, c *Controller) int32 {
+	t.Helper()
+	outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := outs[0]; !o.Written || o.After <= o.Before {
+		t.Fatalf("the load policy did not scale up: %+v", o)
+	}
+	return outs[0].After
+}
+
+// TestTidalIntegrationStatusNotCurrent: the watch and a push see a Tidal whose status predates
+// its spec (observedGeneration 1, generation 2) and then one its controller marks Ready=False:
+// web stays at 9. Once the status describes the spec and is Ready, desiredReplicas 2 is applied,
+// once. On main: [9 2] at the first status write.
+func TestTidalIntegrationStatusNotCurrent(t *testing.T) {
+	e := newKubeEnv(t)
+	e.crds(t)
+	e.deployment(t, e.ns, "web", 9)
+	h := watchReplicas(t, e.kube, e.ns)
+	w := startTidalWatch(t, e, itQuery(), time.Second, nil, "a", nil)
+	poll(t, 20*time.Second, "the Tidal watch", func() bool { return testutilCounter(w.c.m.tidalWatchEnabled) == 1 })
+	bind := map[string]any{LabelScalerName: "web", LabelScalerNamespace: e.ns}
+	ref := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
+
+	// Created with a status of no generation (0), its spec edited, then a status of the
+	// generation before (1): never current.
+	e.tidalObjectStatus(t, e.ns, "t", bind, ref, 2, 1, "True")
+	_ = e.editTidalSpec(t, "t", "edited")
+	e.tidalObjectStatus(t, e.ns, "t", bind, ref, 2, 1, "True")
+	if _, gen, obs := e.tidalApplied(t, "t"); gen != 2 || obs != 1 {
+		t.Fatalf("generation %d observedGeneration %d, want 2 and 1", gen, obs)
+	}
+	// Resyncs replay the latest object: three of them, and every event before is processed.
+	w.waitSyncs(t, w.syncs(), 3, "the stale status")
+	if w.held() == 0 {
+		t.Fatal("the stale status was not held")
+	}
+	out, err := w.c.Tidal(context.Background(), &TidalEvent{Namespace: e.ns, Name: "t"})
+	if err != nil || !strings.Contains(out.Held, "status.observedGeneration 1 is not metadata.generation 2") {
+		t.Fatalf("push of a stale Tidal: %+v %v", out, err)
+	}
+	// Ready=False for the current generation.
+	e.tidalObjectStatus(t, e.ns, "t", bind, ref, 2, 0, "False")
+	held := w.held()
+	w.waitSyncs(t, w.syncs(), 3, "Ready=False")
+	if w.held() < held+3 {
+		t.Fatalf("held %v → %v: Ready=False not held at each sync", held, w.held())
+	}
+	out, err = w.c.Tidal(context.Background(), &TidalEvent{Namespace: e.ns, Name: "t"})
+	if err != nil || !strings.Contains(out.Held, "Ready=False") {
+		t.Fatalf("push of a Ready=False Tidal: %+v %v", out, err)
+	}
+	wantHistory(t, h, 9)
+
+	// Current and Ready: applied once.
+	e.tidalObjectStatus(t, e.ns, "t", bind, ref, 2, 0, "True")
+	poll(t, 20*time.Second, "web at 2", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 2 })
+	wantHistory(t, h, 9, 2)
+}
+
+// TestTidalIntegrationResyncAndRestart: web at 4; the Tidal's desiredReplicas 5 is applied
+// (4 → 5) and recorded on the Tidal (debi.io/applied, generation unchanged); the load policy
+// then scales web to 8. Resyncs every second, a spec edit that leaves desiredReplicas alone, and
+// a restarted webhook (a new Controller and watch, whose initial list replays the Tidal) write
+// nothing; a change of desiredReplicas to 3 writes once. On main: [4 5 8 5] at the first resync
+// (the operator's 5 → 8 → 5), and 5 again after every load scale-up.
+func TestTidalIntegrationResyncAndRestart(t *testing.T) {
+	e := newKubeEnv(t)
+	e.crds(t)
+	e.deployment(t, e.ns, "web", 4)
+	h := watchReplicas(t, e.kube, e.ns)
+	const resync = time.Second // client-go's shortest resync period
+	w := startTidalWatch(t, e, loadQuery(), resync, nil, "a", nil)
+	e.tidal(t, e.ns, "t", "web", 5)
+	poll(t, 20*time.Second, "web at 5", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 5 })
+	poll(t, 20*time.Second, "debi.io/applied on the Tidal", func() bool { a, _, _ := e.tidalApplied(t, "t"); return a != "" })
+	a, gen, obs := e.tidalApplied(t, "t")
+	if want := "1/5/web/" + e.ns + "/Deployment/web"; a != want || gen != 1 || obs != 1 {
+		t.Fatalf("debi.io/applied %q generation %d observedGeneration %d, want %q, 1, 1 (an annotation does not bump the generation)", a, gen, obs, want)
+	}
+	wantHistory(t, h, 4, 5)
+
+	up := loadScaleUp(t, w.c)
+	wantHistory(t, h, 4, 5, up)
+	w.waitSyncs(t, w.syncs(), 3, "resyncs after the load scale-up")
+	wantHistory(t, h, 4, 5, up)
+
+	// A spec edit, evaluated by the controller, desiredReplicas still 5: not a change.
+	_ = e.editTidalSpec(t, "t", "rules edited")
+	e.tidal(t, e.ns, "t", "web", 5)
+	w.waitSyncs(t, w.syncs(), 3, "resyncs after the spec edit")
+	wantHistory(t, h, 4, 5, up)
+
+	// Restart: the watch stops, a new webhook lists the Tidal and resyncs it.
+	w.stop()
+	w2 := startTidalWatch(t, e, loadQuery(), resync, nil, "a-restarted", nil)
+	w2.waitSyncs(t, 0, 4, "the restarted webhook's initial list and resyncs")
+	wantHistory(t, h, 4, 5, up)
+
+	// A change: one write, recorded; resyncs after it write nothing.
+	e.tidal(t, e.ns, "t", "web", 3)
+	poll(t, 20*time.Second, "web at 3", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 3 })
+	w2.waitSyncs(t, w2.syncs(), 3, "resyncs after the change")
+	wantHistory(t, h, 4, 5, up, 3)
+	if a, _, _ := e.tidalApplied(t, "t"); a != "2/3/web/"+e.ns+"/Deployment/web" {
+		t.Errorf("debi.io/applied %q after the change", a)
+	}
+}
+
+// TestTidalIntegrationLeaseHandover: two webhooks campaign for one Lease; the leader applies the
+// Tidal's 5 (4 → 5), the load policy (an alert decided by the follower: every replica serves
+// HTTP) scales web to 8; the leader goes, the follower takes the Lease and lists the Tidal:
+// nothing is written, at its initial list nor its resyncs; the next change of desiredReplicas
+// (3) is applied once by the new leader. On main: [4 5 8 5] at the handover.
+func TestTidalIntegrationLeaseHandover(t *testing.T) {
+	e := newKubeEnv(t)
+	e.crds(t)
+	e.deployment(t, e.ns, "web", 4)
+	h := watchReplicas(t, e.kube, e.ns)
+	le := &config.LeaderElectionConfig{Namespace: e.ns, Name: "debi-webhook", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	const resync = time.Second // client-go's shortest resync period
+	var leadA, leadB atomic.Bool
+	a := startTidalWatch(t, e, loadQuery(), resync, le, "a", leadA.Store)
+	poll(t, 20*time.Second, "a to lead", leadA.Load)
+	b := startTidalWatch(t, e, loadQuery(), resync, le, "b", leadB.Store)
+	e.tidal(t, e.ns, "t", "web", 5)
+	poll(t, 20*time.Second, "web at 5", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 5 })
+	poll(t, 20*time.Second, "debi.io/applied on the Tidal", func() bool { v, _, _ := e.tidalApplied(t, "t"); return v != "" })
+	up := loadScaleUp(t, b.c)
+	wantHistory(t, h, 4, 5, up)
+	a.waitSyncs(t, a.syncs(), 3, "the leader's resyncs")
+	wantHistory(t, h, 4, 5, up)
+	if leadB.Load() || b.syncs() != 0 {
+		t.Fatalf("b leads (%v) or watched (%v syncs) while a leads", leadB.Load(), b.syncs())
+	}
+
+	a.stop() // releases the Lease
+	poll(t, 20*time.Second, "b to take the Lease", leadB.Load)
+	b.waitSyncs(t, 0, 4, "the new leader's initial list and resyncs")
+	wantHistory(t, h, 4, 5, up)
+
+	e.tidal(t, e.ns, "t", "web", 3)
+	poll(t, 20*time.Second, "web at 3", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 3 })
+	b.waitSyncs(t, b.syncs(), 3, "resyncs after the change")
+	wantHistory(t, h, 4, 5, up, 3)
+}
