@@ -70,6 +70,10 @@ func (s *simTarget) GetTidal(_ context.Context, _ config.WatchResource, _, name 
 	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "tidal.io", Resource: "tidals"}, name)
 }
 
+func (s *simTarget) MarkTidal(context.Context, config.WatchResource, string, string, string) error {
+	return fmt.Errorf("not in this test")
+}
+
 func (s *simTarget) set(replicas, ready int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
