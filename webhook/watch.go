@@ -16,11 +16,10 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/debi-scaler/debi/config"
+	kubepkg "github.com/debi-scaler/debi/internal/kube"
 )
 
 // TidalFromUnstructured turns a watched object into a status event: metadata, spec.targetRef,
@@ -243,35 +242,7 @@ func (c *Controller) servedResources(ctx context.Context, rs []config.WatchResou
 // after losing it, until ctx ends.
 func RunLeaderElected(ctx context.Context, kube kubernetes.Interface, le config.LeaderElectionConfig, identity string,
 	logger *slog.Logger, leading func(bool), fn func(context.Context)) error {
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
-		Client:     kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
-	}
-	for ctx.Err() == nil {
-		el, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock:            lock,
-			LeaseDuration:   le.LeaseDuration,
-			RenewDeadline:   le.RenewDeadline,
-			RetryPeriod:     le.RetryPeriod,
-			ReleaseOnCancel: true,
-			Name:            "debi-webhook",
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(ctx context.Context) {
-					logger.Info("acquired the lease; acting on watches", "lease", le.Namespace+"/"+le.Name, "identity", identity)
-					leading(true)
-					fn(ctx)
-				},
-				OnStoppedLeading: func() {
-					leading(false)
-					logger.Info("not leading", "lease", le.Namespace+"/"+le.Name, "identity", identity)
-				},
-			},
-		})
-		if err != nil {
-			return err
-		}
-		el.Run(ctx)
-	}
-	return nil
+	return kubepkg.RunLeaderElected(ctx, kubepkg.Lease{Client: kube.CoordinationV1(), Namespace: le.Namespace, Name: le.Name,
+		Identity: identity, Elector: "debi-webhook", LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline,
+		RetryPeriod: le.RetryPeriod}, logger.With("acting_on", "watches"), leading, func(ctx context.Context) error { fn(ctx); return nil })
 }

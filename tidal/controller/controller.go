@@ -38,12 +38,11 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 
 	tidalv1 "github.com/debi-scaler/debi/apis/tidal/v1alpha1"
+	"github.com/debi-scaler/debi/internal/kube"
 )
 
 // TidalResource is the resource the controller watches by default.
@@ -172,51 +171,13 @@ func Run(ctx context.Context, opts Options) error {
 		defer opts.Metrics.leader.Set(0)
 		return newController(opts).run(ctx)
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
-		Client:     le.Client,
-		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
-	}
-	lease := le.Namespace + "/" + le.Name
-	log.Info("campaigning for the lease", "lease", lease, "identity", le.Identity)
+	log.Info("campaigning for the lease", "lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
 	opts.Ready()
 	opts.Ready = func() {}
-	var runErr error
-	for ctx.Err() == nil {
-		ctx, cancel := context.WithCancel(ctx)
-		el, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock:            lock,
-			LeaseDuration:   le.LeaseDuration,
-			RenewDeadline:   le.RenewDeadline,
-			RetryPeriod:     le.RetryPeriod,
-			ReleaseOnCancel: true,
-			Name:            FieldManager,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(ctx context.Context) {
-					log.Info("acquired the lease; evaluating Tidals", "lease", lease, "identity", le.Identity)
-					opts.Metrics.leader.Set(1)
-					if err := newController(opts).run(ctx); err != nil {
-						runErr = err
-						cancel()
-					}
-				},
-				OnStoppedLeading: func() {
-					opts.Metrics.leader.Set(0)
-					log.Info("not leading", "lease", lease, "identity", le.Identity)
-				},
-			},
-		})
-		if err != nil {
-			cancel()
-			return err
-		}
-		el.Run(ctx)
-		cancel()
-		if runErr != nil {
-			return runErr
-		}
-	}
-	return nil
+	leading := func(on bool) { opts.Metrics.leader.Set(map[bool]float64{true: 1}[on]) }
+	return kube.RunLeaderElected(ctx, kube.Lease{Client: le.Client, Namespace: le.Namespace, Name: le.Name,
+		Identity: le.Identity, Elector: FieldManager, LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline,
+		RetryPeriod: le.RetryPeriod}, log.With("acting_on", "tidals"), leading, func(ctx context.Context) error { return newController(opts).run(ctx) })
 }
 
 type controller struct {
