@@ -16,7 +16,7 @@ type Lease struct {
 	Client          coordinationv1.LeasesGetter
 	Namespace, Name string
 	// Identity is this replica's holder identity; Elector names the elector in client-go's logs.
-	Identity, Elector                          string
+	Identity, Elector                         string
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
