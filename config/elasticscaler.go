@@ -118,26 +118,17 @@ func PolicyFromElasticScaler(es *esv1.ElasticScaler) (Policy, []string, error) {
 }
 
 // algorithmParams are the algorithmConfig keys debi reads (case-insensitive), each setting one
-// scaling parameter.
-var algorithmParams = map[string]struct {
-	field string // the policy field path, for errors
-	float func(*scaling.Params) *float64
-	dur   func(*scaling.Params) *time.Duration
-}{
-	"target":                 {field: "scaling.target", float: func(p *scaling.Params) *float64 { return &p.Target }},
-	"tolerance":              {field: "scaling.tolerance", float: func(p *scaling.Params) *float64 { return &p.Tolerance }},
-	"lower":                  {field: "scaling.lower", float: func(p *scaling.Params) *float64 { return &p.Lower }},
-	"upper":                  {field: "scaling.upper", float: func(p *scaling.Params) *float64 { return &p.Upper }},
-	"uptolerance":            {field: "scaling.up_tolerance", float: func(p *scaling.Params) *float64 { return &p.UpTolerance }},
-	"downtolerance":          {field: "scaling.down_tolerance", float: func(p *scaling.Params) *float64 { return &p.DownTolerance }},
-	"maxscaleuprate":         {field: "scaling.max_scale_up_rate", float: func(p *scaling.Params) *float64 { return &p.MaxScaleUpRate }},
-	"maxscaledownrate":       {field: "scaling.max_scale_down_rate", float: func(p *scaling.Params) *float64 { return &p.MaxScaleDownRate }},
-	"scaleuppercent":         {field: "scaling.scale_up_percent", float: func(p *scaling.Params) *float64 { return &p.ScaleUpPercent }},
-	"scaledownpercent":       {field: "scaling.scale_down_percent", float: func(p *scaling.Params) *float64 { return &p.ScaleDownPercent }},
-	"window":                 {field: "scaling.window", dur: func(p *scaling.Params) *time.Duration { return &p.Window }},
-	"scaledownstabilization": {field: "scaling.scale_down_stabilization", dur: func(p *scaling.Params) *time.Duration { return &p.ScaleDownStabilization }},
-	"scaleupstabilization":   {field: "scaling.scale_up_stabilization", dur: func(p *scaling.Params) *time.Duration { return &p.ScaleUpStabilization }},
-}
+// scaling parameter: the parameters of scaling.Params' table an ElasticScaler may set
+// (scaling.Param.ES), keyed by their configuration key without underscores.
+var algorithmParams = func() map[string]scaling.Param {
+	out := map[string]scaling.Param{}
+	for _, d := range (scaling.Params{}).Table() {
+		if k := d.ESKey(); k != "" {
+			out[k] = d
+		}
+	}
+	return out
+}()
 
 // TranslateElasticScaler is PolicyFromElasticScaler with what the watch needs besides the policy:
 // the webhook mode, the object's identity and the map from the policy's fields back to the
@@ -282,26 +273,26 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 		}
 		v := strings.TrimSpace(raw)
 		switch {
-		case ap.float != nil:
+		case ap.Float != nil:
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 				bad(path, "%q is not a number", raw)
 				continue
 			}
-			if ap.field == "scaling.target" && op.paths["scaling.target"] != "" {
+			if ap.Key == "target" && op.paths["scaling.target"] != "" {
 				warn(path, "overrides the target of %s", op.paths["scaling.target"])
 			}
-			*ap.float(&p.Scaling) = f
+			*ap.Float(&p.Scaling) = f
 		default:
 			d, err := parseDuration(v)
 			if err != nil {
 				bad(path, "%q is not a duration (5m, 300s, or a number of seconds)", raw)
 				continue
 			}
-			*ap.dur(&p.Scaling) = d
+			*ap.Dur(&p.Scaling) = d
 		}
-		p.setScalingKey(strings.TrimPrefix(ap.field, "scaling."))
-		op.paths[ap.field] = path
+		p.setScalingKey(ap.Key)
+		op.paths["scaling."+ap.Key] = path
 	}
 
 	// The metrics-policy annotations: invalid values fall back with a warning, as the guide says.

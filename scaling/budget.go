@@ -1,8 +1,8 @@
 package scaling
 
 import (
-	"fmt"
 	"math"
+	"strings"
 	"time"
 )
 
@@ -30,19 +30,9 @@ func DefaultBudgetParams() BudgetParams {
 // error as it is, several joined by errors.Join in the order u_sla, hold, min_saving.
 func (b BudgetParams) Validate() error { return joinErrors(b.fieldErrors()) }
 
-// fieldErrors is every error of Validate, in order.
+// fieldErrors is every error of Validate, in order: the budget.* rows of Params' table.
 func (b BudgetParams) fieldErrors() []error {
-	var errs []error
-	if !(b.SLAUtilization > 0) || b.SLAUtilization > 1 {
-		errs = append(errs, fmt.Errorf("budget.u_sla must be in (0, 1], got %v", b.SLAUtilization))
-	}
-	if b.Hold < 0 {
-		errs = append(errs, fmt.Errorf("budget.hold must not be negative, got %v", b.Hold))
-	}
-	if !(b.MinSaving >= 0) || b.MinSaving >= 1 {
-		errs = append(errs, fmt.Errorf("budget.min_saving must be in [0, 1), got %v", b.MinSaving))
-	}
-	return errs
+	return tableErrors(Params{Budget: b}, func(d Param) bool { return strings.HasPrefix(d.Key, "budget.") })
 }
 
 // Budget holds the fewest replicas that keep demand under u_sla at the calibrated upper

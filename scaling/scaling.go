@@ -174,78 +174,10 @@ func DefaultParams() Params {
 // reported as its echo.
 func (p Params) Validate() error { return joinErrors(p.fieldErrors()) }
 
-// fieldErrors is every independent error of Validate, in order.
+// fieldErrors is every independent error of Validate, in order: the bounds and cross-checks of
+// Params' table (scaling.Param), Budget's among them.
 func (p Params) fieldErrors() []error {
-	fin := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-	var errs []error
-	bad := func(err error) { errs = append(errs, err) }
-	minOK := p.MinReplicas >= 1
-	if !minOK {
-		bad(fmt.Errorf("min_replicas must be at least 1, got %d", p.MinReplicas))
-	}
-	if minOK && p.MaxReplicas < p.MinReplicas {
-		bad(fmt.Errorf("max_replicas (%d) must not be below min_replicas (%d)", p.MaxReplicas, p.MinReplicas))
-	}
-	if !fin(p.Target) || p.Target <= 0 || p.Target > 1 {
-		bad(fmt.Errorf("target must be in (0, 1], got %v", p.Target))
-	}
-	if !fin(p.Tolerance) || p.Tolerance < 0 || p.Tolerance >= 1 {
-		bad(fmt.Errorf("tolerance must be in [0, 1), got %v", p.Tolerance))
-	}
-	lowerOK := fin(p.Lower) && p.Lower > 0
-	if !lowerOK {
-		bad(fmt.Errorf("lower must be above 0, got %v", p.Lower))
-	}
-	if lowerOK && (!fin(p.Upper) || p.Upper <= p.Lower || p.Upper > 1) {
-		bad(fmt.Errorf("upper must be above lower (%v) and at most 1, got %v", p.Lower, p.Upper))
-	}
-	if p.Rounding != RoundNearest && p.Rounding != RoundCeil {
-		bad(fmt.Errorf("rounding must be %q or %q, got %q", RoundNearest, RoundCeil, p.Rounding))
-	}
-	if p.Window < 0 {
-		bad(fmt.Errorf("window must not be negative, got %v", p.Window))
-	}
-	if p.ScaleDownStabilization < 0 {
-		bad(fmt.Errorf("scale_down_stabilization must not be negative, got %v", p.ScaleDownStabilization))
-	}
-	if p.ScaleUpStabilization < 0 {
-		bad(fmt.Errorf("scale_up_stabilization must not be negative, got %v", p.ScaleUpStabilization))
-	}
-	if p.ScaleUpPods < 0 {
-		bad(fmt.Errorf("scale_up_pods must not be negative, got %d", p.ScaleUpPods))
-	}
-	if !fin(p.ScaleUpPercent) || p.ScaleUpPercent < 0 {
-		bad(fmt.Errorf("scale_up_percent must not be negative, got %v", p.ScaleUpPercent))
-	}
-	// Both 0 means both valid: never an echo of the two checks above.
-	if p.ScaleUpPods == 0 && p.ScaleUpPercent == 0 {
-		bad(errors.New("scale_up_pods and scale_up_percent are both 0: the workload could never scale up"))
-	}
-	if p.ScaleUpPeriod <= 0 {
-		bad(fmt.Errorf("scale_up_period must be positive, got %v", p.ScaleUpPeriod))
-	}
-	if !fin(p.ScaleDownPercent) || p.ScaleDownPercent < 0 || p.ScaleDownPercent > 100 {
-		bad(fmt.Errorf("scale_down_percent must be in [0, 100], got %v", p.ScaleDownPercent))
-	}
-	if p.ScaleDownPeriod <= 0 {
-		bad(fmt.Errorf("scale_down_period must be positive, got %v", p.ScaleDownPeriod))
-	}
-	if p.HPABehavior != BehaviorDefault && p.HPABehavior != BehaviorNone {
-		bad(fmt.Errorf("hpa_behavior must be %q or %q, got %q", BehaviorDefault, BehaviorNone, p.HPABehavior))
-	}
-	if !fin(p.UpTolerance) || p.UpTolerance < 0 {
-		bad(fmt.Errorf("up_tolerance must not be negative, got %v", p.UpTolerance))
-	}
-	if !fin(p.DownTolerance) || p.DownTolerance < 0 || p.DownTolerance >= 1 {
-		bad(fmt.Errorf("down_tolerance must be in [0, 1), got %v", p.DownTolerance))
-	}
-	if !fin(p.MaxScaleUpRate) || p.MaxScaleUpRate < 1 {
-		bad(fmt.Errorf("max_scale_up_rate must be at least 1, got %v", p.MaxScaleUpRate))
-	}
-	if !fin(p.MaxScaleDownRate) || p.MaxScaleDownRate < 1 {
-		bad(fmt.Errorf("max_scale_down_rate must be at least 1, got %v", p.MaxScaleDownRate))
-	}
-	return append(errs, p.Budget.fieldErrors()...)
+	return tableErrors(p, func(Param) bool { return true })
 }
 
 // joinErrors is nil for none, the error itself for one, and errors.Join of them for several (its

@@ -128,6 +128,31 @@ func (f flagger) int(name, help string, p *int) {
 	f.value(name, help, parsed[int]{p, parser(strconv.Atoi, "an integer"), strconv.Itoa})
 }
 
+func (f flagger) int32(name, help string, p *int32) {
+	f.value(name, help, parsed[int32]{p, parser(func(s string) (int32, error) {
+		v, err := strconv.ParseInt(s, 10, 32)
+		return int32(v), err
+	}, "an integer"), func(x int32) string { return strconv.FormatInt(int64(x), 10) }})
+}
+
+// param binds a scaling parameter to its flag, as scaling.Params' table declares it.
+func (f flagger) param(d scaling.Param, p *scaling.Params) {
+	help := d.Doc
+	if d.Key != "" {
+		help += " (scaling." + d.Key + ")"
+	}
+	switch {
+	case d.Float != nil:
+		f.float(d.Flag, help, d.Float(p))
+	case d.Dur != nil:
+		f.dur(d.Flag, help, d.Dur(p))
+	case d.Int != nil:
+		f.int32(d.Flag, help, d.Int(p))
+	case d.Str != nil:
+		f.str(d.Flag, help, d.Str(p))
+	}
+}
+
 func (f flagger) int64(name, help string, p *int64) {
 	f.value(name, help, parsed[int64]{p, parser(func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }, "an integer"),
 		func(x int64) string { return strconv.FormatInt(x, 10) }})
@@ -179,11 +204,7 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 
 	// The simulated cluster and the scoring.
 	p := &o.Params
-	minR, maxR := int(p.MinReplicas), int(p.MaxReplicas)
 	f.float("request", "R: CPU request of one pod (cores).", &o.Request)
-	f.int("min-replicas", "N_min.", &minR)
-	f.int("max-replicas", "N_max.", &maxR)
-	f.float("tolerance", "Δ: tolerance of hpa and debi.", &p.Tolerance)
 	f.dur("tick", "Controllers' sync period: every policy decides once per tick.", &o.Tick)
 	f.dur("sample-period", "Time between trace samples (0: from the trace's minute column).", &o.SamplePeriod)
 	f.str("demand", "Demand between samples: linear or step.", &o.Demand)
@@ -201,20 +222,14 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.dur("retrain", "Time between model training runs (0: once).", &o.Retrain)
 	f.dur("season", "Seasonal period of the seasonal models, converted to samples of each trace.", &o.Season)
 
-	f.float("hpa.target", "HPA (and APA) target utilization.", &p.Target)
-	behavior := string(p.HPABehavior)
-	f.str("hpa.behavior", "HPA modelled: none (no behavior field, as kubectl autoscale creates) or default (behavior = the API defaults).", &behavior)
-	f.dur("hpa.scale-down-stabilization", "HPA scale-down stabilisation window.", &p.ScaleDownStabilization)
-	f.float("apa.up-tolerance", "APA up tolerance.", &p.UpTolerance)
-	f.float("apa.down-tolerance", "APA down tolerance.", &p.DownTolerance)
-	f.float("apa.max-scale-up-rate", "APA maximum scale-up factor per decision.", &p.MaxScaleUpRate)
-	f.float("apa.max-scale-down-rate", "APA maximum scale-down factor per decision.", &p.MaxScaleDownRate)
+	// The scaling parameters, each as scaling.Params' table declares it (the configuration's
+	// key, bounds and doc are the same).
+	for _, d := range p.Table() {
+		if d.Flag != "" {
+			f.param(d, p)
+		}
+	}
 	f.str("debi.model", "Forecaster of the debi policy.", &o.DebiModel)
-	f.float("debi.lower", "U_lower: dynamic target at N_min.", &p.Lower)
-	f.float("debi.upper", "U_upper: dynamic target limit.", &p.Upper)
-	rounding := string(p.Rounding)
-	f.str("debi.rounding", "Algorithm 2 rounding: nearest or ceil.", &rounding)
-	f.dur("debi.window", "Debi observation window (0 disables).", &p.Window)
 	f.float("evt.tau", "τ: tail fraction of the EVT threshold.", &o.POT.Tau)
 	f.float("evt.q", "q: risk of the high-water level (must be below τ).", &o.POT.Q)
 	f.int("evt.min-excesses", "Fewest excesses for a GPD fit.", &o.POT.MinExcesses)
@@ -227,8 +242,6 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.str("budget.errors", "Forecast errors as ratio (ln actual/forecast), additive (cores) or scaled (cores over the mean level).", &c.Errors)
 	f.str("budget.scoring", "Score forecasts at every tick (the demand at t + lead time, anchored at the observation) or once per sample.", &c.Scoring)
 	f.int("budget.error-window", "Forecast errors kept (history steps).", &c.Window)
-	f.dur("budget.hold", "Least time since the last change of size before a scale-down.", &p.Budget.Hold)
-	f.float("budget.min-saving", "Least share of the size a scale-down must save (besides one pod).", &p.Budget.MinSaving)
 
 	o.Model.Season, o.Model.Window, o.Model.Hidden, o.Model.MaxIterations, o.Model.TimeBudget, o.Model.Seed = 0, 0, 0, 0, 0, 1
 	f.int("model.season", "Seasonal period in samples (0: --season converted).", &o.Model.Season)
@@ -238,8 +251,6 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.dur("model.time-budget", "Training time budget per run (0: default).", &o.Model.TimeBudget)
 	f.int64("model.seed", "Training seed.", &o.Model.Seed)
 	finish = func() {
-		p.MinReplicas, p.MaxReplicas, p.Rounding = int32(minR), int32(maxR), scaling.Rounding(rounding)
-		p.HPABehavior = scaling.HPABehavior(behavior)
 		o.SweepTargets = sweep
 		o.StartupSweep = sweepStartup
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/scaling"
 )
 
 // Module is the import path prefix mapped onto the repository root.
@@ -216,6 +217,7 @@ func (g *gen) section(b *bytes.Buffer, path string, t reflect.Type, v reflect.Va
 		if enum := g.enum(ft); len(enum) > 0 {
 			r.desc = strings.TrimSpace(r.desc + " One of: `" + strings.Join(enum, "`, `") + "`.")
 		}
+		r.desc = strings.TrimSpace(r.desc + " " + paramFacts(t, name))
 		if r.desc == "" {
 			// An undocumented nested struct is described by its type's comment.
 			et := ft
@@ -343,4 +345,43 @@ func render(v reflect.Value) string {
 		return strconv.FormatFloat(v.Float(), 'g', -1, 64)
 	}
 	return fmt.Sprint(v.Interface())
+}
+
+// paramFacts is what scaling.Params' table declares of a scaling parameter beside its doc: its
+// bound, its ElasticScaler algorithmConfig key and its backtest flag ("" for other fields).
+func paramFacts(t reflect.Type, name string) string {
+	key := name
+	switch t {
+	case reflect.TypeOf(scaling.Params{}):
+	case reflect.TypeOf(scaling.BudgetParams{}):
+		key = "budget." + name
+	default:
+		return ""
+	}
+	d, ok := scaling.ParamByKey(key)
+	if !ok {
+		return ""
+	}
+	var facts []string
+	if d.Want != "" {
+		f := d.Want
+		if d.OK != nil && d.OK(0) {
+			f += ", 0 allowed"
+		}
+		facts = append(facts, f)
+	}
+	if d.ES {
+		parts := strings.Split(d.Key, "_")
+		for i := 1; i < len(parts); i++ {
+			parts[i] = strings.ToUpper(parts[i][:1]) + parts[i][1:]
+		}
+		facts = append(facts, "ElasticScaler `algorithmConfig."+strings.Join(parts, "")+"`")
+	}
+	if d.Flag != "" {
+		facts = append(facts, "backtest `--"+d.Flag+"`")
+	}
+	if len(facts) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(facts, "; ") + ")"
 }
