@@ -164,8 +164,8 @@ func TestTidalIntegrationStatusNotCurrent(t *testing.T) {
 	e.tidalObjectStatus(t, e.ns, "t", bind, ref, 2, 0, "False")
 	held := w.held()
 	w.waitSyncs(t, w.syncs(), 3, "Ready=False")
-	if w.held() < held+3 {
-		t.Fatalf("held %v → %v: Ready=False not held at each sync", held, w.held())
+	if w.held() < held+2 { // (a sync in flight at the first read may be counted once only)
+		t.Fatalf("held %v → %v: Ready=False not held at its syncs", held, w.held())
 	}
 	out, err = w.c.Tidal(context.Background(), &TidalEvent{Namespace: e.ns, Name: "t"})
 	if err != nil || !strings.Contains(out.Held, "Ready=False") {
