@@ -153,6 +153,7 @@ func TestTidalIntegrationStatusNotCurrent(t *testing.T) {
 	}
 	// Resyncs replay the latest object: three of them, and every event before is processed.
 	w.waitSyncs(t, w.syncs(), 3, "the stale status")
+	wantHistory(t, h, 9)
 	if w.held() == 0 {
 		t.Fatal("the stale status was not held")
 	}
@@ -164,6 +165,7 @@ func TestTidalIntegrationStatusNotCurrent(t *testing.T) {
 	e.tidalObjectStatus(t, e.ns, "t", bind, ref, 2, 0, "False")
 	held := w.held()
 	w.waitSyncs(t, w.syncs(), 3, "Ready=False")
+	wantHistory(t, h, 9)
 	if w.held() < held+2 { // (a sync in flight at the first read may be counted once only)
 		t.Fatalf("held %v → %v: Ready=False not held at its syncs", held, w.held())
 	}
@@ -194,17 +196,16 @@ func TestTidalIntegrationResyncAndRestart(t *testing.T) {
 	w := startTidalWatch(t, e, loadQuery(), resync, nil, "a", nil)
 	e.tidal(t, e.ns, "t", "web", 5)
 	poll(t, 20*time.Second, "web at 5", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 5 })
-	poll(t, 20*time.Second, "debi.io/applied on the Tidal", func() bool { a, _, _ := e.tidalApplied(t, "t"); return a != "" })
-	a, gen, obs := e.tidalApplied(t, "t")
-	if want := "1/5/web/" + e.ns + "/Deployment/web"; a != want || gen != 1 || obs != 1 {
-		t.Fatalf("debi.io/applied %q generation %d observedGeneration %d, want %q, 1, 1 (an annotation does not bump the generation)", a, gen, obs, want)
-	}
 	wantHistory(t, h, 4, 5)
 
 	up := loadScaleUp(t, w.c)
 	wantHistory(t, h, 4, 5, up)
 	w.waitSyncs(t, w.syncs(), 3, "resyncs after the load scale-up")
 	wantHistory(t, h, 4, 5, up)
+	a, gen, obs := e.tidalApplied(t, "t")
+	if want := "1/5/web/" + e.ns + "/Deployment/web"; a != want || gen != 1 || obs != 1 {
+		t.Fatalf("debi.io/applied %q generation %d observedGeneration %d, want %q, 1, 1 (an annotation does not bump the generation)", a, gen, obs, want)
+	}
 
 	// A spec edit, evaluated by the controller, desiredReplicas still 5: not a change.
 	_ = e.editTidalSpec(t, "t", "rules edited")
@@ -246,7 +247,6 @@ func TestTidalIntegrationLeaseHandover(t *testing.T) {
 	b := startTidalWatch(t, e, loadQuery(), resync, le, "b", leadB.Store)
 	e.tidal(t, e.ns, "t", "web", 5)
 	poll(t, 20*time.Second, "web at 5", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 5 })
-	poll(t, 20*time.Second, "debi.io/applied on the Tidal", func() bool { v, _, _ := e.tidalApplied(t, "t"); return v != "" })
 	up := loadScaleUp(t, b.c)
 	wantHistory(t, h, 4, 5, up)
 	a.waitSyncs(t, a.syncs(), 3, "the leader's resyncs")
@@ -264,4 +264,7 @@ func TestTidalIntegrationLeaseHandover(t *testing.T) {
 	poll(t, 20*time.Second, "web at 3", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 3 })
 	b.waitSyncs(t, b.syncs(), 3, "resyncs after the change")
 	wantHistory(t, h, 4, 5, up, 3)
+	if v, _, _ := e.tidalApplied(t, "t"); v != "1/3/web/"+e.ns+"/Deployment/web" {
+		t.Errorf("debi.io/applied %q after the change, written by the new leader", v)
+	}
 }
