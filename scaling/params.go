@@ -52,9 +52,9 @@ func atLeast1(v float64) bool {
 func (Params) Table() []Param { return paramTable }
 
 var paramTable = []Param{
-	{Key: "min_replicas", Flag: "min-replicas", Unit: "replicas", Doc: "N_min: the fewest replicas.",
+	{Key: "min_replicas", Flag: "min-replicas", Unit: "replicas", Doc: "N_min: the fewest replicas any algorithm recommends.",
 		Int: func(p *Params) *int32 { return &p.MinReplicas }, OK: atLeast1, Want: "must be at least 1"},
-	{Key: "max_replicas", Flag: "max-replicas", Unit: "replicas", Doc: "N_max: the most replicas.",
+	{Key: "max_replicas", Flag: "max-replicas", Unit: "replicas", Doc: "N_max: the most replicas any algorithm recommends; at least min_replicas.",
 		Int: func(p *Params) *int32 { return &p.MaxReplicas },
 		Cross: func(p Params, valid map[string]bool) error {
 			if valid["min_replicas"] && p.MaxReplicas < p.MinReplicas {
@@ -62,13 +62,13 @@ var paramTable = []Param{
 			}
 			return nil
 		}},
-	{Key: "target", ES: true, Flag: "hpa.target", Unit: "utilization", Doc: "HPA (and APA) target utilization.",
+	{Key: "target", ES: true, Flag: "hpa.target", Unit: "utilization", Doc: "The fixed target utilization of hpa and apa.",
 		Float: func(p *Params) *float64 { return &p.Target }, OK: in01c, Want: "must be in (0, 1]"},
-	{Key: "tolerance", ES: true, Flag: "tolerance", Unit: "fraction", Doc: "Δ: dead band of hpa and debi (no change while |W/target − 1| ≤ Δ).",
+	{Key: "tolerance", ES: true, Flag: "tolerance", Unit: "fraction", Doc: "Δ, the dead band of hpa and debi: no change while |W/target − 1| ≤ Δ.",
 		Float: func(p *Params) *float64 { return &p.Tolerance }, OK: in01o, Want: "must be in [0, 1)"},
-	{Key: "lower", ES: true, Flag: "debi.lower", Unit: "utilization", Doc: "U_lower: debi's dynamic target at N_min.",
+	{Key: "lower", ES: true, Flag: "debi.lower", Unit: "utilization", Doc: "U_lower: debi's dynamic target at N_min; U(n) = upper − (upper − lower)·min_replicas/n.",
 		Float: func(p *Params) *float64 { return &p.Lower }, OK: pos, Want: "must be above 0"},
-	{Key: "upper", ES: true, Flag: "debi.upper", Unit: "utilization", Doc: "U_upper: the limit of debi's dynamic target.",
+	{Key: "upper", ES: true, Flag: "debi.upper", Unit: "utilization", Doc: "U_upper: the limit of debi's dynamic target as n grows; above lower and at most 1.",
 		Float: func(p *Params) *float64 { return &p.Upper },
 		Cross: func(p Params, valid map[string]bool) error {
 			if valid["lower"] && (!finite(p.Upper) || p.Upper <= p.Lower || p.Upper > 1) {
@@ -76,17 +76,17 @@ var paramTable = []Param{
 			}
 			return nil
 		}},
-	{Key: "rounding", Flag: "debi.rounding", Doc: "Algorithm 2 rounding: nearest or ceil.",
+	{Key: "rounding", Flag: "debi.rounding", Doc: "How Algorithm 2 turns its continuous optimum into a count: nearest (the paper) or ceil (never plan a pod above its target).",
 		Str: func(p *Params) *string { return (*string)(&p.Rounding) }, Enum: []string{string(RoundNearest), string(RoundCeil)}},
-	{Key: "window", ES: true, Flag: "debi.window", Unit: "duration", Doc: "debi's observation window (0 disables the window term).",
+	{Key: "window", ES: true, Flag: "debi.window", Unit: "duration", Doc: "debi's observation window: the recommendation is the larger of the one for W and the one for the mean observed load over this window (0 disables the window term).",
 		Dur: func(p *Params) *time.Duration { return &p.Window }, OK: nonNeg, Want: "must not be negative"},
-	{Key: "scale_down_stabilization", ES: true, Flag: "hpa.scale-down-stabilization", Unit: "duration", Doc: "HPA scale-down stabilisation window.",
+	{Key: "scale_down_stabilization", ES: true, Flag: "hpa.scale-down-stabilization", Unit: "duration", Doc: "HPA scale-down stabilisation window: the largest recommendation within it is the floor.",
 		Dur: func(p *Params) *time.Duration { return &p.ScaleDownStabilization }, OK: nonNeg, Want: "must not be negative"},
-	{Key: "scale_up_stabilization", ES: true, Flag: "hpa.scale-up-stabilization", Unit: "duration", Doc: "HPA scale-up stabilisation window.",
+	{Key: "scale_up_stabilization", ES: true, Flag: "hpa.scale-up-stabilization", Unit: "duration", Doc: "HPA scale-up stabilisation window: the smallest recommendation within it is the ceiling.",
 		Dur: func(p *Params) *time.Duration { return &p.ScaleUpStabilization }, OK: nonNeg, Want: "must not be negative"},
-	{Key: "scale_up_pods", Flag: "hpa.scale-up-pods", Unit: "pods", Doc: "HPA scale-up policy: pods per period.",
+	{Key: "scale_up_pods", Flag: "hpa.scale-up-pods", Unit: "pods", Doc: "HPA scale-up policy: pods added per scale_up_period (the larger of this and scale_up_percent applies).",
 		Int: func(p *Params) *int32 { return &p.ScaleUpPods }, OK: nonNeg, Want: "must not be negative"},
-	{Key: "scale_up_percent", ES: true, Flag: "hpa.scale-up-percent", Unit: "percent", Doc: "HPA scale-up policy: percent per period.",
+	{Key: "scale_up_percent", ES: true, Flag: "hpa.scale-up-percent", Unit: "percent", Doc: "HPA scale-up policy: percent added per scale_up_period; with scale_up_pods not both 0.",
 		Float: func(p *Params) *float64 { return &p.ScaleUpPercent }, OK: nonNeg, Want: "must not be negative",
 		Cross: func(p Params, _ map[string]bool) error {
 			if p.ScaleUpPods == 0 && p.ScaleUpPercent == 0 {
@@ -94,27 +94,27 @@ var paramTable = []Param{
 			}
 			return nil
 		}},
-	{Key: "scale_up_period", Flag: "hpa.scale-up-period", Unit: "duration", Doc: "HPA scale-up policy period.",
+	{Key: "scale_up_period", Flag: "hpa.scale-up-period", Unit: "duration", Doc: "HPA scale-up policies' period.",
 		Dur: func(p *Params) *time.Duration { return &p.ScaleUpPeriod }, OK: pos, Want: "must be positive"},
-	{Key: "scale_down_percent", ES: true, Flag: "hpa.scale-down-percent", Unit: "percent", Doc: "HPA scale-down policy: percent per period.",
+	{Key: "scale_down_percent", ES: true, Flag: "hpa.scale-down-percent", Unit: "percent", Doc: "HPA scale-down policy: percent removed per scale_down_period.",
 		Float: func(p *Params) *float64 { return &p.ScaleDownPercent }, OK: func(v float64) bool { return finite(v) && v >= 0 && v <= 100 }, Want: "must be in [0, 100]"},
-	{Key: "scale_down_period", Flag: "hpa.scale-down-period", Unit: "duration", Doc: "HPA scale-down policy period.",
+	{Key: "scale_down_period", Flag: "hpa.scale-down-period", Unit: "duration", Doc: "HPA scale-down policy's period.",
 		Dur: func(p *Params) *time.Duration { return &p.ScaleDownPeriod }, OK: pos, Want: "must be positive"},
-	{Key: "hpa_behavior", Flag: "hpa.behavior", Doc: "HPA modelled: none (no behavior field, as kubectl autoscale creates) or default (behavior = the API defaults).",
+	{Key: "hpa_behavior", Flag: "hpa.behavior", Doc: "The HPA modelled: default (behavior set to the API defaults, shaped by the scale_* parameters) or none (no behavior, as kubectl autoscale creates: scale_down_stabilization and at most max(2·current, 4) per sync).",
 		Str: func(p *Params) *string { return (*string)(&p.HPABehavior) }, Enum: []string{string(BehaviorDefault), string(BehaviorNone)}},
-	{Key: "up_tolerance", ES: true, Flag: "apa.up-tolerance", Unit: "fraction", Doc: "APA up tolerance.",
+	{Key: "up_tolerance", ES: true, Flag: "apa.up-tolerance", Unit: "fraction", Doc: "APA: no scale-up below target·(1 + up_tolerance).",
 		Float: func(p *Params) *float64 { return &p.UpTolerance }, OK: nonNeg, Want: "must not be negative"},
-	{Key: "down_tolerance", ES: true, Flag: "apa.down-tolerance", Unit: "fraction", Doc: "APA down tolerance.",
+	{Key: "down_tolerance", ES: true, Flag: "apa.down-tolerance", Unit: "fraction", Doc: "APA: no scale-down above target·(1 − down_tolerance).",
 		Float: func(p *Params) *float64 { return &p.DownTolerance }, OK: in01o, Want: "must be in [0, 1)"},
-	{Key: "max_scale_up_rate", ES: true, Flag: "apa.max-scale-up-rate", Unit: "factor", Doc: "APA maximum scale-up factor per decision.",
+	{Key: "max_scale_up_rate", ES: true, Flag: "apa.max-scale-up-rate", Unit: "factor", Doc: "APA: at most × this per decision up.",
 		Float: func(p *Params) *float64 { return &p.MaxScaleUpRate }, OK: atLeast1, Want: "must be at least 1"},
-	{Key: "max_scale_down_rate", ES: true, Flag: "apa.max-scale-down-rate", Unit: "factor", Doc: "APA maximum scale-down factor per decision.",
+	{Key: "max_scale_down_rate", ES: true, Flag: "apa.max-scale-down-rate", Unit: "factor", Doc: "APA: at most ÷ this per decision down.",
 		Float: func(p *Params) *float64 { return &p.MaxScaleDownRate }, OK: atLeast1, Want: "must be at least 1"},
-	{Key: "budget.u_sla", Unit: "utilization", Doc: "u_sla: a pod is sized to run at most at this utilization; overloaded above it.",
+	{Key: "budget.u_sla", Unit: "utilization", Doc: "u_sla: a pod is sized to run at most at this utilization; a tick above u_sla·ready·request is overloaded.",
 		Float: func(p *Params) *float64 { return &p.Budget.SLAUtilization }, OK: in01c, Want: "must be in (0, 1]"},
-	{Key: "budget.hold", Flag: "budget.hold", Unit: "duration", Doc: "Least time since the last change of size before a scale-down.",
+	{Key: "budget.hold", Flag: "budget.hold", Unit: "duration", Doc: "Least time between the last change of size and a scale-down: the hysteresis that keeps scaling actions at or below the HPA's.",
 		Dur: func(p *Params) *time.Duration { return &p.Budget.Hold }, OK: nonNeg, Want: "must not be negative"},
-	{Key: "budget.min_saving", Flag: "budget.min-saving", Unit: "fraction", Doc: "Least share of the size a scale-down must save (besides one pod).",
+	{Key: "budget.min_saving", Flag: "budget.min-saving", Unit: "fraction", Doc: "Least share of the current size a scale-down must save, on top of at least one pod (0: one pod is enough).",
 		Float: func(p *Params) *float64 { return &p.Budget.MinSaving }, OK: in01o, Want: "must be in [0, 1)"},
 }
 

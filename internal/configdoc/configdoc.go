@@ -217,7 +217,11 @@ func (g *gen) section(b *bytes.Buffer, path string, t reflect.Type, v reflect.Va
 		if enum := g.enum(ft); len(enum) > 0 {
 			r.desc = strings.TrimSpace(r.desc + " One of: `" + strings.Join(enum, "`, `") + "`.")
 		}
-		r.desc = strings.TrimSpace(r.desc + " " + paramFacts(t, name))
+		if doc, facts := paramFacts(t, name); doc != "" {
+			// A scaling parameter is documented by its declaration (scaling.Params' table).
+			enum := r.desc[strings.Index(r.desc+" One of:", " One of:"):]
+			r.desc = strings.Join(strings.Fields(doc+enum+" "+facts), " ")
+		}
 		if r.desc == "" {
 			// An undocumented nested struct is described by its type's comment.
 			et := ft
@@ -347,41 +351,44 @@ func render(v reflect.Value) string {
 	return fmt.Sprint(v.Interface())
 }
 
-// paramFacts is what scaling.Params' table declares of a scaling parameter beside its doc: its
-// bound, its ElasticScaler algorithmConfig key and its backtest flag ("" for other fields).
-func paramFacts(t reflect.Type, name string) string {
+// paramFacts is what scaling.Params' table declares of a scaling parameter: its doc, and its
+// bound, ElasticScaler algorithmConfig key and backtest flag ("" for other fields).
+func paramFacts(t reflect.Type, name string) (doc, facts string) {
 	key := name
 	switch t {
 	case reflect.TypeOf(scaling.Params{}):
 	case reflect.TypeOf(scaling.BudgetParams{}):
 		key = "budget." + name
 	default:
-		return ""
+		return "", ""
 	}
 	d, ok := scaling.ParamByKey(key)
 	if !ok {
-		return ""
+		return "", ""
 	}
-	var facts []string
+	var fs []string
 	if d.Want != "" {
 		f := d.Want
 		if d.OK != nil && d.OK(0) {
 			f += ", 0 allowed"
 		}
-		facts = append(facts, f)
+		fs = append(fs, f)
 	}
 	if d.ES {
 		parts := strings.Split(d.Key, "_")
 		for i := 1; i < len(parts); i++ {
 			parts[i] = strings.ToUpper(parts[i][:1]) + parts[i][1:]
 		}
-		facts = append(facts, "ElasticScaler `algorithmConfig."+strings.Join(parts, "")+"`")
+		fs = append(fs, "ElasticScaler `algorithmConfig."+strings.Join(parts, "")+"`")
 	}
 	if d.Flag != "" {
-		facts = append(facts, "backtest `--"+d.Flag+"`")
+		fs = append(fs, "backtest `--"+d.Flag+"`")
 	}
-	if len(facts) == 0 {
-		return ""
+	if d.Unit != "" && d.Unit != "duration" { // the type column says duration
+		fs = append([]string{d.Unit}, fs...)
 	}
-	return "(" + strings.Join(facts, "; ") + ")"
+	if len(fs) == 0 {
+		return d.Doc, ""
+	}
+	return d.Doc, "(" + strings.Join(fs, "; ") + ")"
 }
