@@ -613,3 +613,28 @@ func TestDebiEVTAndBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestElasticScalerExplicitZeros: an algorithmConfig key set to 0 keeps 0 where zero is a
+// setting (upTolerance, scaleDownStabilization), as the file's keys do; a key left out takes
+// its default.
+func TestElasticScalerExplicitZeros(t *testing.T) {
+	es := guideScaler(t, "guide-custom-algorithm.yaml")
+	ac := es.Spec.Trigger.MetricsTrigger.AlgorithmConfig
+	for k := range ac {
+		delete(ac, k)
+	}
+	ac["upTolerance"], ac["scaleDownStabilization"] = "0", "0s"
+	op, _ := translate(t, es)
+	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	got, _ := c.PolicyByName(op.Policy.Name)
+	s, def := got.Scaling, scaling.DefaultParams()
+	if s.UpTolerance != 0 || s.ScaleDownStabilization != 0 {
+		t.Errorf("explicit zeros replaced: up_tolerance %v, scale_down_stabilization %v", s.UpTolerance, s.ScaleDownStabilization)
+	}
+	if s.DownTolerance != def.DownTolerance || s.Tolerance != def.Tolerance {
+		t.Errorf("keys left out: down_tolerance %v tolerance %v, want the defaults", s.DownTolerance, s.Tolerance)
+	}
+}
