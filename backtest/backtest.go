@@ -92,6 +92,8 @@ type Options struct {
 	POT    forecast.POTConfig `json:"evt"`
 	// Calibration is the budget policy's quantile and calibration; its u_sla is SLAUtilization.
 	Calibration forecast.CalibratorConfig `json:"budget"`
+	// DownGate is the budget policy's scale-down gate (policy.Config.DownGate).
+	DownGate string `json:"down_gate,omitempty"`
 	// SweepTargets are the HPA targets of the cost-at-equal-overload frontier.
 	SweepTargets []float64 `json:"sweep_targets"`
 	// MaxSteps, when positive, truncates every trace to that many samples.
@@ -192,9 +194,18 @@ func (o Options) Validate() error {
 		if strings.EqualFold(p, OraclePolicy) {
 			continue
 		}
+		if _, ok, err := ParseClairvoyant(p); ok {
+			if err != nil {
+				return fmt.Errorf("policies: %w", err)
+			}
+			continue
+		}
 		if _, err := policy.Parse(p, o.DebiModel); err != nil {
 			return fmt.Errorf("policies: %w", err)
 		}
+	}
+	if o.DownGate != "" && o.DownGate != policy.DownGateHold && o.DownGate != policy.DownGateLead {
+		return fmt.Errorf("budget.down-gate: must be %q or %q, got %q", policy.DownGateHold, policy.DownGateLead, o.DownGate)
 	}
 	return nil
 }
@@ -596,6 +607,9 @@ func HistoryWarnings(traces []trace.Trace, o Options) []string {
 			period = time.Duration(max(t.StepMinutes, 1)) * time.Minute
 		}
 		for _, p := range o.Policies {
+			if _, ok, _ := ParseClairvoyant(p); ok {
+				continue
+			}
 			spec, err := policy.Parse(p, o.DebiModel)
 			if err != nil || spec.Model == "" {
 				continue
@@ -741,15 +755,27 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 	run := Run{Metrics: Metrics{Policy: strings.ToLower(policyName), ForecastCoverage: math.NaN(), BudgetHeadroom: math.NaN(), BudgetLevel: math.NaN()}}
 	var decide decider
 	hasModel := false
+	var now time.Duration // the simulated time, for a clairvoyant forecaster
 	if strings.EqualFold(policyName, OraclePolicy) {
 		decide = oracle(w, o)
 	} else {
-		spec, err := policy.Parse(policyName, o.DebiModel)
+		var spec policy.Spec
+		var fc forecast.Forecaster
+		d, clair, err := ParseClairvoyant(policyName)
+		switch {
+		case err != nil:
+			return Run{}, err
+		case clair:
+			spec, fc, err = clairvoyantConfig(policyName, d, w, &now)
+		default:
+			spec, err = policy.Parse(policyName, o.DebiModel)
+		}
 		if err != nil {
 			return Run{}, err
 		}
 		run.Policy = spec.Name
 		cfg := policy.DefaultConfig(spec)
+		cfg.Forecaster, cfg.DownGate = fc, o.DownGate
 		cfg.Params, cfg.Metrics, cfg.Request, cfg.Step = o.Params, o.Metrics, o.Request, w.Period
 		cfg.History, cfg.Model, cfg.POT, cfg.Season, cfg.Calibration = o.History, o.Model, o.POT, o.Season, o.Calibration
 		cfg.Params.Budget.SLAUtilization = o.SLAUtilization
@@ -807,6 +833,7 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 			}
 			pending = pending[1:]
 		}
+		now = t
 		t0 := time.Now()
 		res, err := decide(ctx, i, policy.Observation{Time: start.Add(t), Demand: w.Obs[i], Current: c.spec, Ready: c.ready(t)})
 		total += time.Since(t0)

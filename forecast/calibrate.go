@@ -57,6 +57,12 @@ type CalibratorConfig struct {
 	// is ColdMargin.
 	MinErrors  int     `yaml:"min_errors" json:"min_errors"`
 	ColdMargin float64 `yaml:"cold_margin" json:"cold_margin"`
+	// DebtLimit, when positive, bounds the calibration debt: α is kept at or above −DebtLimit,
+	// so a run of overloads (a start-up ramp) cannot push the level so far below 0 that the
+	// margin sits at its widest for hours while the debt is repaid at γ·b a tick. 0: unbounded
+	// (adaptive conformal inference as published). Measured out of sample
+	// (docs/results-budget.md); not a configuration field.
+	DebtLimit float64 `yaml:"-" json:"debt_limit,omitempty"`
 }
 
 // DefaultCalibratorConfig returns the defaults of METHOD §9.
@@ -99,6 +105,9 @@ func (c CalibratorConfig) Validate() error {
 	}
 	if !fin(c.ColdMargin) || c.ColdMargin < 1 {
 		bad(fmt.Errorf("cold_margin must be at least 1, got %v", c.ColdMargin))
+	}
+	if !fin(c.DebtLimit) || c.DebtLimit < 0 {
+		bad(fmt.Errorf("debt_limit must not be negative, got %v", c.DebtLimit))
 	}
 	return joinErrors(errs)
 }
@@ -273,6 +282,9 @@ func (c *Calibrator) Observe(exceeded bool) {
 	// below 0 asks for the widest quantile until the exceedances are paid back); only the level
 	// the quantile is read at is. Clamping α would forget exceedances and overshoot the budget.
 	c.alpha += c.cfg.Gain * (c.cfg.Budget - x)
+	if c.cfg.DebtLimit > 0 && c.alpha < -c.cfg.DebtLimit {
+		c.alpha = -c.cfg.DebtLimit
+	}
 }
 
 // Alpha is the current level: the margin is the (1−α) quantile of the errors, α clamped to

@@ -130,8 +130,24 @@ type Config struct {
 	// a stateful algorithm then takes its state from the observed changes of size
 	// (scaling.Unapplied).
 	Unapplied bool
-	Logger    *slog.Logger
+	// Forecaster, when set, is the model instead of Spec.Model's registry entry (Spec.Model
+	// then only names it): the backtest's diagnostic forecasters that know the future are not
+	// in the registry, so that no configuration can pick them.
+	Forecaster forecast.Forecaster
+	// DownGate is how the budget policy's scale-down quantile is read: DownGateHold (default,
+	// "") the calibrated quantile of the largest demand over the lead time plus the hold, from
+	// that window's own errors; DownGateLead the same largest forecast with the lead-time margin
+	// (the need over the hold window rather than the memory of the hold window's errors).
+	// Measured out of sample (docs/results-budget.md).
+	DownGate string
+	Logger   *slog.Logger
 }
+
+// DownGate values of Config.DownGate.
+const (
+	DownGateHold = "hold"
+	DownGateLead = "lead"
+)
 
 // DefaultConfig returns the paper's settings for the policy spec.
 func DefaultConfig(spec Spec) Config {
@@ -196,6 +212,9 @@ func (c Config) Validate() error {
 	if c.Spec.Load == LoadBudget {
 		if err := c.Calibration.Validate(); err != nil {
 			return scaling.PrefixErrors("budget: ", err)
+		}
+		if c.DownGate != "" && c.DownGate != DownGateHold && c.DownGate != DownGateLead {
+			return fmt.Errorf("budget: down gate must be %q or %q, got %q", DownGateHold, DownGateLead, c.DownGate)
 		}
 	}
 	if !scaling.Known(c.Spec.Algorithm) {
@@ -363,9 +382,11 @@ func New(cfg Config) (*Runner, error) {
 			mc.Season = SeasonSteps(cfg.Season, cfg.Step)
 		}
 		r.cfg.Model = mc
-		f, err := forecast.New(cfg.Spec.Model, mc)
-		if err != nil {
-			return nil, err
+		f := cfg.Forecaster
+		if f == nil {
+			if f, err = forecast.New(cfg.Spec.Model, mc); err != nil {
+				return nil, err
+			}
 		}
 		r.model.Store(&modelBox{f: f})
 		// A seasonal model needs whole seasons: keep what it needs, while the EVT fit still sees
@@ -826,7 +847,11 @@ func (r *Runner) tickBudget(obs Observation) {
 	b.Errors = r.calUp.Errors()
 	b.Forecast = fu
 	b.Quantile = r.calUp.Upper(fu)
-	b.QuantileDown = math.Max(r.calDown.Upper(fd), b.Quantile)
+	if r.cfg.DownGate == DownGateLead {
+		b.QuantileDown = math.Max(r.calUp.Upper(fd), b.Quantile)
+	} else {
+		b.QuantileDown = math.Max(r.calDown.Upper(fd), b.Quantile)
+	}
 	b.Margin = math.NaN()
 	if fu > 0 {
 		b.Margin = b.Quantile / fu

@@ -375,3 +375,36 @@ func TestDecidingTerm(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetDownGate: on the same ramp, the lead gate reads the scale-down quantile with the
+// lead time's margin, which is below the hold window's own (its errors are over a longer
+// window of a rising load); an unknown gate is refused.
+func TestBudgetDownGate(t *testing.T) {
+	down := map[string]float64{}
+	for _, gate := range []string{DownGateHold, DownGateLead} {
+		r := newRunner(t, "naive-budget", func(c *Config) {
+			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+			c.DownGate = gate
+		})
+		var res Result
+		for i := range 2000 {
+			var err error
+			res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: 10 + 0.01*float64(i), Current: 40, Ready: 40})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res.Budget.QuantileDown < res.Budget.Quantile {
+			t.Fatalf("%s: down %v below the quantile %v", gate, res.Budget.QuantileDown, res.Budget.Quantile)
+		}
+		down[gate] = res.Budget.QuantileDown
+	}
+	if !(down[DownGateLead] < down[DownGateHold]) {
+		t.Fatalf("scale-down quantile: lead %v, hold %v; want lead below hold on a ramp", down[DownGateLead], down[DownGateHold])
+	}
+	cfg := DefaultConfig(Spec{Name: "budget", Algorithm: "budget", Model: "naive", Load: LoadBudget})
+	cfg.DownGate = "sometimes"
+	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "down gate") {
+		t.Fatalf("an unknown gate: %v", err)
+	}
+}

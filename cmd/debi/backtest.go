@@ -226,7 +226,9 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.str("budget.quantile", "Quantile of the forecast errors: pot (GPD tail) or empirical.", &c.Method)
 	f.str("budget.errors", "Forecast errors as ratio (ln actual/forecast), additive (cores) or scaled (cores over the mean level).", &c.Errors)
 	f.str("budget.scoring", "Score forecasts at every tick (the demand at t + lead time, anchored at the observation) or once per sample.", &c.Scoring)
-	f.int("budget.error-window", "Forecast errors kept (history steps).", &c.Window)
+	f.int("budget.error-window", "Forecast errors kept (one per tick under --budget.scoring tick, per sample otherwise).", &c.Window)
+	f.float("budget.debt-limit", "Bound on the calibration debt: the level α is kept at or above −debt-limit (0: unbounded). Backtest only.", &c.DebtLimit)
+	f.str("budget.down-gate", "Scale-down gate: hold (the hold window's own calibrated quantile) or lead (the largest forecast over lead + hold with the lead-time margin). Backtest only.", &o.DownGate)
 	f.dur("budget.hold", "Least time since the last change of size before a scale-down.", &p.Budget.Hold)
 	f.float("budget.min-saving", "Least share of the size a scale-down must save (besides one pod).", &p.Budget.MinSaving)
 
