@@ -305,3 +305,41 @@ func isHeader(fields []string) bool {
 	_, err := strconv.ParseFloat(strings.TrimSpace(fields[0]), 64)
 	return err != nil
 }
+
+// Halves splits the index's traces into two fixed halves for out-of-sample work: sorted by
+// class (periodic, smooth, bursty, then any other) and within a class by file name, then dealt
+// alternately to A and B along that one list, so each class is split as evenly as it can be and
+// the odd trace of one class goes to the other half in the next. The same index gives the same
+// halves. Names are file names.
+func Halves(idx Index) (a, b []string) {
+	rank := map[string]int{"periodic": 0, "smooth": 1, "bursty": 2}
+	files := make([]Entry, 0, len(idx))
+	for _, e := range idx {
+		files = append(files, e)
+	}
+	sort.Slice(files, func(i, j int) bool {
+		ri, okI := rank[files[i].Class]
+		rj, okJ := rank[files[j].Class]
+		if !okI {
+			ri = len(rank)
+		}
+		if !okJ {
+			rj = len(rank)
+		}
+		if ri != rj {
+			return ri < rj
+		}
+		if files[i].Class != files[j].Class {
+			return files[i].Class < files[j].Class
+		}
+		return files[i].File < files[j].File
+	})
+	for i, e := range files {
+		if i%2 == 0 {
+			a = append(a, e.File)
+		} else {
+			b = append(b, e.File)
+		}
+	}
+	return a, b
+}

@@ -141,3 +141,46 @@ func TestLoadFileClassFromIndex(t *testing.T) {
 		t.Fatal("a broken index.csv should fail LoadFile")
 	}
 }
+
+// TestHalves: alternate along the list sorted by class then name; deterministic; every class
+// split within one; the shared collection, where present, splits 10 / 9.
+func TestHalves(t *testing.T) {
+	idx := Index{}
+	for _, e := range []Entry{{"p3", "periodic", 5}, {"p1", "periodic", 5}, {"p2", "periodic", 5},
+		{"s1", "smooth", 5}, {"s2", "smooth", 5}, {"b2", "bursty", 1}, {"b1", "bursty", 1}, {"b3", "bursty", 1}} {
+		idx[e.File] = e
+	}
+	a, b := Halves(idx)
+	if got, want := strings.Join(a, " ")+" | "+strings.Join(b, " "), "p1 p3 s2 b2 | p2 s1 b1 b3"; got != want {
+		t.Fatalf("halves %q, want %q", got, want)
+	}
+	a2, b2 := Halves(idx)
+	if strings.Join(a2, ",") != strings.Join(a, ",") || strings.Join(b2, ",") != strings.Join(b, ",") {
+		t.Fatal("not deterministic")
+	}
+	shared, err := LoadIndex(filepath.Join("..", "..", "shared", "traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shared == nil {
+		t.Log("skipped the shared collection's split: ../shared/traces/index.csv is absent")
+		return
+	}
+	a, b = Halves(shared)
+	count := func(files []string) map[string]int {
+		m := map[string]int{}
+		for _, f := range files {
+			m[shared[f].Class]++
+		}
+		return m
+	}
+	ca, cb := count(a), count(b)
+	for _, c := range []string{"periodic", "smooth", "bursty"} {
+		if d := ca[c] - cb[c]; d < -1 || d > 1 {
+			t.Errorf("class %s: %d in A, %d in B", c, ca[c], cb[c])
+		}
+	}
+	if len(a)+len(b) != len(shared) || len(a)-len(b) > 1 || len(b) > len(a) {
+		t.Errorf("%d + %d of %d traces", len(a), len(b), len(shared))
+	}
+}
