@@ -92,8 +92,10 @@ type Options struct {
 	POT    forecast.POTConfig `json:"evt"`
 	// Calibration is the budget policy's quantile and calibration; its u_sla is SLAUtilization.
 	Calibration forecast.CalibratorConfig `json:"budget"`
-	// DownGate is the budget policy's scale-down gate (policy.Config.DownGate).
+	// DownGate is the budget policy's scale-down gate (policy.Config.DownGate), Anchor where
+	// its forecast path is anchored (policy.Config.Anchor).
 	DownGate string `json:"down_gate,omitempty"`
+	Anchor   string `json:"anchor,omitempty"`
 	// SweepTargets are the HPA targets of the cost-at-equal-overload frontier.
 	SweepTargets []float64 `json:"sweep_targets"`
 	// MaxSteps, when positive, truncates every trace to that many samples.
@@ -775,7 +777,7 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 		}
 		run.Policy = spec.Name
 		cfg := policy.DefaultConfig(spec)
-		cfg.Forecaster, cfg.DownGate = fc, o.DownGate
+		cfg.Forecaster, cfg.DownGate, cfg.Anchor = fc, o.DownGate, o.Anchor
 		cfg.Params, cfg.Metrics, cfg.Request, cfg.Step = o.Params, o.Metrics, o.Request, w.Period
 		cfg.History, cfg.Model, cfg.POT, cfg.Season, cfg.Calibration = o.History, o.Model, o.POT, o.Season, o.Calibration
 		cfg.Params.Budget.SLAUtilization = o.SLAUtilization

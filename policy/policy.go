@@ -140,8 +140,20 @@ type Config struct {
 	// (the need over the hold window rather than the memory of the hold window's errors).
 	// Measured out of sample (docs/results-budget.md).
 	DownGate string
-	Logger   *slog.Logger
+	// Anchor is where the budget policy's forecast path is anchored at each tick: AnchorNowcast
+	// (default, "") the observation extrapolated by half a window of its last trend,
+	// AnchorObserved the observation itself, AnchorPath nowhere (the model's path as it is).
+	// Measured out of sample (docs/results-budget.md).
+	Anchor string
+	Logger *slog.Logger
 }
+
+// Anchor values of Config.Anchor.
+const (
+	AnchorNowcast  = "nowcast"
+	AnchorObserved = "observed"
+	AnchorPath     = "path"
+)
 
 // DownGate values of Config.DownGate.
 const (
@@ -215,6 +227,11 @@ func (c Config) Validate() error {
 		}
 		if c.DownGate != "" && c.DownGate != DownGateHold && c.DownGate != DownGateLead {
 			return fmt.Errorf("budget: down gate must be %q or %q, got %q", DownGateHold, DownGateLead, c.DownGate)
+		}
+		switch c.Anchor {
+		case "", AnchorNowcast, AnchorObserved, AnchorPath:
+		default:
+			return fmt.Errorf("budget: anchor must be %q, %q or %q, got %q", AnchorNowcast, AnchorObserved, AnchorPath, c.Anchor)
 		}
 	}
 	if !scaling.Known(c.Spec.Algorithm) {
@@ -834,7 +851,14 @@ func (r *Runner) tickBudget(obs Observation) {
 	if math.IsNaN(tb.base) {
 		tb.base, tb.t0 = d, obs.Time
 	}
-	off := d - tb.at(obs.Time)
+	var off float64
+	switch r.cfg.Anchor {
+	case AnchorPath:
+	case AnchorObserved:
+		off = obs.Demand - tb.at(obs.Time)
+	default:
+		off = d - tb.at(obs.Time)
+	}
 	upAt := obs.Time.Add(tb.lead)
 	fu := math.Max(0, math.Max(tb.at(upAt), tb.at(upAt.Add(dt)))+off)
 	fd := math.Max(0, tb.maxOver(obs.Time, obs.Time.Add(tb.lead+tb.hold))+off)

@@ -408,3 +408,32 @@ func TestBudgetDownGate(t *testing.T) {
 		t.Fatalf("an unknown gate: %v", err)
 	}
 }
+
+// TestBudgetAnchor: on a rising ramp, the naive path anchored at the nowcast leads the one
+// anchored at the observation, which leads the path as it is (flat at the step's first value).
+func TestBudgetAnchor(t *testing.T) {
+	fc := map[string]float64{}
+	for _, anchor := range []string{AnchorNowcast, AnchorObserved, AnchorPath} {
+		r := newRunner(t, "naive-budget", func(c *Config) {
+			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+			c.Anchor = anchor
+		})
+		var res Result
+		for i := range 1999 {
+			var err error
+			res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: 10 + 0.01*float64(i), Current: 40, Ready: 40})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		fc[anchor] = res.Budget.Forecast
+	}
+	if math.Abs(fc[AnchorObserved]-29.98) > 1e-9 || !(fc[AnchorNowcast] > fc[AnchorObserved]) || !(fc[AnchorObserved] > fc[AnchorPath]) {
+		t.Fatalf("forecasts %v: want nowcast > observed (29.98) > path", fc)
+	}
+	cfg := DefaultConfig(Spec{Name: "budget", Algorithm: "budget", Model: "naive", Load: LoadBudget})
+	cfg.Anchor = "tomorrow"
+	if _, err := New(cfg); err == nil {
+		t.Fatal("an unknown anchor was accepted")
+	}
+}
