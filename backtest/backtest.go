@@ -96,6 +96,8 @@ type Options struct {
 	// its forecast path is anchored (policy.Config.Anchor).
 	DownGate string `json:"down_gate,omitempty"`
 	Anchor   string `json:"anchor,omitempty"`
+	// NowcastSpan is the budget policy's nowcast extrapolation (policy.Config.NowcastSpan).
+	NowcastSpan time.Duration `json:"nowcast_span,omitempty"`
 	// SweepTargets are the HPA targets of the cost-at-equal-overload frontier.
 	SweepTargets []float64 `json:"sweep_targets"`
 	// MaxSteps, when positive, truncates every trace to that many samples.
@@ -777,7 +779,7 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 		}
 		run.Policy = spec.Name
 		cfg := policy.DefaultConfig(spec)
-		cfg.Forecaster, cfg.DownGate, cfg.Anchor = fc, o.DownGate, o.Anchor
+		cfg.Forecaster, cfg.DownGate, cfg.Anchor, cfg.NowcastSpan = fc, o.DownGate, o.Anchor, o.NowcastSpan
 		cfg.Params, cfg.Metrics, cfg.Request, cfg.Step = o.Params, o.Metrics, o.Request, w.Period
 		cfg.History, cfg.Model, cfg.POT, cfg.Season, cfg.Calibration = o.History, o.Model, o.POT, o.Season, o.Calibration
 		cfg.Params.Budget.SLAUtilization = o.SLAUtilization

@@ -145,7 +145,11 @@ type Config struct {
 	// AnchorObserved the observation itself, AnchorPath nowhere (the model's path as it is).
 	// Measured out of sample (docs/results-budget.md).
 	Anchor string
-	Logger *slog.Logger
+	// NowcastSpan is how far the budget policy extrapolates the observation by its last trend
+	// to the demand now (0: half the ObservationWindow, the lag of a mean over it). Measured out
+	// of sample (docs/results-budget.md).
+	NowcastSpan time.Duration
+	Logger      *slog.Logger
 }
 
 // Anchor values of Config.Anchor.
@@ -227,6 +231,9 @@ func (c Config) Validate() error {
 		}
 		if c.DownGate != "" && c.DownGate != DownGateHold && c.DownGate != DownGateLead {
 			return fmt.Errorf("budget: down gate must be %q or %q, got %q", DownGateHold, DownGateLead, c.DownGate)
+		}
+		if c.NowcastSpan < 0 {
+			return fmt.Errorf("budget: nowcast span must not be negative, got %v", c.NowcastSpan)
 		}
 		switch c.Anchor {
 		case "", AnchorNowcast, AnchorObserved, AnchorPath:
@@ -815,8 +822,12 @@ func (r *Runner) tickBudget(obs Observation) {
 	dt := 15 * time.Second
 	if !tb.prev.IsZero() && obs.Time.After(tb.prev) {
 		dt = obs.Time.Sub(tb.prev)
-		if w := r.cfg.ObservationWindow; w > 0 && !math.IsNaN(tb.prevObs) {
-			d = math.Max(0, d+(d-tb.prevObs)*float64(w/2)/float64(dt))
+		span := r.cfg.ObservationWindow / 2
+		if r.cfg.NowcastSpan > 0 {
+			span = r.cfg.NowcastSpan
+		}
+		if r.cfg.ObservationWindow > 0 && !math.IsNaN(tb.prevObs) {
+			d = math.Max(0, d+(d-tb.prevObs)*float64(span)/float64(dt))
 		}
 	}
 	tb.prev, tb.prevObs = obs.Time, obs.Demand

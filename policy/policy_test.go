@@ -437,3 +437,28 @@ func TestBudgetAnchor(t *testing.T) {
 		t.Fatal("an unknown anchor was accepted")
 	}
 }
+
+// TestBudgetNowcastSpan: the nowcast extrapolates the observation's last trend over the span:
+// on a ramp of 0.01 core per 15 s tick, 15 s adds 0.01 core where the default half minute adds 0.02.
+func TestBudgetNowcastSpan(t *testing.T) {
+	for _, tc := range []struct {
+		span time.Duration
+		want float64
+	}{{0, 30.01}, {15 * time.Second, 30.00}} {
+		r := newRunner(t, "naive-budget", func(c *Config) {
+			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+			c.NowcastSpan = tc.span
+		})
+		var res Result
+		for i := range 2000 {
+			var err error
+			res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: 10 + 0.01*float64(i), Current: 40, Ready: 40})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if math.Abs(res.Budget.Forecast-tc.want) > 1e-9 {
+			t.Errorf("span %v: forecast %v, want %v", tc.span, res.Budget.Forecast, tc.want)
+		}
+	}
+}
