@@ -277,7 +277,7 @@ func write(w io.Writer, res results, halves map[string][]string, names []string,
 	p("\n### Candidates (budget %g %%, start-up 2 min): mean of the class medians of `frontier_ratio`, and traces whose avoidable overload leaves 0.5–1.5× the budget\n\n", 100*budget)
 	p("A half's choice is the default or a candidate that beats it on that half under each demand model (a lower mean, no more traces out of the band), the lowest of the two demand models' mean; it wins when it beats the default in the same way on the other half.\n\n")
 	p("| candidate | flags | A linear | A step | B linear | B step |\n|---|---|---:|---:|---:|---:|\n")
-	sc := map[string]map[string]map[string]score{} // candidate → half → demand
+	sc := scores{}
 	for _, c := range names {
 		sc[c] = map[string]map[string]score{}
 		row := fmt.Sprintf("| %s | `%s` |", c, flagsOf[c])
@@ -298,21 +298,7 @@ func write(w io.Writer, res results, halves map[string][]string, names []string,
 	chosen := map[string]string{}
 	p("\n")
 	for _, h := range []string{"A", "B"} {
-		best, bestMean := "", math.Inf(1)
-		for _, c := range names {
-			ok := true
-			mean := 0.0
-			for _, d := range demands {
-				s, base := sc[c][h][d], sc["default"][h][d]
-				if !s.ok() || !base.ok() || s.outside > base.outside || c != "default" && !(s.mean < base.mean) {
-					ok = false
-				}
-				mean += s.mean / float64(len(demands))
-			}
-			if ok && mean < bestMean {
-				best, bestMean = c, mean
-			}
-		}
+		best := choose(sc, names, h)
 		chosen[h] = best
 		o := other[h]
 		verdict := "the default itself"
@@ -320,13 +306,10 @@ func write(w io.Writer, res results, halves map[string][]string, names []string,
 			best, verdict = "none", "no candidate was run under both demand models"
 		}
 		if best != "default" && best != "none" {
-			wins := true
+			wins := beats(sc, best, o)
 			var cells []string
 			for _, d := range demands {
 				s, base := sc[best][o][d], sc["default"][o][d]
-				if !(s.mean < base.mean) || s.outside > base.outside {
-					wins = false
-				}
 				cells = append(cells, fmt.Sprintf("%s %s against %s (%d against %d out of band)", d, f3(s.mean), f3(base.mean), s.outside, base.outside))
 			}
 			verdict = "loses on " + o
@@ -405,6 +388,45 @@ func bands(w io.Writer, res results, halves map[string][]string, marks map[strin
 	if missing > 0 {
 		p("%d cells were not run (`-`).\n", missing)
 	}
+}
+
+// scores: candidate → half → demand model → score.
+type scores map[string]map[string]map[string]score
+
+// beats says whether candidate c beats the default on half h under every demand model: a lower
+// mean of the class medians of frontier_ratio and no more traces out of the overload band.
+func beats(sc scores, c, h string) bool {
+	for _, d := range demands {
+		s, base := sc[c][h][d], sc["default"][h][d]
+		if !s.ok() || !base.ok() || !(s.mean < base.mean) || s.outside > base.outside {
+			return false
+		}
+	}
+	return true
+}
+
+// choose is half h's choice: among the default and the candidates that beat it there, the
+// lowest mean over the demand models; "" when the default was not run on h.
+func choose(sc scores, names []string, h string) string {
+	best, bestMean := "", math.Inf(1)
+	for _, c := range names {
+		if c != "default" && !beats(sc, c, h) {
+			continue
+		}
+		mean := 0.0
+		for _, d := range demands {
+			s := sc[c][h][d]
+			if !s.ok() {
+				mean = math.NaN()
+				break
+			}
+			mean += s.mean / float64(len(demands))
+		}
+		if mean < bestMean {
+			best, bestMean = c, mean
+		}
+	}
+	return best
 }
 
 func contains(v []string, s string) bool {
