@@ -98,6 +98,8 @@ type Options struct {
 	Anchor   string `json:"anchor,omitempty"`
 	// NowcastSpan is the budget policy's nowcast extrapolation (policy.Config.NowcastSpan).
 	NowcastSpan time.Duration `json:"nowcast_span,omitempty"`
+	// PathBetween is how the budget policy reads its path between points (policy.Config.PathBetween).
+	PathBetween string `json:"path_between,omitempty"`
 	// SweepTargets are the HPA targets of the cost-at-equal-overload frontier.
 	SweepTargets []float64 `json:"sweep_targets"`
 	// MaxSteps, when positive, truncates every trace to that many samples.
@@ -780,6 +782,7 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 		run.Policy = spec.Name
 		cfg := policy.DefaultConfig(spec)
 		cfg.Forecaster, cfg.DownGate, cfg.Anchor, cfg.NowcastSpan = fc, o.DownGate, o.Anchor, o.NowcastSpan
+		cfg.PathBetween = o.PathBetween
 		cfg.Params, cfg.Metrics, cfg.Request, cfg.Step = o.Params, o.Metrics, o.Request, w.Period
 		cfg.History, cfg.Model, cfg.POT, cfg.Season, cfg.Calibration = o.History, o.Model, o.POT, o.Season, o.Calibration
 		cfg.Params.Budget.SLAUtilization = o.SLAUtilization

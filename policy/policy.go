@@ -149,8 +149,18 @@ type Config struct {
 	// to the demand now (0: half the ObservationWindow, the lag of a mean over it). Measured out
 	// of sample (docs/results-budget.md).
 	NowcastSpan time.Duration
+	// PathBetween is how the budget policy reads its forecast path between two forecast points
+	// at t + lead: PathLinear (default, "") interpolates, PathMax takes the larger point (robust
+	// to demand that jumps at the samples). Measured out of sample (docs/results-budget.md).
+	PathBetween string
 	Logger      *slog.Logger
 }
+
+// PathBetween values of Config.PathBetween.
+const (
+	PathLinear = "linear"
+	PathMax    = "max"
+)
 
 // Anchor values of Config.Anchor.
 const (
@@ -231,6 +241,9 @@ func (c Config) Validate() error {
 		}
 		if c.DownGate != "" && c.DownGate != DownGateHold && c.DownGate != DownGateLead {
 			return fmt.Errorf("budget: down gate must be %q or %q, got %q", DownGateHold, DownGateLead, c.DownGate)
+		}
+		if c.PathBetween != "" && c.PathBetween != PathLinear && c.PathBetween != PathMax {
+			return fmt.Errorf("budget: path between must be %q or %q, got %q", PathLinear, PathMax, c.PathBetween)
 		}
 		if c.NowcastSpan < 0 {
 			return fmt.Errorf("budget: nowcast span must not be negative, got %v", c.NowcastSpan)
@@ -800,6 +813,22 @@ func (tb *tickBudget) at(tau time.Time) float64 {
 	return lo + (x-float64(j))*(tb.path[j]-lo)
 }
 
+// atMax is the larger of the path's two points around τ (flat past its ends).
+func (tb *tickBudget) atMax(tau time.Time) float64 {
+	if !tb.ok || len(tb.path) == 0 || !tau.After(tb.t0) {
+		return tb.base
+	}
+	j := int(float64(tau.Sub(tb.t0)) / float64(tb.step))
+	if j >= len(tb.path) {
+		return tb.path[len(tb.path)-1]
+	}
+	lo := tb.base
+	if j > 0 {
+		lo = tb.path[j-1]
+	}
+	return math.Max(lo, tb.path[j])
+}
+
 // maxOver is the path's largest value over [a, b]: its ends and the points inside.
 func (tb *tickBudget) maxOver(a, b time.Time) float64 {
 	m := math.Max(tb.at(a), tb.at(b))
@@ -871,7 +900,11 @@ func (r *Runner) tickBudget(obs Observation) {
 		off = d - tb.at(obs.Time)
 	}
 	upAt := obs.Time.Add(tb.lead)
-	fu := math.Max(0, math.Max(tb.at(upAt), tb.at(upAt.Add(dt)))+off)
+	at := tb.at
+	if r.cfg.PathBetween == PathMax {
+		at = tb.atMax
+	}
+	fu := math.Max(0, math.Max(at(upAt), at(upAt.Add(dt)))+off)
 	fd := math.Max(0, tb.maxOver(obs.Time, obs.Time.Add(tb.lead+tb.hold))+off)
 	fd = math.Max(fd, fu)
 	tb.up = append(tb.up, pendingForecast{due: upAt.Add(dt), forecast: fu})

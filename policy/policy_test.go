@@ -462,3 +462,27 @@ func TestBudgetNowcastSpan(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetPathBetween: with a seasonal-naive-like path that steps up at the next sample, the
+// max reading sizes for the next point at once where the linear reading is part way to it.
+func TestBudgetPathBetween(t *testing.T) {
+	tb := tickBudget{step: 5 * time.Minute, t0: t0, base: 10, path: []float64{20, 20}, ok: true}
+	mid := t0.Add(2 * time.Minute)
+	if got := tb.at(mid); math.Abs(got-14) > 1e-9 {
+		t.Fatalf("linear at 2 of 5 minutes: %v, want 14", got)
+	}
+	if got := tb.atMax(mid); got != 20 {
+		t.Fatalf("max at 2 of 5 minutes: %v, want 20", got)
+	}
+	if got := tb.atMax(t0.Add(time.Hour)); got != 20 {
+		t.Fatalf("max past the end: %v, want the last point 20", got)
+	}
+	if got := tb.atMax(t0); got != 10 {
+		t.Fatalf("max at t0: %v, want the base 10", got)
+	}
+	cfg := DefaultConfig(Spec{Name: "budget", Algorithm: "budget", Model: "naive", Load: LoadBudget})
+	cfg.PathBetween = "cubic"
+	if _, err := New(cfg); err == nil {
+		t.Fatal("an unknown path reading was accepted")
+	}
+}

@@ -231,6 +231,7 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.str("budget.down-gate", "Scale-down gate: hold (the hold window's own calibrated quantile) or lead (the largest forecast over lead + hold with the lead-time margin). Backtest only.", &o.DownGate)
 	f.str("budget.anchor", "Where the forecast path is anchored at each tick: nowcast (the observation plus half a window of its trend), observed, or path (not anchored). Backtest only.", &o.Anchor)
 	f.dur("budget.nowcast-span", "How far the observation is extrapolated by its last trend to the demand now (0: half the metric window). Backtest only.", &o.NowcastSpan)
+	f.str("budget.path-between", "How the forecast path is read between two points at t + lead: linear or max (the larger point). Backtest only.", &o.PathBetween)
 	f.dur("budget.hold", "Least time since the last change of size before a scale-down.", &p.Budget.Hold)
 	f.float("budget.min-saving", "Least share of the size a scale-down must save (besides one pod).", &p.Budget.MinSaving)
 
