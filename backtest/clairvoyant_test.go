@@ -93,3 +93,43 @@ func TestClairvoyantRuns(t *testing.T) {
 		t.Fatalf("policy %s, coverage %v, %d ticks", run.Policy, run.ForecastCoverage, run.Ticks)
 	}
 }
+
+// TestBudgetCandidateOptions: the backtest-only budget options reach the policy (each changes
+// the run of the default Holt-Winters budget on a noisy sine) and an unknown down gate is refused.
+func TestBudgetCandidateOptions(t *testing.T) {
+	base := DefaultOptions()
+	samples := make([]float64, 1200)
+	for i := range samples {
+		samples[i] = 5 + 4*math.Sin(float64(i)/20) + float64((i*7919)%5)/2
+	}
+	w, err := NewWorld(samples, 5*time.Minute, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cost := func(o Options) float64 {
+		t.Helper()
+		run, err := Simulate(context.Background(), w, "budget", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run.Cost
+	}
+	ref := cost(base)
+	for name, set := range map[string]func(*Options){
+		"down-gate lead":   func(o *Options) { o.DownGate = "lead" },
+		"anchor path":      func(o *Options) { o.Anchor = "path" },
+		"nowcast-span 5s":  func(o *Options) { o.NowcastSpan = 5 * time.Second },
+		"path-between max": func(o *Options) { o.PathBetween = "max" },
+	} {
+		o := base
+		set(&o)
+		if c := cost(o); c == ref {
+			t.Errorf("%s: cost %v, the same as the default's: the option did not reach the policy", name, c)
+		}
+	}
+	o := base
+	o.DownGate = "never"
+	if o.Validate() == nil {
+		t.Error("Validate accepted down gate \"never\"")
+	}
+}
