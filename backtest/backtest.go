@@ -92,6 +92,14 @@ type Options struct {
 	POT    forecast.POTConfig `json:"evt"`
 	// Calibration is the budget policy's quantile and calibration; its u_sla is SLAUtilization.
 	Calibration forecast.CalibratorConfig `json:"budget"`
+	// DownGate is the budget policy's scale-down gate (policy.Config.DownGate), Anchor where
+	// its forecast path is anchored (policy.Config.Anchor).
+	DownGate string `json:"down_gate,omitempty"`
+	Anchor   string `json:"anchor,omitempty"`
+	// NowcastSpan is the budget policy's nowcast extrapolation (policy.Config.NowcastSpan).
+	NowcastSpan time.Duration `json:"nowcast_span,omitempty"`
+	// PathBetween is how the budget policy reads its path between points (policy.Config.PathBetween).
+	PathBetween string `json:"path_between,omitempty"`
 	// SweepTargets are the HPA targets of the cost-at-equal-overload frontier.
 	SweepTargets []float64 `json:"sweep_targets"`
 	// MaxSteps, when positive, truncates every trace to that many samples.
@@ -197,9 +205,18 @@ func (o Options) Validate() error {
 		if strings.EqualFold(p, OraclePolicy) {
 			continue
 		}
+		if _, ok, err := ParseClairvoyant(p); ok {
+			if err != nil {
+				return fmt.Errorf("policies: %w", err)
+			}
+			continue
+		}
 		if _, err := policy.Parse(p, o.DebiModel); err != nil {
 			return fmt.Errorf("policies: %w", err)
 		}
+	}
+	if o.DownGate != "" && o.DownGate != policy.DownGateHold && o.DownGate != policy.DownGateLead {
+		return fmt.Errorf("budget.down-gate: must be %q or %q, got %q", policy.DownGateHold, policy.DownGateLead, o.DownGate)
 	}
 	return nil
 }
@@ -601,6 +618,9 @@ func HistoryWarnings(traces []trace.Trace, o Options) []string {
 			period = time.Duration(max(t.StepMinutes, 1)) * time.Minute
 		}
 		for _, p := range o.Policies {
+			if _, ok, _ := ParseClairvoyant(p); ok {
+				continue
+			}
 			spec, err := policy.Parse(p, o.DebiModel)
 			if err != nil || spec.Model == "" {
 				continue
@@ -771,15 +791,28 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 	run := Run{Metrics: Metrics{Policy: strings.ToLower(policyName), ForecastCoverage: math.NaN(), BudgetHeadroom: math.NaN(), BudgetLevel: math.NaN()}}
 	var decide decider
 	hasModel := false
+	var now time.Duration // the simulated time, for a clairvoyant forecaster
 	if strings.EqualFold(policyName, OraclePolicy) {
 		decide = oracle(w, o)
 	} else {
-		spec, err := policy.Parse(policyName, o.DebiModel)
+		var spec policy.Spec
+		var fc forecast.Forecaster
+		d, clair, err := ParseClairvoyant(policyName)
+		switch {
+		case err != nil:
+			return Run{}, err
+		case clair:
+			spec, fc, err = clairvoyantConfig(policyName, d, w, &now)
+		default:
+			spec, err = policy.Parse(policyName, o.DebiModel)
+		}
 		if err != nil {
 			return Run{}, err
 		}
 		run.Policy = spec.Name
 		cfg := runnerConfig(spec, w, o)
+		cfg.Forecaster, cfg.DownGate, cfg.Anchor, cfg.NowcastSpan = fc, o.DownGate, o.Anchor, o.NowcastSpan
+		cfg.PathBetween = o.PathBetween
 		runner, err := policy.New(cfg)
 		if err != nil {
 			return Run{}, err
@@ -825,6 +858,7 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 			}
 			pending = pending[1:]
 		}
+		now = t
 		t0 := time.Now()
 		res, err := decide(ctx, i, policy.Observation{Time: start.Add(t), Demand: w.Obs[i], Current: c.spec, Ready: c.ready(t)})
 		total += time.Since(t0)

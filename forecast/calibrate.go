@@ -43,7 +43,9 @@ type CalibratorConfig struct {
 	Budget float64 `yaml:"overload_budget" json:"overload_budget"`
 	// Gain is γ of α_{t+1} = α_t + γ·(b − exceeded_t) (0.005); 0 keeps α = b.
 	Gain float64 `yaml:"calibration_gain" json:"calibration_gain"`
-	// Window is the number of recent errors kept (760).
+	// Window is the number of recent errors kept (760): one per decision under scoring tick
+	// (760 decisions are 3.2 h at a 15 s sync period, whatever the history step), one per
+	// history step under scoring sample.
 	Window int `yaml:"error_window" json:"error_window"`
 	// Tau is the tail fraction of the POT fit (0.2).
 	Tau float64 `yaml:"tail_fraction" json:"tail_fraction"`
@@ -57,6 +59,12 @@ type CalibratorConfig struct {
 	// is ColdMargin.
 	MinErrors  int     `yaml:"min_errors" json:"min_errors"`
 	ColdMargin float64 `yaml:"cold_margin" json:"cold_margin"`
+	// DebtLimit, when positive, bounds the calibration debt: α is kept at or above −DebtLimit,
+	// so a run of overloads (a start-up ramp) cannot push the level so far below 0 that the
+	// margin sits at its widest for hours while the debt is repaid at γ·b a tick. 0: unbounded
+	// (adaptive conformal inference as published). Measured out of sample
+	// (docs/results-budget.md); not a configuration field.
+	DebtLimit float64 `yaml:"-" json:"debt_limit,omitempty"`
 }
 
 // DefaultCalibratorConfig returns the defaults of METHOD §9.
@@ -99,6 +107,9 @@ func (c CalibratorConfig) Validate() error {
 	}
 	if !fin(c.ColdMargin) || c.ColdMargin < 1 {
 		bad(fmt.Errorf("cold_margin must be at least 1, got %v", c.ColdMargin))
+	}
+	if !fin(c.DebtLimit) || c.DebtLimit < 0 {
+		bad(fmt.Errorf("debt_limit must not be negative, got %v", c.DebtLimit))
 	}
 	return joinErrors(errs)
 }
@@ -273,6 +284,9 @@ func (c *Calibrator) Observe(exceeded bool) {
 	// below 0 asks for the widest quantile until the exceedances are paid back); only the level
 	// the quantile is read at is. Clamping α would forget exceedances and overshoot the budget.
 	c.alpha += c.cfg.Gain * (c.cfg.Budget - x)
+	if c.cfg.DebtLimit > 0 && c.alpha < -c.cfg.DebtLimit {
+		c.alpha = -c.cfg.DebtLimit
+	}
 }
 
 // Alpha is the current level: the margin is the (1−α) quantile of the errors, α clamped to

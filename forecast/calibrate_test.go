@@ -142,3 +142,34 @@ func BenchmarkCalibrator(b *testing.B) {
 		i++
 	}
 }
+
+// TestCalibratorDebtLimit: with a debt limit a run of exceedances leaves α at −limit, so the
+// level is back at the budget after limit/(γ·b)… far fewer quiet observations than unbounded.
+func TestCalibratorDebtLimit(t *testing.T) {
+	cfg := DefaultCalibratorConfig()
+	cfg.DebtLimit = 0.02
+	c, _ := NewCalibrator(cfg)
+	free, _ := NewCalibrator(DefaultCalibratorConfig())
+	for range 200 {
+		c.Observe(true)
+		free.Observe(true)
+	}
+	if c.alpha != -0.02 || free.alpha >= -0.5 {
+		t.Fatalf("raw α %v with the limit (want −0.02), %v without", c.alpha, free.alpha)
+	}
+	quiet := func(k *Calibrator) int {
+		n := 0
+		for k.alpha < k.cfg.Budget/2 {
+			k.Observe(false)
+			n++
+		}
+		return n
+	}
+	if a, b := quiet(c), quiet(free); a*10 > b {
+		t.Fatalf("quiet observations to repay: %d with the limit, %d without", a, b)
+	}
+	cfg.DebtLimit = -1
+	if _, err := NewCalibrator(cfg); err == nil {
+		t.Fatal("a negative debt limit was accepted")
+	}
+}

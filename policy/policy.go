@@ -130,8 +130,50 @@ type Config struct {
 	// a stateful algorithm then takes its state from the observed changes of size
 	// (scaling.Unapplied).
 	Unapplied bool
-	Logger    *slog.Logger
+	// Forecaster, when set, is the model instead of Spec.Model's registry entry (Spec.Model
+	// then only names it): the backtest's diagnostic forecasters that know the future are not
+	// in the registry, so that no configuration can pick them.
+	Forecaster forecast.Forecaster
+	// DownGate is how the budget policy's scale-down quantile is read: DownGateHold (default,
+	// "") the calibrated quantile of the largest demand over the lead time plus the hold, from
+	// that window's own errors; DownGateLead the same largest forecast with the lead-time margin
+	// (the need over the hold window rather than the memory of the hold window's errors).
+	// Measured out of sample (docs/results-budget.md).
+	DownGate string
+	// Anchor is where the budget policy's forecast path is anchored at each tick: AnchorNowcast
+	// (default, "") the observation extrapolated by half a window of its last trend,
+	// AnchorObserved the observation itself, AnchorPath nowhere (the model's path as it is).
+	// Measured out of sample (docs/results-budget.md).
+	Anchor string
+	// NowcastSpan is how far the budget policy extrapolates the observation by its last trend
+	// to the demand now (0: half the ObservationWindow, the lag of a mean over it). Measured out
+	// of sample (docs/results-budget.md).
+	NowcastSpan time.Duration
+	// PathBetween is how the budget policy reads its forecast path between two forecast points
+	// at t + lead: PathLinear (default, "") interpolates, PathMax takes the larger point (robust
+	// to demand that jumps at the samples). Measured out of sample (docs/results-budget.md).
+	PathBetween string
+	Logger      *slog.Logger
 }
+
+// PathBetween values of Config.PathBetween.
+const (
+	PathLinear = "linear"
+	PathMax    = "max"
+)
+
+// Anchor values of Config.Anchor.
+const (
+	AnchorNowcast  = "nowcast"
+	AnchorObserved = "observed"
+	AnchorPath     = "path"
+)
+
+// DownGate values of Config.DownGate.
+const (
+	DownGateHold = "hold"
+	DownGateLead = "lead"
+)
 
 // DefaultConfig returns the paper's settings for the policy spec.
 func DefaultConfig(spec Spec) Config {
@@ -196,6 +238,20 @@ func (c Config) Validate() error {
 	if c.Spec.Load == LoadBudget {
 		if err := c.Calibration.Validate(); err != nil {
 			return scaling.PrefixErrors("budget: ", err)
+		}
+		if c.DownGate != "" && c.DownGate != DownGateHold && c.DownGate != DownGateLead {
+			return fmt.Errorf("budget: down gate must be %q or %q, got %q", DownGateHold, DownGateLead, c.DownGate)
+		}
+		if c.PathBetween != "" && c.PathBetween != PathLinear && c.PathBetween != PathMax {
+			return fmt.Errorf("budget: path between must be %q or %q, got %q", PathLinear, PathMax, c.PathBetween)
+		}
+		if c.NowcastSpan < 0 {
+			return fmt.Errorf("budget: nowcast span must not be negative, got %v", c.NowcastSpan)
+		}
+		switch c.Anchor {
+		case "", AnchorNowcast, AnchorObserved, AnchorPath:
+		default:
+			return fmt.Errorf("budget: anchor must be %q, %q or %q, got %q", AnchorNowcast, AnchorObserved, AnchorPath, c.Anchor)
 		}
 	}
 	if !scaling.Known(c.Spec.Algorithm) {
@@ -364,9 +420,11 @@ func New(cfg Config) (*Runner, error) {
 			mc.Season = SeasonSteps(cfg.Season, cfg.Step)
 		}
 		r.cfg.Model = mc
-		f, err := forecast.New(cfg.Spec.Model, mc)
-		if err != nil {
-			return nil, err
+		f := cfg.Forecaster
+		if f == nil {
+			if f, err = forecast.New(cfg.Spec.Model, mc); err != nil {
+				return nil, err
+			}
 		}
 		r.model.Store(&modelBox{f: f})
 		// A seasonal model needs whole seasons: keep what it needs, while the EVT fit still sees
@@ -764,6 +822,22 @@ func (tb *tickBudget) at(tau time.Time) float64 {
 	return lo + (x-float64(j))*(tb.path[j]-lo)
 }
 
+// atMax is the larger of the path's two points around τ (flat past its ends).
+func (tb *tickBudget) atMax(tau time.Time) float64 {
+	if !tb.ok || len(tb.path) == 0 || !tau.After(tb.t0) {
+		return tb.base
+	}
+	j := int(float64(tau.Sub(tb.t0)) / float64(tb.step))
+	if j >= len(tb.path) {
+		return tb.path[len(tb.path)-1]
+	}
+	lo := tb.base
+	if j > 0 {
+		lo = tb.path[j-1]
+	}
+	return math.Max(lo, tb.path[j])
+}
+
 // maxOver is the path's largest value over [a, b]: its ends and the points inside.
 func (tb *tickBudget) maxOver(a, b time.Time) float64 {
 	m := math.Max(tb.at(a), tb.at(b))
@@ -786,8 +860,12 @@ func (r *Runner) tickBudget(obs Observation) {
 	dt := 15 * time.Second
 	if !tb.prev.IsZero() && obs.Time.After(tb.prev) {
 		dt = obs.Time.Sub(tb.prev)
-		if w := r.cfg.ObservationWindow; w > 0 && !math.IsNaN(tb.prevObs) {
-			d = math.Max(0, d+(d-tb.prevObs)*float64(w/2)/float64(dt))
+		span := r.cfg.ObservationWindow / 2
+		if r.cfg.NowcastSpan > 0 {
+			span = r.cfg.NowcastSpan
+		}
+		if r.cfg.ObservationWindow > 0 && !math.IsNaN(tb.prevObs) {
+			d = math.Max(0, d+(d-tb.prevObs)*float64(span)/float64(dt))
 		}
 	}
 	tb.prev, tb.prevObs = obs.Time, obs.Demand
@@ -822,9 +900,20 @@ func (r *Runner) tickBudget(obs Observation) {
 	if math.IsNaN(tb.base) {
 		tb.base, tb.t0 = d, obs.Time
 	}
-	off := d - tb.at(obs.Time)
+	var off float64
+	switch r.cfg.Anchor {
+	case AnchorPath:
+	case AnchorObserved:
+		off = obs.Demand - tb.at(obs.Time)
+	default:
+		off = d - tb.at(obs.Time)
+	}
 	upAt := obs.Time.Add(tb.lead)
-	fu := math.Max(0, math.Max(tb.at(upAt), tb.at(upAt.Add(dt)))+off)
+	at := tb.at
+	if r.cfg.PathBetween == PathMax {
+		at = tb.atMax
+	}
+	fu := math.Max(0, math.Max(at(upAt), at(upAt.Add(dt)))+off)
 	fd := math.Max(0, tb.maxOver(obs.Time, obs.Time.Add(tb.lead+tb.hold))+off)
 	fd = math.Max(fd, fu)
 	tb.up = append(tb.up, pendingForecast{due: upAt.Add(dt), forecast: fu})
@@ -835,7 +924,11 @@ func (r *Runner) tickBudget(obs Observation) {
 	b.Errors = r.calUp.Errors()
 	b.Forecast = fu
 	b.Quantile = r.calUp.Upper(fu)
-	b.QuantileDown = math.Max(r.calDown.Upper(fd), b.Quantile)
+	if r.cfg.DownGate == DownGateLead {
+		b.QuantileDown = math.Max(r.calUp.Upper(fd), b.Quantile)
+	} else {
+		b.QuantileDown = math.Max(r.calDown.Upper(fd), b.Quantile)
+	}
 	b.Margin = math.NaN()
 	if fu > 0 {
 		b.Margin = b.Quantile / fu

@@ -375,3 +375,114 @@ func TestDecidingTerm(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetDownGate: on the same ramp, the lead gate reads the scale-down quantile with the
+// lead time's margin, which is below the hold window's own (its errors are over a longer
+// window of a rising load); an unknown gate is refused.
+func TestBudgetDownGate(t *testing.T) {
+	down := map[string]float64{}
+	for _, gate := range []string{DownGateHold, DownGateLead} {
+		r := newRunner(t, "naive-budget", func(c *Config) {
+			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+			c.DownGate = gate
+		})
+		var res Result
+		for i := range 2000 {
+			var err error
+			res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: 10 + 0.01*float64(i), Current: 40, Ready: 40})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res.Budget.QuantileDown < res.Budget.Quantile {
+			t.Fatalf("%s: down %v below the quantile %v", gate, res.Budget.QuantileDown, res.Budget.Quantile)
+		}
+		down[gate] = res.Budget.QuantileDown
+	}
+	if !(down[DownGateLead] < down[DownGateHold]) {
+		t.Fatalf("scale-down quantile: lead %v, hold %v; want lead below hold on a ramp", down[DownGateLead], down[DownGateHold])
+	}
+	cfg := DefaultConfig(Spec{Name: "budget", Algorithm: "budget", Model: "naive", Load: LoadBudget})
+	cfg.DownGate = "sometimes"
+	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "down gate") {
+		t.Fatalf("an unknown gate: %v", err)
+	}
+}
+
+// TestBudgetAnchor: on a rising ramp, the naive path anchored at the nowcast leads the one
+// anchored at the observation, which leads the path as it is (flat at the step's first value).
+func TestBudgetAnchor(t *testing.T) {
+	fc := map[string]float64{}
+	for _, anchor := range []string{AnchorNowcast, AnchorObserved, AnchorPath} {
+		r := newRunner(t, "naive-budget", func(c *Config) {
+			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+			c.Anchor = anchor
+		})
+		var res Result
+		for i := range 1999 {
+			var err error
+			res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: 10 + 0.01*float64(i), Current: 40, Ready: 40})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		fc[anchor] = res.Budget.Forecast
+	}
+	if math.Abs(fc[AnchorObserved]-29.98) > 1e-9 || !(fc[AnchorNowcast] > fc[AnchorObserved]) || !(fc[AnchorObserved] > fc[AnchorPath]) {
+		t.Fatalf("forecasts %v: want nowcast > observed (29.98) > path", fc)
+	}
+	cfg := DefaultConfig(Spec{Name: "budget", Algorithm: "budget", Model: "naive", Load: LoadBudget})
+	cfg.Anchor = "tomorrow"
+	if _, err := New(cfg); err == nil {
+		t.Fatal("an unknown anchor was accepted")
+	}
+}
+
+// TestBudgetNowcastSpan: the nowcast extrapolates the observation's last trend over the span:
+// on a ramp of 0.01 core per 15 s tick, 15 s adds 0.01 core where the default half minute adds 0.02.
+func TestBudgetNowcastSpan(t *testing.T) {
+	for _, tc := range []struct {
+		span time.Duration
+		want float64
+	}{{0, 30.01}, {15 * time.Second, 30.00}} {
+		r := newRunner(t, "naive-budget", func(c *Config) {
+			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+			c.NowcastSpan = tc.span
+		})
+		var res Result
+		for i := range 2000 {
+			var err error
+			res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: 10 + 0.01*float64(i), Current: 40, Ready: 40})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if math.Abs(res.Budget.Forecast-tc.want) > 1e-9 {
+			t.Errorf("span %v: forecast %v, want %v", tc.span, res.Budget.Forecast, tc.want)
+		}
+	}
+}
+
+// TestBudgetPathBetween: with a seasonal-naive-like path that steps up at the next sample, the
+// max reading sizes for the next point at once where the linear reading is part way to it.
+func TestBudgetPathBetween(t *testing.T) {
+	tb := tickBudget{step: 5 * time.Minute, t0: t0, base: 10, path: []float64{20, 20}, ok: true}
+	mid := t0.Add(2 * time.Minute)
+	if got := tb.at(mid); math.Abs(got-14) > 1e-9 {
+		t.Fatalf("linear at 2 of 5 minutes: %v, want 14", got)
+	}
+	if got := tb.atMax(mid); got != 20 {
+		t.Fatalf("max at 2 of 5 minutes: %v, want 20", got)
+	}
+	if got := tb.atMax(t0.Add(time.Hour)); got != 20 {
+		t.Fatalf("max past the end: %v, want the last point 20", got)
+	}
+	if got := tb.atMax(t0); got != 10 {
+		t.Fatalf("max at t0: %v, want the base 10", got)
+	}
+	cfg := DefaultConfig(Spec{Name: "budget", Algorithm: "budget", Model: "naive", Load: LoadBudget})
+	cfg.PathBetween = "cubic"
+	if _, err := New(cfg); err == nil {
+		t.Fatal("an unknown path reading was accepted")
+	}
+}

@@ -1,11 +1,15 @@
 // Package trace reads workload traces: CSV files of `minute,value` rows, one row per step, the
-// format of the project's shared trace collection. Three CC-BY-4.0 traces are embedded so that
-// the backtest and the core tests run with no download (see data/ATTRIBUTION.md).
+// format of the project's shared trace collection. A trace's class (periodic, smooth, bursty)
+// comes from the collection's index.csv beside the files. Three CC-BY-4.0 traces are embedded,
+// with their rows of that index, so that the backtest and the core tests run with no download
+// (see data/ATTRIBUTION.md).
 package trace
 
 import (
 	"bufio"
 	"embed"
+	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -16,10 +20,15 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 //go:embed data/*.csv data/ATTRIBUTION.md
 var embedded embed.FS
+
+// IndexFile is the name of a trace collection's index: one row per trace file with its class
+// (`file,class,step_minutes,...`, the header naming the columns), beside the traces.
+const IndexFile = "index.csv"
 
 // Trace is one demand series.
 type Trace struct {
@@ -33,18 +42,119 @@ type Trace struct {
 	Values []float64 `json:"-"`
 }
 
-// classes of the embedded traces, from the shared collection's index.csv.
-var classes = map[string]string{
-	"azure_vm2019_total_cpu_5min":          "periodic",
-	"google2019_cell_avg_cpu_5min":         "smooth",
-	"azure_vm2017_vm1663289_avgcpu_5min":   "bursty",
-	"azure_vm2017_vm942980_avgcpu_5min":    "periodic",
-	"azure_vm2017_vm1471895_avgcpu_5min":   "smooth",
-	"azure_vm2017_vm1099406_avgcpu_5min":   "bursty",
-	"nasa_http_1995-07-01_to_07-27_rpm":    "periodic",
-	"wc98_1998-05-04_to_05-31_rpm":         "periodic",
-	"wc98_1998-07-01_to_07-02_nomatch_rpm": "smooth",
-	"wc98_1998-06-22_to_06-28_rpm":         "bursty",
+// Entry is one row of a collection's index.
+type Entry struct {
+	// File is the trace's file name (no directory).
+	File string
+	// Class is periodic, smooth or bursty.
+	Class string
+	// StepMinutes is the sample period the index states (0 when the column is absent).
+	StepMinutes int
+}
+
+// Index maps a trace's file name to its row of the collection's index.csv.
+type Index map[string]Entry
+
+// ReadIndex parses an index.csv: a header naming at least the columns file and class (and
+// optionally step_minutes), then one row per trace; quoted fields may hold commas. Errors name
+// the source and the line.
+func ReadIndex(r io.Reader, source string) (Index, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = -1
+	cr.Comment = '#'
+	head, err := cr.Read()
+	if err != nil {
+		return nil, fmt.Errorf("%s: no header: %w", source, err)
+	}
+	col := map[string]int{}
+	for i, h := range head {
+		col[strings.TrimSpace(h)] = i
+	}
+	fi, okF := col["file"]
+	ci, okC := col["class"]
+	if !okF || !okC {
+		return nil, fmt.Errorf("%s:1: header %q lacks the columns file and class", source, strings.Join(head, ","))
+	}
+	si, okS := col["step_minutes"]
+	idx := Index{}
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return idx, nil
+		}
+		line, _ := cr.FieldPos(0)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", source, line, err)
+		}
+		if len(rec) <= max(fi, ci) {
+			return nil, fmt.Errorf("%s:%d: %d fields, want at least %d", source, line, len(rec), max(fi, ci)+1)
+		}
+		e := Entry{File: strings.TrimSpace(rec[fi]), Class: strings.TrimSpace(rec[ci])}
+		switch e.Class {
+		case "periodic", "smooth", "bursty":
+		default:
+			return nil, fmt.Errorf("%s:%d: class %q of %s is not periodic, smooth or bursty", source, line, e.Class, e.File)
+		}
+		if okS && si < len(rec) && strings.TrimSpace(rec[si]) != "" {
+			n, err := strconv.Atoi(strings.TrimSpace(rec[si]))
+			if err != nil || n <= 0 {
+				return nil, fmt.Errorf("%s:%d: step_minutes %q of %s is not a positive integer", source, line, rec[si], e.File)
+			}
+			e.StepMinutes = n
+		}
+		if _, dup := idx[e.File]; dup {
+			return nil, fmt.Errorf("%s:%d: %s listed twice", source, line, e.File)
+		}
+		idx[e.File] = e
+	}
+}
+
+// embeddedIndex is data/index.csv: the collection's rows for the embedded traces.
+var embeddedIndex = func() Index {
+	f, err := embedded.Open("data/" + IndexFile)
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	idx, err := ReadIndex(f, "embedded:"+IndexFile)
+	if err != nil {
+		panic(err)
+	}
+	return idx
+}()
+
+// dirIndex caches the index.csv of each directory traces were loaded from (nil: none there).
+var dirIndex struct {
+	sync.Mutex
+	m map[string]Index
+}
+
+// LoadIndex reads dir/index.csv; a missing file is no index (nil, nil).
+func LoadIndex(dir string) (Index, error) {
+	dirIndex.Lock()
+	defer dirIndex.Unlock()
+	if idx, ok := dirIndex.m[dir]; ok {
+		return idx, nil
+	}
+	name := filepath.Join(dir, IndexFile)
+	f, err := os.Open(name)
+	var idx Index
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, err
+	default:
+		idx, err = ReadIndex(f, name)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if dirIndex.m == nil {
+		dirIndex.m = map[string]Index{}
+	}
+	dirIndex.m[dir] = idx
+	return idx, nil
 }
 
 // Embedded returns the traces shipped inside the binary, sorted by name.
@@ -56,6 +166,9 @@ func Embedded() ([]Trace, error) {
 	sort.Strings(entries)
 	out := make([]Trace, 0, len(entries))
 	for _, e := range entries {
+		if path.Base(e) == IndexFile {
+			continue
+		}
 		f, err := embedded.Open(e)
 		if err != nil {
 			return nil, err
@@ -63,6 +176,9 @@ func Embedded() ([]Trace, error) {
 		t, err := Parse(f, "embedded:"+path.Base(e))
 		f.Close()
 		if err != nil {
+			return nil, err
+		}
+		if err := t.classify(embeddedIndex, path.Base(e), "embedded:"+IndexFile); err != nil {
 			return nil, err
 		}
 		out = append(out, t)
@@ -76,23 +192,53 @@ func Attribution() string {
 	return string(b)
 }
 
-// LoadFile reads a trace from a CSV file.
+// LoadFile reads a trace from a CSV file. Its class comes from the index.csv of its directory
+// (the collection's index; see IndexFile), or, where there is none or it does not list the
+// file, from the embedded index when the file is one of the embedded traces. A file whose
+// sample period disagrees with its index row is an error.
 func LoadFile(name string) (Trace, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return Trace{}, err
 	}
 	defer f.Close()
-	return Parse(f, name)
+	t, err := Parse(f, name)
+	if err != nil {
+		return Trace{}, err
+	}
+	dir := filepath.Dir(name)
+	idx, err := LoadIndex(dir)
+	if err != nil {
+		return Trace{}, err
+	}
+	base := filepath.Base(name)
+	if _, ok := idx[base]; ok {
+		return t, t.classify(idx, base, filepath.Join(dir, IndexFile))
+	}
+	return t, t.classify(embeddedIndex, base, "embedded:"+IndexFile)
 }
 
-// Parse reads `minute,value` rows. A header line is optional. Every error names the source and
+// classify sets t.Class from idx's row for file, if any, and checks the row's sample period.
+func (t *Trace) classify(idx Index, file, source string) error {
+	e, ok := idx[file]
+	if !ok {
+		return nil
+	}
+	if e.StepMinutes > 0 && e.StepMinutes != t.StepMinutes {
+		return fmt.Errorf("%s: %s has a %d-minute step, its index row says %d", source, file, t.StepMinutes, e.StepMinutes)
+	}
+	t.Class = e.Class
+	return nil
+}
+
+// Parse reads `minute,value` rows. A header line is optional. Parse leaves Class empty: the
+// class is the collection index's (LoadFile, Embedded). Every error names the source and
 // the line: a value that is not a number, NaN or infinite, negative, a minute column that does
 // not advance by a constant step, or a file with no rows.
 func Parse(r io.Reader, source string) (Trace, error) {
 	base := filepath.Base(strings.TrimPrefix(source, "embedded:"))
 	name := strings.TrimSuffix(base, filepath.Ext(base))
-	t := Trace{Name: name, Class: classes[name]}
+	t := Trace{Name: name}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	line := 0
@@ -158,4 +304,42 @@ func Parse(r io.Reader, source string) (Trace, error) {
 func isHeader(fields []string) bool {
 	_, err := strconv.ParseFloat(strings.TrimSpace(fields[0]), 64)
 	return err != nil
+}
+
+// Halves splits the index's traces into two fixed halves for out-of-sample work: sorted by
+// class (periodic, smooth, bursty, then any other) and within a class by file name, then dealt
+// alternately to A and B along that one list, so each class is split as evenly as it can be and
+// the odd trace of one class goes to the other half in the next. The same index gives the same
+// halves. Names are file names.
+func Halves(idx Index) (a, b []string) {
+	rank := map[string]int{"periodic": 0, "smooth": 1, "bursty": 2}
+	files := make([]Entry, 0, len(idx))
+	for _, e := range idx {
+		files = append(files, e)
+	}
+	sort.Slice(files, func(i, j int) bool {
+		ri, okI := rank[files[i].Class]
+		rj, okJ := rank[files[j].Class]
+		if !okI {
+			ri = len(rank)
+		}
+		if !okJ {
+			rj = len(rank)
+		}
+		if ri != rj {
+			return ri < rj
+		}
+		if files[i].Class != files[j].Class {
+			return files[i].Class < files[j].Class
+		}
+		return files[i].File < files[j].File
+	})
+	for i, e := range files {
+		if i%2 == 0 {
+			a = append(a, e.File)
+		} else {
+			b = append(b, e.File)
+		}
+	}
+	return a, b
 }

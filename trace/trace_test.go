@@ -1,6 +1,8 @@
 package trace
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -73,4 +75,112 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("error does not name the file: %v", err)
 		}
 	})
+}
+
+func TestReadIndex(t *testing.T) {
+	idx, err := ReadIndex(strings.NewReader("file,class,step_minutes,unit\n"+
+		"a_1min.csv,bursty,1,\"requests, per minute\"\nb.csv,smooth,5,x\n"), "index.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idx) != 2 || idx["a_1min.csv"] != (Entry{"a_1min.csv", "bursty", 1}) || idx["b.csv"].Class != "smooth" {
+		t.Fatalf("got %+v", idx)
+	}
+	for _, tc := range []struct{ name, in, want string }{
+		{"no class column", "file,step_minutes\na.csv,1\n", "index.csv:1: header"},
+		{"unknown class", "file,class\na.csv,spiky\n", "index.csv:2: class \"spiky\" of a.csv"},
+		{"bad step", "file,class,step_minutes\na.csv,smooth,0\n", "index.csv:2: step_minutes \"0\""},
+		{"duplicate", "file,class\na.csv,smooth\na.csv,bursty\n", "index.csv:3: a.csv listed twice"},
+		{"empty", "", "index.csv: no header"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ReadIndex(strings.NewReader(tc.in), "index.csv")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestLoadFileClassFromIndex: the class is the index.csv's beside the file, an embedded trace's
+// name falls back to the embedded index, and a step that contradicts the index is an error.
+func TestLoadFileClassFromIndex(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("x_5min.csv", "minute,value\n0,1\n5,2\n")
+	write("y_1min.csv", "minute,value\n0,1\n5,2\n")
+	write("google2019_cell_avg_cpu_5min.csv", "minute,value\n0,1\n5,2\n")
+	write("unlisted.csv", "minute,value\n0,1\n5,2\n")
+	write(IndexFile, "file,class,step_minutes\nx_5min.csv,bursty,5\ny_1min.csv,smooth,1\n")
+	tr, err := LoadFile(filepath.Join(dir, "x_5min.csv"))
+	if err != nil || tr.Class != "bursty" {
+		t.Fatalf("x: %+v, %v", tr, err)
+	}
+	if _, err := LoadFile(filepath.Join(dir, "y_1min.csv")); err == nil || !strings.Contains(err.Error(), "5-minute step, its index row says 1") {
+		t.Fatalf("y: want a step mismatch, got %v", err)
+	}
+	if tr, err := LoadFile(filepath.Join(dir, "google2019_cell_avg_cpu_5min.csv")); err != nil || tr.Class != "smooth" {
+		t.Fatalf("embedded name: %+v, %v", tr, err)
+	}
+	if tr, err := LoadFile(filepath.Join(dir, "unlisted.csv")); err != nil || tr.Class != "" {
+		t.Fatalf("unlisted: %+v, %v", tr, err)
+	}
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, "z.csv"), []byte("0,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bad, IndexFile), []byte("file,class\nz.csv,weird\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadFile(filepath.Join(bad, "z.csv")); err == nil {
+		t.Fatal("a broken index.csv should fail LoadFile")
+	}
+}
+
+// TestHalves: alternate along the list sorted by class then name; deterministic; every class
+// split within one; the shared collection, where present, splits 10 / 9.
+func TestHalves(t *testing.T) {
+	idx := Index{}
+	for _, e := range []Entry{{"p3", "periodic", 5}, {"p1", "periodic", 5}, {"p2", "periodic", 5},
+		{"s1", "smooth", 5}, {"s2", "smooth", 5}, {"b2", "bursty", 1}, {"b1", "bursty", 1}, {"b3", "bursty", 1}} {
+		idx[e.File] = e
+	}
+	a, b := Halves(idx)
+	if got, want := strings.Join(a, " ")+" | "+strings.Join(b, " "), "p1 p3 s2 b2 | p2 s1 b1 b3"; got != want {
+		t.Fatalf("halves %q, want %q", got, want)
+	}
+	a2, b2 := Halves(idx)
+	if strings.Join(a2, ",") != strings.Join(a, ",") || strings.Join(b2, ",") != strings.Join(b, ",") {
+		t.Fatal("not deterministic")
+	}
+	shared, err := LoadIndex(filepath.Join("..", "..", "shared", "traces"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shared == nil {
+		t.Log("skipped the shared collection's split: ../shared/traces/index.csv is absent")
+		return
+	}
+	a, b = Halves(shared)
+	count := func(files []string) map[string]int {
+		m := map[string]int{}
+		for _, f := range files {
+			m[shared[f].Class]++
+		}
+		return m
+	}
+	ca, cb := count(a), count(b)
+	for _, c := range []string{"periodic", "smooth", "bursty"} {
+		if d := ca[c] - cb[c]; d < -1 || d > 1 {
+			t.Errorf("class %s: %d in A, %d in B", c, ca[c], cb[c])
+		}
+	}
+	if len(a)+len(b) != len(shared) || len(a)-len(b) > 1 || len(b) > len(a) {
+		t.Errorf("%d + %d of %d traces", len(a), len(b), len(shared))
+	}
 }

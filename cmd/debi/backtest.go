@@ -241,7 +241,12 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.str("budget.quantile", "Quantile of the forecast errors: pot (GPD tail) or empirical.", &c.Method)
 	f.str("budget.errors", "Forecast errors as ratio (ln actual/forecast), additive (cores) or scaled (cores over the mean level).", &c.Errors)
 	f.str("budget.scoring", "Score forecasts at every tick (the demand at t + lead time, anchored at the observation) or once per sample.", &c.Scoring)
-	f.int("budget.error-window", "Forecast errors kept (history steps).", &c.Window)
+	f.int("budget.error-window", "Forecast errors kept (one per tick under --budget.scoring tick, per sample otherwise).", &c.Window)
+	f.float("budget.debt-limit", "Bound on the calibration debt: the level α is kept at or above −debt-limit (0: unbounded). Backtest only.", &c.DebtLimit)
+	f.str("budget.down-gate", "Scale-down gate: hold (the hold window's own calibrated quantile) or lead (the largest forecast over lead + hold with the lead-time margin). Backtest only.", &o.DownGate)
+	f.str("budget.anchor", "Where the forecast path is anchored at each tick: nowcast (the observation plus half a window of its trend), observed, or path (not anchored). Backtest only.", &o.Anchor)
+	f.dur("budget.nowcast-span", "How far the observation is extrapolated by its last trend to the demand now (0: half the metric window). Backtest only.", &o.NowcastSpan)
+	f.str("budget.path-between", "How the forecast path is read between two points at t + lead: linear or max (the larger point). Backtest only.", &o.PathBetween)
 
 	o.Model.Season, o.Model.Window, o.Model.Hidden, o.Model.MaxIterations, o.Model.TimeBudget, o.Model.Seed = 0, 0, 0, 0, 0, 1
 	f.int("model.season", "Seasonal period in samples (0: --season converted).", &o.Model.Season)

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func sc3(m map[string][4]float64) scores {
+	out := scores{}
+	for c, v := range m {
+		out[c] = map[string]map[string]score{
+			"A": {"linear": {mean: v[0]}, "step": {mean: v[1]}},
+			"B": {"linear": {mean: v[2]}, "step": {mean: v[3]}},
+		}
+	}
+	return out
+}
+
+// TestChoose: a candidate must beat the default on the half under both demand models to be
+// chosen; winning under one and losing under the other is no win.
+func TestChoose(t *testing.T) {
+	sc := sc3(map[string][4]float64{
+		"default":    {0.98, 0.99, 0.90, 0.94},
+		"linearOnly": {0.90, 1.00, 0.85, 0.99}, // the lowest mean on A, but loses under step
+		"both":       {0.97, 0.98, 0.91, 0.93}, // beats the default on A, loses on B under linear
+		"bOnly":      {0.99, 0.99, 0.88, 0.92},
+	})
+	names := []string{"default", "linearOnly", "both", "bOnly"}
+	if got := choose(sc, names, "A"); got != "both" {
+		t.Fatalf("chosen on A: %q, want both", got)
+	}
+	if beats(sc, "both", "B") {
+		t.Fatal("both does not beat the default on B under linear demand")
+	}
+	if got := choose(sc, names, "B"); got != "bOnly" {
+		t.Fatalf("chosen on B: %q, want bOnly", got)
+	}
+	// More traces out of the overload band is no win, whatever the frontier ratio.
+	s := sc["bOnly"]["B"]["step"]
+	s.outside = 1
+	sc["bOnly"]["B"]["step"] = s
+	if got := choose(sc, names, "B"); got != "default" {
+		t.Fatalf("chosen on B with bOnly out of band: %q, want default", got)
+	}
+	// Not run: no choice.
+	sc["default"]["A"]["step"] = score{mean: math.NaN()}
+	if got := choose(sc, names, "A"); got != "" {
+		t.Fatalf("chosen with the default not run: %q", got)
+	}
+}
+
+func TestScoreOf(t *testing.T) {
+	res := map[string]traceResult{
+		"p1": {Trace: "p1", Class: "periodic", Runs: []run{{Policy: "budget", FrontierRatio: 0.9, Overload: 0.01}}},
+		"p2": {Trace: "p2", Class: "periodic", Runs: []run{{Policy: "budget", FrontierRatio: 1.1, Overload: 0.002}}},
+		"b1": {Trace: "b1", Class: "bursty", Unavoidable: 0.1, Runs: []run{{Policy: "budget", FrontierRatio: 0.8, Overload: 0.11}}},
+	}
+	s := scoreOf(res, []string{"p1", "p2", "b1"}, "budget", 0.01)
+	if math.Abs(s.medians["periodic"]-1.0) > 1e-12 || s.medians["bursty"] != 0.8 || math.Abs(s.mean-0.9) > 1e-12 {
+		t.Fatalf("medians %v, mean %v", s.medians, s.mean)
+	}
+	// p2 spends 0.2 % of a 1 % budget; b1's 11 % less the unavoidable 10 % is in the band.
+	if s.outside != 1 || s.above != 1 {
+		t.Fatalf("outside %d, above %d; want 1 and 1", s.outside, s.above)
+	}
+	if s := scoreOf(res, []string{"p1", "missing"}, "budget", 0.01); s.ok() {
+		t.Fatal("a half with a trace not run scored")
+	}
+}
+
+func TestSplice(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "r.md")
+	if err := os.WriteFile(f, []byte("# R\n\nin sample\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range []string{"first\n", "second\n"} {
+		if err := splice(f, sec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := os.ReadFile(f)
+	got := string(b)
+	if !strings.HasPrefix(got, "# R\n\nin sample\n") || strings.Contains(got, "first") || strings.Count(got, beginMarker) != 1 || !strings.Contains(got, "second\n"+endMarker) {
+		t.Fatalf("spliced file:\n%s", got)
+	}
+}
