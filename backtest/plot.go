@@ -191,13 +191,28 @@ func (rep *Report) WritePlots(dir string) ([]string, error) {
 	return files, nil
 }
 
+// fileSafe is name as a file name that needs no quoting in a shell: letters, digits, '.', '_'
+// and '-', every run of other characters one '-' ("web (7d to 2026-11-24 00:00)" is
+// web-7d-to-2026-11-24-00-00).
 func fileSafe(name string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '/' || r == '\\' || r == os.PathSeparator || r < ' ' {
-			return '_'
+	var b strings.Builder
+	dash := false
+	for _, r := range name {
+		if r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			b.WriteRune(r)
+			dash = false
+			continue
 		}
-		return r
-	}, name)
+		if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	s := strings.Trim(b.String(), "-.")
+	if s == "" {
+		return "trace"
+	}
+	return s
 }
 
 // writeFigure draws a figure and writes it as a PNG; a panic of the drawing library becomes an
@@ -277,6 +292,23 @@ type timeAxis struct {
 	tick   time.Duration // tick length
 	unit   time.Duration
 	label  string
+	// start, when set, is the time of tick 0 (a recorded trace): the labels are UTC dates.
+	start time.Time
+}
+
+// dated puts the dates of a recorded trace on the axis.
+func (a timeAxis) dated(start time.Time) timeAxis {
+	if start.IsZero() {
+		return a
+	}
+	a.start = start.UTC()
+	a.label = "time (UTC) from " + a.start.Add(time.Duration(a.origin)*a.tick).Format("2006-01-02 15:04")
+	return a
+}
+
+// at is the time at x, for a dated axis.
+func (a timeAxis) at(x float64) time.Time {
+	return a.start.Add(time.Duration(a.origin)*a.tick + time.Duration(x*float64(a.unit)))
 }
 
 func (a timeAxis) x(i int) float64 {
@@ -310,6 +342,12 @@ func (a timeAxis) Ticks(lo, hi float64) []plot.Tick {
 		t := plot.Tick{Value: v}
 		if r := v / step; math.Abs(r-math.Round(r)) < 1e-9 {
 			t.Label = strconv.FormatFloat(v, 'f', -1, 64)
+			if !a.start.IsZero() {
+				t.Label = a.at(v).Format("Jan 2 15:04")
+				if a.unit >= 24*time.Hour && step >= 1 {
+					t.Label = a.at(v).Format("Jan 2")
+				}
+			}
 		}
 		ts = append(ts, t)
 	}
@@ -359,6 +397,7 @@ func (v *traceView) overviewWindow() window {
 		}
 		w.bucket = max(1, int((b+v.tick-1)/v.tick))
 	}
+	w.axis = w.axis.dated(v.tr.Start)
 	return w
 }
 
@@ -375,7 +414,7 @@ func (v *traceView) burst() (*vgimg.Canvas, error) {
 		from = max(v.warm, from-(to-v.n))
 		to = v.n
 	}
-	ax := timeAxis{origin: v.warm, tick: v.tick, unit: time.Hour, label: "hours since the start of the scored period"}
+	ax := timeAxis{origin: v.warm, tick: v.tick, unit: time.Hour, label: "hours since the start of the scored period"}.dated(v.tr.Start)
 	w := window{from: from, to: to, bucket: 1, axis: ax, marks: []int{b.start, b.end}}
 	day := ""
 	if time.Duration(v.n-v.warm)*v.tick > 72*time.Hour {

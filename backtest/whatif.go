@@ -15,15 +15,17 @@ import (
 // steps of step, its season, its observation window, and its lead time as the start-up delay
 // (the decision delay is in it). request is the CPU request per pod, the demand is in cores
 // (Scale 1), and the warm-up is the policy's history, capped at half the samples.
+//
+// The configured policy comes first and is o.Configured; every other policy of o that is the
+// same one under another name (budget and holtwinters-budget) is left out, as are repeats.
 func PolicyOptions(p *config.Policy, o Options, step time.Duration, request float64, samples int) (Options, string) {
 	spec, err := policy.Parse(p.Algorithm, p.Model)
 	name := strings.ToLower(p.Algorithm)
 	if err == nil && spec.Model != "" && strings.EqualFold(name, "debi") {
 		o.DebiModel = spec.Model
 	}
-	if !containsFold(o.Policies, name) {
-		o.Policies = append([]string{name}, o.Policies...)
-	}
+	o.Policies = dedupePolicies(append([]string{name}, o.Policies...), o.DebiModel)
+	o.Configured = name
 	o.Params = p.Scaling
 	o.Metrics = p.Metrics
 	o.Model = p.Forecast
@@ -42,11 +44,22 @@ func PolicyOptions(p *config.Policy, o Options, step time.Duration, request floa
 	return o, name
 }
 
-func containsFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
+// dedupePolicies keeps the first of the names that are one policy: the same algorithm, model
+// and load (budget is holtwinters-budget; debi is <its model>-debi).
+func dedupePolicies(names []string, debiModel string) []string {
+	seen := map[policy.Spec]bool{}
+	var out []string
+	for _, n := range names {
+		key := policy.Spec{Name: strings.ToLower(strings.TrimSpace(n))}
+		if s, err := policy.Parse(n, debiModel); err == nil {
+			s.Name = ""
+			key = s
 		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, strings.ToLower(strings.TrimSpace(n)))
 	}
-	return false
+	return out
 }

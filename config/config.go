@@ -765,6 +765,41 @@ func (c *Config) queryDefaults(p *Policy) {
 	}
 }
 
+// HistoryFallback returns, for the demand and request queries a policy left to their defaults
+// (the recording rules of rules/), the same figures computed from the raw series the rules
+// read: cAdvisor's container_cpu_usage_seconds_total and kube-state-metrics' kube_pod_owner,
+// kube_replicaset_owner and kube_pod_container_resource_requests, which kube-prometheus-stack
+// keeps from the day it is installed, while the rules have no history before debi's. The
+// history loaders (the exporter's warm start and the what-if) read the rule and fill the
+// times it has no sample from the fallback. A query the configuration sets, or a target kind
+// the rules do not relabel, has no fallback (empty).
+func (p *Policy) HistoryFallback() Queries {
+	kind := p.Target.WorkloadType()
+	var owner string
+	switch kind {
+	case "deployment":
+		owner = fmt.Sprintf(`max by (namespace, pod) (label_replace(kube_pod_owner{namespace=%q,owner_kind="ReplicaSet"}, "replicaset", "$1", "owner_name", "(.*)")`+
+			` * on (replicaset, namespace) group_left () topk by (replicaset, namespace) (1, max by (replicaset, namespace, owner_name) (kube_replicaset_owner{namespace=%q,owner_kind="Deployment",owner_name=%q})))`,
+			p.Target.Namespace, p.Target.Namespace, p.Target.Name)
+	case "statefulset":
+		owner = fmt.Sprintf(`max by (namespace, pod) (kube_pod_owner{namespace=%q,owner_kind="StatefulSet",owner_name=%q})`, p.Target.Namespace, p.Target.Name)
+	default:
+		return Queries{}
+	}
+	def := Policy{Target: p.Target, Request: p.Request}
+	(*Config)(nil).queryDefaults(&def)
+	var q Queries
+	if p.Queries.Demand == def.Queries.Demand {
+		q.Demand = fmt.Sprintf(`sum(sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{namespace=%q,container!="",container!="POD",image!=""}[1m])) * on (namespace, pod) group_left () %s)`,
+			p.Target.Namespace, owner)
+	}
+	if p.Queries.Request != "" && p.Queries.Request == def.Queries.Request {
+		q.Request = fmt.Sprintf(`avg(sum by (namespace, pod) (kube_pod_container_resource_requests{namespace=%q,resource="cpu"}) * on (namespace, pod) group_left () %s)`,
+			p.Target.Namespace, owner)
+	}
+	return q
+}
+
 // fillParams copies every zero field of p from def.
 func fillParams(p *scaling.Params, def scaling.Params) {
 	if p.MinReplicas == 0 {

@@ -737,6 +737,33 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 		}
 		series[k] = m
 	}
+	// Day one: the default demand and request queries read recording rules that have no
+	// history before debi was installed; the raw series they are computed from fill the times
+	// the rules have no sample (config.Policy.HistoryFallback).
+	fb := ps.cfg.HistoryFallback()
+	points := int(end.Sub(start)/ps.histStep) + 1
+	for k, expr := range map[int]string{qDemand: fb.Demand, qRequest: fb.Request} {
+		if expr == "" || series[k] == nil || len(series[k]) >= points {
+			continue
+		}
+		qctx, cancel := context.WithTimeout(ctx, e.timeout)
+		m, err := rangeValues(qctx, e.q, expr, r)
+		cancel()
+		if err != nil {
+			e.log.Debug("history fallback not read", "policy", ps.cfg.Name, "query", queryNames[k], "err", err)
+			continue
+		}
+		filled := 0
+		for ts, v := range m {
+			if _, ok := series[k][ts]; !ok {
+				series[k][ts] = v
+				filled++
+			}
+		}
+		if filled > 0 {
+			e.log.Info("history filled from the raw series where the recording rule has none", "policy", ps.cfg.Name, "query", queryNames[k], "points", filled)
+		}
+	}
 	live := ps.steps > 0
 	lastSuccess := ps.lastSuccess
 	if live {
