@@ -126,6 +126,10 @@ type Target struct {
 // String is namespace/kind/name.
 func (t Target) String() string { return t.Namespace + "/" + t.Kind + "/" + t.Name }
 
+// DefaultAlgorithm is the algorithm of a policy that names none: budget, the one the backtest
+// recommends (the cheapest at equal overload on every class of the embedded traces).
+const DefaultAlgorithm = "budget"
+
 // Queries are the PromQL expressions of one policy. Each must return one series.
 type Queries struct {
 	// Demand is the workload's CPU use in cores, D(t).
@@ -143,9 +147,10 @@ type Queries struct {
 type Policy struct {
 	Name   string `yaml:"name"`
 	Target Target `yaml:"target"`
-	// Algorithm is the policy name: hpa, apa, debi, <model>-debi, <model>-hpa, evt-<model>-hpa,
-	// budget or <model>-budget (the overload-budget policy, METHOD §9: its decision side is
-	// scaling.budget, its quantile and calibration the policy's budget section).
+	// Algorithm is the policy name: budget (the default: the fewest pods within an overload
+	// budget), <model>-budget, hpa, apa, debi, <model>-debi, <model>-hpa or evt-<model>-hpa.
+	// budget's decision side is scaling.budget, its quantile and calibration the policy's
+	// budget section.
 	Algorithm string `yaml:"algorithm"`
 	// Model is the forecaster of the debi and budget algorithms (default holtwinters);
 	// algorithm: budget with model: naive is naive-budget.
@@ -539,7 +544,7 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *e
 		nameOK = false
 	}
 	if p.Algorithm == "" {
-		p.Algorithm = "debi"
+		p.Algorithm = DefaultAlgorithm
 	}
 	if strings.EqualFold(strings.TrimSpace(p.Algorithm), "budget") && strings.TrimSpace(p.Model) != "" {
 		// As debi takes its model from model:, so does budget (policy.Parse names budget's

@@ -739,11 +739,12 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 	}
 	// Day one: the default demand and request queries read recording rules that have no
 	// history before debi was installed; the raw series they are computed from fill the times
-	// the rules have no sample (config.Policy.HistoryFallback).
+	// the rules have no sample (config.Policy.HistoryFallback). Only a rule without the range's
+	// first point is read again so: the raw series are in the same Prometheus, so a hole later
+	// in the rule (an outage) is in them too, and a fleet with holes asks nothing more.
 	fb := ps.cfg.HistoryFallback()
-	points := int(end.Sub(start)/ps.histStep) + 1
 	for k, expr := range map[int]string{qDemand: fb.Demand, qRequest: fb.Request} {
-		if expr == "" || series[k] == nil || len(series[k]) >= points {
+		if _, ok := series[k][start.UnixMilli()]; expr == "" || series[k] == nil || ok {
 			continue
 		}
 		qctx, cancel := context.WithTimeout(ctx, e.timeout)
