@@ -195,14 +195,15 @@ func TestCRDsOnAPIServer(t *testing.T) {
 	wantColumns(t, tdTable, "NAME", "TARGET", "DESIRED", "ACTIVE RULE", "AGE")
 	wantRows(t, tdTable, map[string][]any{"tidal-frequent-test": {"elastic-scaler-state-test", 3, "time1"}})
 
-	// The short name and the category are discoverable, as kubectl get es / kubectl get debi use.
+	// The short name and the category are discoverable, as kubectl get escaler / kubectl get debi
+	// use (not es: ECK's Elasticsearch has it).
 	b := getRaw(ctx, t, rc, "/apis/elasticscaler.io/v1alpha1", "application/json")
 	var rl metav1.APIResourceList
 	if err := json.Unmarshal(b, &rl); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rl.APIResources {
-		if r.Name == "elasticscalers" && (strings.Join(r.ShortNames, ",") != "es" || strings.Join(r.Categories, ",") != "debi") {
+		if r.Name == "elasticscalers" && (strings.Join(r.ShortNames, ",") != "escaler" || strings.Join(r.Categories, ",") != "debi") {
 			t.Errorf("elasticscalers: shortNames %v categories %v", r.ShortNames, r.Categories)
 		}
 	}
