@@ -93,8 +93,8 @@ func TestWhatIfDayOne(t *testing.T) {
 	end := time.Now().Add(-time.Hour).Truncate(step)
 	start := end.Add(-days * 24 * time.Hour)
 	gapFrom, gapTo := start.Add(30*time.Hour), start.Add(34*time.Hour) // no samples in [from, to)
-	ruleFrom := end.Add(-6 * time.Hour)                                 // debi's rules record from here
-	change := start.Add(36 * time.Hour)                                 // replicas 2 → 3
+	ruleFrom := end.Add(-6 * time.Hour)                                // debi's rules record from here
+	change := start.Add(36 * time.Hour)                                // replicas 2 → 3
 	// perPod is each pod's CPU use in cores: a daily cycle between 0.2 and 0.6.
 	perPod := func(ts time.Time) float64 {
 		return 0.4 + 0.2*math.Sin(2*math.Pi*ts.Sub(start).Hours()/24)
