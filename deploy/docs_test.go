@@ -837,8 +837,37 @@ func (e *docEnv) run(c docCommand) {
 		e.debiCmd(c, w[1:])
 	case "make":
 		e.make(c, w[1:])
+	case "kind", "crane":
+		e.imageCmd(c, w)
 	default:
 		e.t.Errorf("%s: command %q the test does not know: verify it here or allowlist it", c.where(), strings.Join(w, " "))
+	}
+}
+
+// imageCmd checks the commands that move a locally built image onto a cluster against what
+// `make image` writes (hack/image's default tarball and layout), and a pushed tag against the
+// one scheme (the chart's appVersion).
+func (e *docEnv) imageCmd(c docCommand, w []string) {
+	e.counts[w[0]]++
+	main, err := os.ReadFile(filepath.Join(root, "hack/image/main.go"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	writes := func(path string) bool { return strings.Contains(string(main), `"../../`+path+`"`) }
+	switch {
+	case w[0] == "kind" && len(w) >= 4 && w[1] == "load" && w[2] == "image-archive":
+		if !writes(w[3]) {
+			e.t.Errorf("%s: kind load image-archive %s: make image writes no such tarball", c.where(), w[3])
+		}
+	case w[0] == "crane" && len(w) == 4 && w[1] == "push":
+		if !writes(w[2]) {
+			e.t.Errorf("%s: crane push %s: make image writes no such layout", c.where(), w[2])
+		}
+		if _, tag, _ := strings.Cut(w[3][strings.LastIndex(w[3], "/")+1:], ":"); tag != chartAppVersion(e.t) {
+			e.t.Errorf("%s: crane push %s: the tag is not the chart's appVersion", c.where(), w[3])
+		}
+	default:
+		e.t.Errorf("%s: %s: only kind load image-archive and crane push are known", c.where(), strings.Join(w, " "))
 	}
 }
 
