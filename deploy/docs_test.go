@@ -839,6 +839,8 @@ func (e *docEnv) run(c docCommand) {
 		e.make(c, w[1:])
 	case "kind", "crane":
 		e.imageCmd(c, w)
+	case "promtool":
+		e.promtool(c, w[1:])
 	default:
 		e.t.Errorf("%s: command %q the test does not know: verify it here or allowlist it", c.where(), strings.Join(w, " "))
 	}
@@ -868,6 +870,44 @@ func (e *docEnv) imageCmd(c docCommand, w []string) {
 		}
 	default:
 		e.t.Errorf("%s: %s: only kind load image-archive and crane push are known", c.where(), strings.Join(w, " "))
+	}
+}
+
+// promtool checks the backfill recipe's commands (exporter.TestBackfillRecipe runs them on a real
+// Prometheus): create-blocks-from rules with its flags, over the repository's rule file.
+func (e *docEnv) promtool(c docCommand, args []string) {
+	e.counts["promtool"]++
+	if len(args) < 3 || args[0] != "tsdb" || args[1] != "create-blocks-from" || args[2] != "rules" {
+		e.t.Errorf("%s: promtool %s: only tsdb create-blocks-from rules is known", c.where(), strings.Join(args, " "))
+		return
+	}
+	var files []string
+	for i := 3; i < len(args); i++ {
+		switch a := args[i]; a {
+		case "--start", "--end", "--url", "--output-dir", "--eval-interval":
+			i++
+			if a == "--start" || a == "--end" {
+				if i >= len(args) {
+					e.t.Errorf("%s: %s without a value", c.where(), a)
+				} else if _, err := time.Parse(time.RFC3339, args[i]); err != nil {
+					e.t.Errorf("%s: %s %s: %v", c.where(), a, args[i], err)
+				}
+			}
+		default:
+			if strings.HasPrefix(a, "-") {
+				e.t.Errorf("%s: promtool flag %s the test does not know", c.where(), a)
+				continue
+			}
+			files = append(files, a)
+		}
+	}
+	if len(files) == 0 {
+		e.t.Errorf("%s: no rule file", c.where())
+	}
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+			e.t.Errorf("%s: rule file %s: %v", c.where(), f, err)
+		}
 	}
 }
 
