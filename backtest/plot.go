@@ -371,7 +371,7 @@ func (v *traceView) overview() (*vgimg.Canvas, error) {
 	title += fmt.Sprintf("\n%s scored after a %s warm-up; tick %v, start-up delay %v, R = %g cores per pod, u_sla = %g",
 		humanSpan(span), humanSpan(v.tr.WarmupTime), v.tick, v.o.StartupDelay, v.o.Request, v.o.SLAUtilization)
 	if w.bucket > 1 {
-		title += fmt.Sprintf("\nper %s: demand mean and maximum (thin); ready pods mean and range (band); spec maximum (thin); shading and foot bar: any overload, darker and taller the more",
+		title += fmt.Sprintf("\nper %s: demand mean and maximum (thin); ready pods mean and range (band); spec maximum (thin); shading and foot bar: the share of the bucket overloaded",
 			humanSpan(time.Duration(w.bucket)*v.tick))
 	}
 	return v.panels(title, w, false)
@@ -837,9 +837,12 @@ type span struct {
 // spanStrip is the height of the bars at the foot of a panel.
 const spanStrip = 8 * vg.Inch / 72
 
+// shadeColor is the shading of a bucket whose share of ticks is overloaded: opacity in proportion
+// to the share, so a bursty trace with a few overloaded ticks in every bucket is not one solid
+// band (the foot bar, at least a pixel high, still marks every overloaded bucket).
 func shadeColor(share float64) color.NRGBA {
 	c := overloadColor
-	c.A = uint8(0x14 + math.Sqrt(share)*float64(overloadColor.A-0x14))
+	c.A = uint8(math.Round(min(max(share, 0), 1) * float64(overloadColor.A)))
 	return c
 }
 
@@ -861,7 +864,7 @@ func (s *spans) Plot(c draw.Canvas, p *plot.Plot) {
 		c.SetColor(shadeColor(iv.share))
 		c.Fill(rect(a, c.Min.Y+spanStrip, b, c.Max.Y))
 		c.SetColor(overloadStrip)
-		c.Fill(rect(a, c.Min.Y, b, c.Min.Y+max(px, vg.Length(math.Sqrt(iv.share))*spanStrip)))
+		c.Fill(rect(a, c.Min.Y, b, c.Min.Y+max(px, vg.Length(iv.share)*spanStrip)))
 	}
 }
 

@@ -163,3 +163,18 @@ func TestDatedAxis(t *testing.T) {
 		t.Errorf("an undated axis labels %q", plain.Ticks(0, 4)[0].Label)
 	}
 }
+
+// TestOverloadShadeIsShare: a bucket's shading is in proportion to its overloaded share, so a
+// bucket with one overloaded tick in 360 is barely tinted and a fully overloaded one is the full
+// colour: a bursty trace with a little overload everywhere is not a solid band.
+func TestOverloadShadeIsShare(t *testing.T) {
+	full := float64(overloadColor.A)
+	for _, share := range []float64{0, 1.0 / 360, 0.1, 0.5, 1} {
+		if got, want := float64(shadeColor(share).A), share*full; math.Abs(got-want) > 0.5 {
+			t.Errorf("share %v: alpha %v, want %v", share, got, want)
+		}
+	}
+	if shadeColor(1.0/360).A >= shadeColor(0.1).A || shadeColor(0.5).A >= shadeColor(1).A {
+		t.Error("the shading does not grow with the share")
+	}
+}
