@@ -218,11 +218,24 @@ func TestWhatIfDayOne(t *testing.T) {
 	if name != "budget" || strings.Join(o.Policies, ",") != "budget,hpa" || o.Configured != "budget" {
 		t.Fatalf("options: %s, policies %v, configured %q; want budget once, first, marked", name, o.Policies, o.Configured)
 	}
-	o.Recorded = map[string]backtest.Recorded{"web": {Start: h.Start, Replicas: h.Replicas}}
+	rec := backtest.Recorded{Start: h.Start, Replicas: h.Replicas}
+	for _, c := range h.Coverage {
+		rec.Coverage = append(rec.Coverage, backtest.Coverage{Series: c.Series, Query: c.Query, Fallback: c.Fallback,
+			Range: c.Time(c.Points - 1), Covered: c.Time(c.Covered), FromFallback: c.Time(c.FromFallback), Missing: c.Time(c.Missing), Filled: c.Time(c.Filled)})
+	}
+	o.Recorded = map[string]backtest.Recorded{"web": rec}
 	rep, err := backtest.RunTraces(context.Background(), []trace.Trace{{Name: "web", Class: "recorded", StepMinutes: 5, Values: h.Demand}}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var screen strings.Builder
+	if err := rep.Write(&screen, "summary"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(screen.String(), "demand: covered") || !strings.Contains(screen.String(), "from the raw series") || !strings.Contains(screen.String(), "(yours)") {
+		t.Errorf("the screen lacks the coverage, the fallback or the marked policy:\n%s", screen.String())
+	}
+	t.Logf("the what-if's screen on the recorded history:\n%s", screen.String())
 	var actual *backtest.Run
 	for i, r := range rep.Traces[0].Runs {
 		if r.Policy == backtest.ActualPolicy {
