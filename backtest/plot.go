@@ -1248,7 +1248,41 @@ func (l *labelLayer) line(pts plotter.XYs) { l.lines = append(l.lines, pts) }
 func (l *labelLayer) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, trY := p.Transforms(&c)
 	at := func(pt plotter.XY) vg.Point { return vg.Point{X: trX(pt.X), Y: trY(pt.Y)} }
-	var taken []vg.Rectangle
+	for _, pl := range l.place(at, c.Rectangle) {
+		it := pl.item
+		c.FillText(pl.style, pl.anchor, it.text)
+		if pl.far {
+			// A leader from the marker's edge to the nearest point of the label.
+			q, best := at(it.pt), pl.box
+			near := vg.Point{X: min(max(q.X, best.Min.X), best.Max.X), Y: min(max(q.Y, best.Min.Y), best.Max.Y)}
+			d := near.Sub(q)
+			if l := vg.Length(math.Hypot(float64(d.X), float64(d.Y))); l > it.r+vg.Points(1) {
+				from := q.Add(d.Scale(it.r / l))
+				c.StrokeLine2(draw.LineStyle{Color: color.NRGBA{R: 0x70, G: 0x70, B: 0x70, A: 0xc0}, Width: vg.Points(0.5)}, from.X, from.Y, near.X, near.Y)
+			}
+		}
+	}
+}
+
+// placed is where a label went: its style (alignment), anchor, box, and whether it is far
+// enough from its point to need a leader.
+type placed struct {
+	item   labelItem
+	style  text.Style
+	anchor vg.Point
+	box    vg.Rectangle
+	far    bool
+}
+
+// labelRings are the distances beyond a marker's radius at which a label is tried, nearest
+// first: far ones get a leader line.
+var labelRings = []vg.Length{vg.Points(2), vg.Points(9), vg.Points(18), vg.Points(30), vg.Points(45), vg.Points(62)}
+
+// place chooses every label's position inside area (at maps data to canvas points). A label
+// never covering another label matters most (an overlap with a placed label costs ten times one
+// with a marker or a line), then staying inside the area, then nearness.
+func (l *labelLayer) place(at func(plotter.XY) vg.Point, area vg.Rectangle) []placed {
+	var taken, labels []vg.Rectangle
 	for _, it := range l.items {
 		q := at(it.pt)
 		taken = append(taken, vg.Rectangle{Min: vg.Point{X: q.X - it.r, Y: q.Y - it.r}, Max: vg.Point{X: q.X + it.r, Y: q.Y + it.r}})
@@ -1281,15 +1315,15 @@ func (l *labelLayer) Plot(c draw.Canvas, p *plot.Plot) {
 		{0, 1, draw.XCenter, draw.YBottom}, {0, -1, draw.XCenter, draw.YTop},
 		{-1, 0, draw.XRight, draw.YCenter}, {-1, 1, draw.XRight, draw.YBottom}, {-1, -1, draw.XRight, draw.YTop},
 	}
+	var out []placed
 	for _, i := range order {
 		it := l.items[i]
 		q := at(it.pt)
-		bestScore, best := math.Inf(1), vg.Rectangle{}
-		var bestSty text.Style
-		var bestAt vg.Point
-		far := false
+		bestScore := math.Inf(1)
+		var best placed
 	search:
-		for ring, dist := range []vg.Length{it.r + vg.Points(2), it.r + vg.Points(9), it.r + vg.Points(18), it.r + vg.Points(30)} {
+		for ring, gap := range labelRings {
+			dist := it.r + gap
 			for _, cd := range cands {
 				sty := it.style
 				sty.XAlign, sty.YAlign = cd.xa, cd.ya
@@ -1297,33 +1331,29 @@ func (l *labelLayer) Plot(c draw.Canvas, p *plot.Plot) {
 				box := sty.Rectangle(it.text)
 				box = vg.Rectangle{Min: box.Min.Add(anchor), Max: box.Max.Add(anchor)}
 				score := 0.0
-				if box.Min.X < c.Min.X || box.Max.X > c.Max.X || box.Min.Y < c.Min.Y || box.Max.Y > c.Max.Y {
+				if box.Min.X < area.Min.X || box.Max.X > area.Max.X || box.Min.Y < area.Min.Y || box.Max.Y > area.Max.Y {
 					score += 100
 				}
 				for _, t := range taken {
 					score += overlap(box, t)
 				}
+				for _, t := range labels {
+					score += 10 * overlap(box, t)
+				}
 				score += float64(dist) / 1000 // prefer near positions among equals
 				if score < bestScore {
-					bestScore, best, bestSty, bestAt, far = score, box, sty, anchor, ring > 0
+					bestScore, best = score, placed{item: it, style: sty, anchor: anchor, box: box, far: ring > 0}
 				}
 				if score < 1 {
 					break search
 				}
 			}
 		}
-		c.FillText(bestSty, bestAt, it.text)
-		if far {
-			// A leader from the marker's edge to the nearest point of the label.
-			near := vg.Point{X: min(max(q.X, best.Min.X), best.Max.X), Y: min(max(q.Y, best.Min.Y), best.Max.Y)}
-			d := near.Sub(q)
-			if l := vg.Length(math.Hypot(float64(d.X), float64(d.Y))); l > it.r+vg.Points(1) {
-				from := q.Add(d.Scale(it.r / l))
-				c.StrokeLine2(draw.LineStyle{Color: color.NRGBA{R: 0x70, G: 0x70, B: 0x70, A: 0xc0}, Width: vg.Points(0.5)}, from.X, from.Y, near.X, near.Y)
-			}
-		}
-		taken = append(taken, best)
+		taken = append(taken, best.box)
+		labels = append(labels, best.box)
+		out = append(out, best)
 	}
+	return out
 }
 
 // overlap is the overlapping area of two rectangles in square points (at least 1 when they

@@ -3,10 +3,18 @@ package backtest
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"image/color"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/trace"
@@ -176,5 +184,32 @@ func TestOverloadShadeIsShare(t *testing.T) {
 	}
 	if shadeColor(1.0/360).A >= shadeColor(0.1).A || shadeColor(0.5).A >= shadeColor(1).A {
 		t.Error("the shading does not grow with the share")
+	}
+}
+
+// TestFrontierLabelsDoNotCollide: fourteen policy labels on points a few points apart (a
+// frontier where many policies land at the same cost and overload) are placed inside the area
+// without any two covering each other.
+func TestFrontierLabelsDoNotCollide(t *testing.T) {
+	sty := text.Style{Color: color.Black, Font: font.From(plotFont, 9), Handler: plot.DefaultTextHandler}
+	l := &labelLayer{}
+	for i := range 14 {
+		l.add(plotter.XY{X: 100 + float64(i%3), Y: 100 + float64(i%2)}, fmt.Sprintf("holtwinters-budget %d", i), sty, vg.Points(3), i)
+	}
+	area := vg.Rectangle{Max: vg.Point{X: vg.Points(400), Y: vg.Points(300)}}
+	at := func(p plotter.XY) vg.Point { return vg.Point{X: vg.Points(p.X), Y: vg.Points(p.Y)} }
+	got := l.place(at, area)
+	if len(got) != 14 {
+		t.Fatalf("%d labels placed", len(got))
+	}
+	for i, a := range got {
+		if a.box.Min.X < area.Min.X || a.box.Max.X > area.Max.X || a.box.Min.Y < area.Min.Y || a.box.Max.Y > area.Max.Y {
+			t.Errorf("%q outside the area: %v", a.item.text, a.box)
+		}
+		for _, b := range got[:i] {
+			if overlap(a.box, b.box) > 0 {
+				t.Errorf("%q and %q collide: %v %v", a.item.text, b.item.text, a.box, b.box)
+			}
+		}
 	}
 }
