@@ -488,10 +488,10 @@ func humanSpan(d time.Duration) string {
 	return d.String()
 }
 
-// panels draws one panel per run over window w under a header with the title and the legend.
-func (v *traceView) panels(title string, w window, zoom bool) (*vgimg.Canvas, error) {
-	// The y axis reaches the max bound unless the data stay below a third of it (then the bound
-	// would squash them: the legend says it is off the scale).
+// yRange is the replica axis of window w, fitted to the data (demand in pods, every run's
+// replicas, min_replicas) with 6 % headroom; maxOff says the max bound is above it (off the
+// scale, as the legend says) rather than squashing the data.
+func (v *traceView) yRange(w window) (ymax float64, maxOff bool) {
 	top := float64(v.o.Params.MinReplicas)
 	for i := w.from; i < w.to; i++ {
 		top = math.Max(top, v.demand[i]/v.perPod)
@@ -499,11 +499,13 @@ func (v *traceView) panels(title string, w window, zoom bool) (*vgimg.Canvas, er
 			top = math.Max(top, float64(r.Series.Replicas[i]))
 		}
 	}
-	maxOff := float64(v.o.Params.MaxReplicas) > 3*top
-	ymax := 1.06 * top
-	if !maxOff {
-		ymax = 1.06 * math.Max(top, float64(v.o.Params.MaxReplicas))
-	}
+	ymax = 1.06 * top
+	return ymax, float64(v.o.Params.MaxReplicas) > ymax
+}
+
+// panels draws one panel per run over window w under a header with the title and the legend.
+func (v *traceView) panels(title string, w window, zoom bool) (*vgimg.Canvas, error) {
+	ymax, maxOff := v.yRange(w)
 	plots := make([][]*plot.Plot, len(v.tr.Runs))
 	for k, r := range v.tr.Runs {
 		p, err := v.panel(r, w, ymax, zoom)

@@ -213,3 +213,27 @@ func TestFrontierLabelsDoNotCollide(t *testing.T) {
 		}
 	}
 }
+
+// TestYRangeFitsTheData: the replica axis ends 6 % above the highest of the demand in pods and
+// every run's replicas, not at max_replicas far above them (marked off the scale then), and
+// reaches the bound when the data do.
+func TestYRangeFitsTheData(t *testing.T) {
+	o := DefaultOptions() // max_replicas 50, R 5, u_sla 0.9
+	const n = 100
+	demand := make([]float64, n)
+	reps := make([]int32, n)
+	for i := range demand {
+		demand[i], reps[i] = 18, 4 // 18 cores = 4 pods at u_sla·R = 4.5
+	}
+	reps[50] = 10
+	r := Run{Metrics: Metrics{Policy: "hpa"}, Series: &Series{Tick: o.Tick, Demand: demand, Replicas: reps, Ready: reps}}
+	v := &traceView{o: o, tr: &TraceResult{Runs: []Run{r}}, demand: demand, perPod: o.SLAUtilization * o.Request, n: n}
+	ymax, off := v.yRange(window{from: 0, to: n})
+	if math.Abs(ymax-10.6) > 1e-9 || !off {
+		t.Errorf("data up to 10 replicas under max 50: y to %v, bound off the scale %v; want 10.6, true", ymax, off)
+	}
+	reps[60] = 50
+	if ymax, off = v.yRange(window{from: 0, to: n}); math.Abs(ymax-53) > 1e-9 || off {
+		t.Errorf("data at the max bound 50: y to %v, off %v; want 53, false", ymax, off)
+	}
+}
