@@ -541,7 +541,8 @@ func (v *traceView) panelLegend(bucketed, maxOff bool) []legendItem {
 	}
 	bounds := fmt.Sprintf("min %d / max %d replicas", v.o.Params.MinReplicas, v.o.Params.MaxReplicas)
 	if maxOff {
-		bounds += " (max above the scale)"
+		// Short: the legend row has room for little more than the bounds.
+		bounds = fmt.Sprintf("bounds %d–%d, max off scale", v.o.Params.MinReplicas, v.o.Params.MaxReplicas)
 	}
 	return []legendItem{
 		{text: fmt.Sprintf("demand in pods at u_sla, D/(%g·%g)", v.o.SLAUtilization, v.o.Request), thumb: &plotter.Line{LineStyle: draw.LineStyle{Color: demandColor, Width: vg.Points(1.2)}}},
