@@ -38,6 +38,20 @@ webhook:
     - {name: ca, secret: {secretName: corp-ca}}
   extraVolumeMounts:
     - {name: ca, mountPath: /etc/ssl/corp, readOnly: true}
+tidalController:
+  enabled: true
+  namespaces: [shop]
+  podAnnotations: {example.com/scrape-note: tidal-controller}
+  podLabels: {team: platform}
+  priorityClassName: low
+  topologySpreadConstraints:
+    - {maxSkew: 2, topologyKey: kubernetes.io/os, whenUnsatisfiable: ScheduleAnyway}
+  serviceAccount:
+    annotations: {azure.workload.identity/client-id: 00000000-0000-0000-0000-000000000000}
+  extraVolumes:
+    - {name: ca, configMap: {name: corp-ca}}
+  extraVolumeMounts:
+    - {name: ca, mountPath: /etc/ssl/corp, readOnly: true}
 preflight:
   podLabels: {team: platform}
 `
@@ -57,6 +71,7 @@ func TestHelmEscapeHatches(t *testing.T) {
 	}{
 		{"exporter", "system-cluster-critical", "topology.kubernetes.io/zone", "eks.amazonaws.com/role-arn", "configMap"},
 		{"webhook", "high", "kubernetes.io/hostname", "iam.gke.io/gcp-service-account", "secret"},
+		{"tidal-controller", "low", "kubernetes.io/os", "azure.workload.identity/client-id", "configMap"},
 	} {
 		t.Run(tc.component, func(t *testing.T) {
 			name := "debi-" + tc.component
@@ -68,8 +83,10 @@ func TestHelmEscapeHatches(t *testing.T) {
 				v, _, _ := unstructured.NestedFieldNoCopy(d.Object, append([]string{"spec", "template"}, path...)...)
 				return v
 			}
-			if a, _ := tmpl("metadata", "annotations").(map[string]any); a["example.com/scrape-note"] != tc.component || a["checksum/config"] == nil {
-				t.Errorf("pod annotations %v: want the value's beside checksum/config", a)
+			// Beside checksum/config where there is a configuration (not the tidal controller's).
+			if a, _ := tmpl("metadata", "annotations").(map[string]any); a["example.com/scrape-note"] != tc.component ||
+				(a["checksum/config"] == nil) != (tc.component == "tidal-controller") {
+				t.Errorf("pod annotations %v: want the value's (beside checksum/config)", a)
 			}
 			if l, _ := tmpl("metadata", "labels").(map[string]any); l["team"] != "platform" || l["app.kubernetes.io/component"] != tc.component {
 				t.Errorf("pod labels %v", l)
@@ -84,10 +101,17 @@ func TestHelmEscapeHatches(t *testing.T) {
 				t.Errorf("topologySpreadConstraints %v", c)
 			}
 			vols, _ := tmpl("spec", "volumes").([]any)
-			if last := vols[len(vols)-1].(map[string]any); last["name"] != "ca" || last[tc.volumeFrom] == nil || vols[0].(map[string]any)["name"] != "config" {
-				t.Errorf("volumes %v: want config first and the extra volume after", vols)
+			if len(vols) == 0 {
+				t.Fatal("no volumes")
+			}
+			if last := vols[len(vols)-1].(map[string]any); last["name"] != "ca" || last[tc.volumeFrom] == nil ||
+				tc.component != "tidal-controller" && vols[0].(map[string]any)["name"] != "config" {
+				t.Errorf("volumes %v: want config first (but for the tidal controller, which has none) and the extra volume after", vols)
 			}
 			mounts, _ := tmpl("spec", "containers").([]any)[0].(map[string]any)["volumeMounts"].([]any)
+			if len(mounts) == 0 {
+				t.Fatal("no volumeMounts")
+			}
 			if last := mounts[len(mounts)-1].(map[string]any); last["mountPath"] != "/etc/ssl/corp" {
 				t.Errorf("volumeMounts %v", mounts)
 			}
@@ -96,6 +120,9 @@ func TestHelmEscapeHatches(t *testing.T) {
 				t.Errorf("ServiceAccount %s annotations %v, want %s", name, sa.GetAnnotations(), tc.saKey)
 			}
 			// The defaults render none of it.
+			if tc.component == "tidal-controller" {
+				return // not rendered by default
+			}
 			dd := find(defaults, "Deployment", name)
 			for _, path := range [][]string{{"priorityClassName"}, {"topologySpreadConstraints"}} {
 				if v, ok, _ := unstructured.NestedFieldNoCopy(dd.Object, append([]string{"spec", "template", "spec"}, path...)...); ok {
