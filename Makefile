@@ -91,11 +91,19 @@ help: ## this list
 
 # The container image, without Docker (hack/image). Every timestamp is SOURCE_DATE_EPOCH (default:
 # the commit time), BuildDate included, so two builds of one commit give the same digest.
+# IMAGE_PLATFORMS=linux/amd64 builds one platform (no arm64 cross-build: minutes less on a cold
+# cache). The tag is IMAGE_TAG, the chart's appVersion, which the chart and kustomize pull and the
+# release publishes: one string from deploy/helm/debi/Chart.yaml (deploy.TestOneImageTag).
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
-.PHONY: image image-test
+IMAGE_TAG       ?= $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' deploy/helm/debi/Chart.yaml)
+.PHONY: image image-test image-tag
 
-image: ## the image without Docker: bin/image/ (OCI layout, IMAGE_PLATFORMS) and bin/debi-image.tar (docker load); prints the digests
-	hack/image.sh build --version '$(VERSION)' --revision '$(REVISION)' --ldflags '$(LDFLAGS)' --platforms '$(IMAGE_PLATFORMS)'
+image: ## the image without Docker: bin/image/ (OCI layout, IMAGE_PLATFORMS; IMAGE_PLATFORMS=linux/amd64 for one) and bin/debi-image.tar (docker load), tagged IMAGE_TAG; prints progress and the digests
+	@echo "make image: ghcr.io/debi-scaler/debi:$(IMAGE_TAG) for $(IMAGE_PLATFORMS) (debi $(VERSION)); IMAGE_PLATFORMS=linux/amd64 skips the arm64 cross-build" >&2
+	hack/image.sh build --version '$(IMAGE_TAG)' --revision '$(REVISION)' --ldflags '$(LDFLAGS)' --platforms '$(IMAGE_PLATFORMS)'
+
+image-tag: ## print the image tag (the chart's appVersion)
+	@echo '$(IMAGE_TAG)'
 
 image-test: ## the image's test: validate the layout, run debi from the layer, same digest twice
 	hack/image.sh test

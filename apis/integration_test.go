@@ -179,30 +179,38 @@ func TestCRDsOnAPIServer(t *testing.T) {
 		t.Fatalf("tidal status: %v", err)
 	}
 
+	// spec.debi on one object, for the MODE and PAUSED columns.
+	if _, err := dyn.Resource(esGVR).Namespace("ai-inference").Patch(ctx, "custom-scaling-example", types.MergePatchType,
+		[]byte(`{"spec":{"debi":{"mode":"shadow","paused":true}}}`), metav1.PatchOptions{FieldValidation: "Strict"}); err != nil {
+		t.Fatalf("spec.debi: %v", err)
+	}
+
 	// kubectl get elasticscalers -n ai-inference, as the API server renders it.
 	esTable := getTable(ctx, t, rc, "/apis/elasticscaler.io/v1alpha1/namespaces/ai-inference/elasticscalers")
 	t.Logf("kubectl get elasticscalers -n ai-inference:\n%s", render(esTable))
-	wantColumns(t, esTable, "NAME", "TARGET", "ALGORITHM", "MIN", "MAX", "CURRENT", "DESIRED", "VALIDATED", "AGE")
+	wantColumns(t, esTable, "NAME", "TARGET", "ALGORITHM", "MIN", "MAX", "CURRENT", "DESIRED", "MODE", "PAUSED", "VALIDATED", "AGE")
 	wantRows(t, esTable, map[string][]any{
-		// name: target, algorithm, min, max, current, desired, validated (AGE is checked apart).
-		"custom-scaling-example": {"vllm-inference", "APA", 2, 10, nil, nil, nil},
-		"hpa-scaling-example":    {"vllm-inference", "HPA", 2, 10, 3, 4, "True"},
-		"metrics-policy-example": {"vllm-inference", "APA", 2, 10, nil, nil, nil},
-		"state-scaling-example":  {"tidal-frequent-test", nil, nil, nil, nil, nil, nil},
+		// name: target, algorithm, min, max, current, desired, mode, paused, validated (AGE is
+		// checked apart).
+		"custom-scaling-example": {"vllm-inference", "APA", 2, 10, nil, nil, "shadow", true, nil},
+		"hpa-scaling-example":    {"vllm-inference", "HPA", 2, 10, 3, 4, nil, nil, "True"},
+		"metrics-policy-example": {"vllm-inference", "APA", 2, 10, nil, nil, nil, nil, nil},
+		"state-scaling-example":  {"tidal-frequent-test", nil, nil, nil, nil, nil, nil, nil, nil},
 	})
 	tdTable := getTable(ctx, t, rc, "/apis/tidal.io/v1alpha1/namespaces/ai-inference/tidals")
 	t.Logf("kubectl get tidals -n ai-inference:\n%s", render(tdTable))
 	wantColumns(t, tdTable, "NAME", "TARGET", "DESIRED", "ACTIVE RULE", "AGE")
 	wantRows(t, tdTable, map[string][]any{"tidal-frequent-test": {"elastic-scaler-state-test", 3, "time1"}})
 
-	// The short name and the category are discoverable, as kubectl get es / kubectl get debi use.
+	// The short name and the category are discoverable, as kubectl get escaler / kubectl get debi
+	// use (not es: ECK's Elasticsearch has it).
 	b := getRaw(ctx, t, rc, "/apis/elasticscaler.io/v1alpha1", "application/json")
 	var rl metav1.APIResourceList
 	if err := json.Unmarshal(b, &rl); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rl.APIResources {
-		if r.Name == "elasticscalers" && (strings.Join(r.ShortNames, ",") != "es" || strings.Join(r.Categories, ",") != "debi") {
+		if r.Name == "elasticscalers" && (strings.Join(r.ShortNames, ",") != "escaler" || strings.Join(r.Categories, ",") != "debi") {
 			t.Errorf("elasticscalers: shortNames %v categories %v", r.ShortNames, r.Categories)
 		}
 	}

@@ -30,6 +30,37 @@ import (
 // OraclePolicy is the name of the backtest-only policy that knows future demand (METHOD §7).
 const OraclePolicy = "oracle"
 
+// ActualPolicy is the row of what actually ran on a recorded trace (Options.Recorded): the
+// workload's recorded replica count, scored like every policy, so that each one is compared
+// with what happened.
+const ActualPolicy = "actual"
+
+// Recorded is what Prometheus recorded beside a trace's demand, for the what-if.
+type Recorded struct {
+	// Start is the time of the trace's first sample (the plots' x axis shows dates from it).
+	Start time.Time
+	// Replicas are the workload's spec replica counts at the trace's sample times (nil: no
+	// actual row).
+	Replicas []float64
+	// Coverage says how much of the requested range each input series covered.
+	Coverage []Coverage
+}
+
+// Coverage is how much of a what-if range one input series covered: the time with samples
+// (FromFallback of it from the raw series that stand in for a recording rule without history),
+// the time outside the replayed span (missing, not replayed) and the time inside it without
+// samples (filled with the sample before).
+type Coverage struct {
+	Series       string        `json:"series"`
+	Query        string        `json:"query"`
+	Fallback     string        `json:"fallback,omitempty"`
+	Range        time.Duration `json:"range"`
+	Covered      time.Duration `json:"covered"`
+	FromFallback time.Duration `json:"from_fallback"`
+	Missing      time.Duration `json:"missing"`
+	Filled       time.Duration `json:"filled"`
+}
+
 // Demand interpolation between samples.
 const (
 	DemandLinear = "linear" // linear between sample times (default)
@@ -115,6 +146,11 @@ type Options struct {
 	// it as it is — its history step, horizon, history and retrain — rather than with one built
 	// from these options, so that a what-if runs the live runner whatever the replay's step.
 	Runner *policy.Config `json:"-"`
+	// Configured is the policy of the user's configuration in a what-if, marked in the report.
+	Configured string `json:"configured,omitempty"`
+	// Recorded holds, by trace name, what Prometheus recorded beside the trace's demand: an
+	// actual row (ActualPolicy) is scored for each trace with recorded replicas.
+	Recorded map[string]Recorded `json:"-"`
 }
 
 // DefaultOptions are the paper's parameters on the yardstick of METHOD §7.
@@ -228,6 +264,9 @@ type Metrics struct {
 	Cost float64 `json:"cost"`
 	// CostRatio is Cost over the hpa policy's cost on the same trace (NaN without hpa).
 	CostRatio float64 `json:"cost_ratio"`
+	// ActualRatio is Cost over the actual row's cost (what ran, ActualPolicy) on the same trace
+	// (NaN without it).
+	ActualRatio float64 `json:"actual_ratio"`
 	// FrontierRatio is Cost over the cost of the HPA-target envelope at the same overload
 	// fraction; below 1 beats every fixed HPA target. FrontierClamped says the overload fraction
 	// lay outside the envelope and its nearest end was used.
@@ -319,6 +358,8 @@ type TraceResult struct {
 	SamplePeriod time.Duration `json:"sample_period"`
 	// Scale is the factor from trace values to cores.
 	Scale float64 `json:"scale"`
+	// Start is the time of the first sample of a recorded trace (zero for others).
+	Start time.Time `json:"start,omitempty"`
 	// WarmupTime is the unscored start; Ticks the whole run's ticks.
 	WarmupTime time.Duration `json:"warmup_time"`
 	Ticks      int           `json:"ticks"`
@@ -346,6 +387,8 @@ type Report struct {
 	Startup []StartupResult `json:"startup_sweep,omitempty"`
 	// Notes are what the reader must know (models that waited for history, clamped ratios).
 	Notes []string `json:"notes,omitempty"`
+	// Coverage is, for a what-if, how much of the range each input series covered.
+	Coverage []Coverage `json:"coverage,omitempty"`
 }
 
 // ScaleFor returns the demand scale for a trace: the 99th percentile of its warm-up samples
@@ -379,6 +422,9 @@ type World struct {
 	Inst, Obs []float64
 	// Warm is the first scored tick.
 	Warm int
+	// Recorded are the recorded spec replica counts per sample (nil: none), which the actual
+	// row replays.
+	Recorded []float64
 }
 
 // Unavoidable is the share of scored ticks whose demand exceeds u_sla·N_max·R.
@@ -499,9 +545,17 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 		if worlds[i], err = NewWorld(d, period, o); err != nil {
 			return nil, fmt.Errorf("trace %s: %w", t.Name, err)
 		}
+		rec := o.Recorded[t.Name]
+		if rec.Replicas != nil {
+			if len(rec.Replicas) < len(vals) {
+				return nil, fmt.Errorf("trace %s: %d recorded replica counts for %d samples", t.Name, len(rec.Replicas), len(vals))
+			}
+			worlds[i].Recorded = rec.Replicas[:len(vals)]
+		}
 		rep.Traces[i] = TraceResult{Trace: t.Name, Class: t.Class, Samples: len(vals), SamplePeriod: period, Scale: scale,
-			WarmupTime: time.Duration(o.Warmup) * period, Ticks: len(worlds[i].Inst), OracleFrontierRatio: math.NaN(),
+			Start: rec.Start, WarmupTime: time.Duration(o.Warmup) * period, Ticks: len(worlds[i].Inst), OracleFrontierRatio: math.NaN(),
 			Unavoidable: worlds[i].Unavoidable(o)}
+		rep.Coverage = append(rep.Coverage, rec.Coverage...)
 	}
 	delays := append([]time.Duration{o.StartupDelay}, o.StartupSweep...)
 	delays = slices.DeleteFunc(slices.Clone(delays[1:]), func(d time.Duration) bool { return d == o.StartupDelay })
@@ -509,6 +563,9 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 	var jobs []job
 	for s := range delays {
 		for i := range traces {
+			if worlds[i].Recorded != nil {
+				jobs = append(jobs, job{trace: i, policy: ActualPolicy, startup: s})
+			}
 			for _, p := range o.Policies {
 				jobs = append(jobs, job{trace: i, policy: p, startup: s})
 			}
@@ -546,7 +603,11 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 				if j.target > 0 {
 					po.Params.Target = j.target
 				}
-				results[k], errs[k] = Simulate(ctx, worlds[j.trace], j.policy, po)
+				if j.policy == ActualPolicy {
+					results[k], errs[k] = simulateActual(ctx, worlds[j.trace], po)
+				} else {
+					results[k], errs[k] = Simulate(ctx, worlds[j.trace], j.policy, po)
+				}
 				mu.Lock()
 				done++
 				if o.Progress != nil {
@@ -654,10 +715,13 @@ func (rep *Report) notes(tr *TraceResult) {
 
 // finishTrace fills the ratios to hpa, to the frontier and to the oracle.
 func finishTrace(tr *TraceResult) {
-	hpaCost := math.NaN()
+	hpaCost, actualCost := math.NaN(), math.NaN()
 	for _, r := range tr.Runs {
-		if r.Policy == "hpa" {
+		switch r.Policy {
+		case "hpa":
 			hpaCost = r.Cost
+		case ActualPolicy:
+			actualCost = r.Cost
 		}
 	}
 	env := Envelope(tr.Frontier)
@@ -671,6 +735,7 @@ func finishTrace(tr *TraceResult) {
 	for i := range tr.Runs {
 		r := &tr.Runs[i]
 		r.CostRatio = r.Cost / hpaCost
+		r.ActualRatio = r.Cost / actualCost
 		r.FrontierRatio = math.NaN()
 		if len(env) > 0 {
 			c, clamped := EnvelopeCost(env, r.OverloadFraction)
@@ -782,6 +847,21 @@ func runnerConfig(spec policy.Spec, w *World, o Options) policy.Config {
 	return cfg
 }
 
+// simulateActual replays the recorded replica counts of w: the spec follows the recording
+// (each count holds until the next sample) without decision delay, new pods serve after the
+// start-up delay, and the run is scored like every policy's.
+func simulateActual(ctx context.Context, w *World, o Options) (Run, error) {
+	if len(w.Recorded) == 0 {
+		return Run{}, errors.New("no recorded replicas")
+	}
+	o.DecisionDelay = 0
+	return simulate(ctx, w, ActualPolicy, o, ceilInt32(w.Recorded[0]), func(_ context.Context, i int, _ policy.Observation) (policy.Result, error) {
+		k := min(int(time.Duration(i)*w.Tick/w.Period), len(w.Recorded)-1)
+		n := ceilInt32(math.Round(w.Recorded[k]))
+		return policy.Result{W2: math.NaN(), Decision: scaling.Decision{Replicas: n, Reason: "recorded"}}, nil
+	}, false, 0)
+}
+
 // decider is one tick's decision: a policy runner, or the oracle.
 type decider func(ctx context.Context, i int, obs policy.Observation) (policy.Result, error)
 
@@ -822,10 +902,17 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 			hasModel = true
 			run.ModelHistory, _ = runner.ModelHistory()
 		}
-		decide = func(ctx context.Context, _ int, obs policy.Observation) (policy.Result, error) {
+		decide = func(ctx context.Context, i int, obs policy.Observation) (policy.Result, error) {
+			now = time.Duration(i) * w.Tick // a clairvoyant forecaster's clock
 			return runner.Step(ctx, obs)
 		}
 	}
+	return simulate(ctx, w, run.Policy, o, initial, decide, hasModel, run.ModelHistory)
+}
+
+// simulate runs decide over w from the initial size and scores it.
+func simulate(ctx context.Context, w *World, name string, o Options, initial int32, decide decider, hasModel bool, modelHistory int) (Run, error) {
+	run := Run{Metrics: Metrics{Policy: name, ForecastCoverage: math.NaN(), BudgetHeadroom: math.NaN(), BudgetLevel: math.NaN(), ModelHistory: modelHistory}}
 	n := len(w.Inst)
 	if o.KeepSeries {
 		run.Series = &Series{Tick: w.Tick, Demand: w.Inst, Replicas: make([]int32, n), Ready: make([]int32, n)}
@@ -858,7 +945,6 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 			}
 			pending = pending[1:]
 		}
-		now = t
 		t0 := time.Now()
 		res, err := decide(ctx, i, policy.Observation{Time: start.Add(t), Demand: w.Obs[i], Current: c.spec, Ready: c.ready(t)})
 		total += time.Since(t0)

@@ -193,13 +193,28 @@ func (rep *Report) WritePlots(dir string) ([]string, error) {
 	return files, nil
 }
 
+// fileSafe is name as a file name that needs no quoting in a shell: letters, digits, '.', '_'
+// and '-', every run of other characters one '-' ("web (7d to 2026-11-24 00:00)" is
+// web-7d-to-2026-11-24-00-00).
 func fileSafe(name string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '/' || r == '\\' || r == os.PathSeparator || r < ' ' {
-			return '_'
+	var b strings.Builder
+	dash := false
+	for _, r := range name {
+		if r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			b.WriteRune(r)
+			dash = false
+			continue
 		}
-		return r
-	}, name)
+		if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	s := strings.Trim(b.String(), "-.")
+	if s == "" {
+		return "trace"
+	}
+	return s
 }
 
 // writeFigure draws a figure and writes it as a PNG; a panic of the drawing library becomes an
@@ -279,6 +294,23 @@ type timeAxis struct {
 	tick   time.Duration // tick length
 	unit   time.Duration
 	label  string
+	// start, when set, is the time of tick 0 (a recorded trace): the labels are UTC dates.
+	start time.Time
+}
+
+// dated puts the dates of a recorded trace on the axis.
+func (a timeAxis) dated(start time.Time) timeAxis {
+	if start.IsZero() {
+		return a
+	}
+	a.start = start.UTC()
+	a.label = "time (UTC) from " + a.start.Add(time.Duration(a.origin)*a.tick).Format("2006-01-02 15:04")
+	return a
+}
+
+// at is the time at x, for a dated axis.
+func (a timeAxis) at(x float64) time.Time {
+	return a.start.Add(time.Duration(a.origin)*a.tick + time.Duration(x*float64(a.unit)))
 }
 
 func (a timeAxis) x(i int) float64 {
@@ -312,6 +344,12 @@ func (a timeAxis) Ticks(lo, hi float64) []plot.Tick {
 		t := plot.Tick{Value: v}
 		if r := v / step; math.Abs(r-math.Round(r)) < 1e-9 {
 			t.Label = strconv.FormatFloat(v, 'f', -1, 64)
+			if !a.start.IsZero() {
+				t.Label = a.at(v).Format("Jan 2 15:04")
+				if a.unit >= 24*time.Hour && step >= 1 {
+					t.Label = a.at(v).Format("Jan 2")
+				}
+			}
 		}
 		ts = append(ts, t)
 	}
@@ -335,7 +373,7 @@ func (v *traceView) overview() (*vgimg.Canvas, error) {
 	title += fmt.Sprintf("\n%s scored after a %s warm-up; tick %v, start-up delay %v, R = %g cores per pod, u_sla = %g",
 		humanSpan(span), humanSpan(v.tr.WarmupTime), v.tick, v.o.StartupDelay, v.o.Request, v.o.SLAUtilization)
 	if w.bucket > 1 {
-		title += fmt.Sprintf("\nper %s: demand mean and maximum (thin); ready pods mean and range (band); spec maximum (thin); shading and foot bar: any overload, darker and taller the more",
+		title += fmt.Sprintf("\nper %s: demand mean and maximum (thin); ready pods mean and range (band); spec maximum (thin); shading and foot bar: the share of the bucket overloaded",
 			humanSpan(time.Duration(w.bucket)*v.tick))
 	}
 	return v.panels(title, w, false)
@@ -361,6 +399,7 @@ func (v *traceView) overviewWindow() window {
 		}
 		w.bucket = max(1, int((b+v.tick-1)/v.tick))
 	}
+	w.axis = w.axis.dated(v.tr.Start)
 	return w
 }
 
@@ -377,7 +416,7 @@ func (v *traceView) burst() (*vgimg.Canvas, error) {
 		from = max(v.warm, from-(to-v.n))
 		to = v.n
 	}
-	ax := timeAxis{origin: v.warm, tick: v.tick, unit: time.Hour, label: "hours since the start of the scored period"}
+	ax := timeAxis{origin: v.warm, tick: v.tick, unit: time.Hour, label: "hours since the start of the scored period"}.dated(v.tr.Start)
 	w := window{from: from, to: to, bucket: 1, axis: ax, marks: []int{b.start, b.end}}
 	day := ""
 	if time.Duration(v.n-v.warm)*v.tick > 72*time.Hour {
@@ -451,10 +490,10 @@ func humanSpan(d time.Duration) string {
 	return d.String()
 }
 
-// panels draws one panel per run over window w under a header with the title and the legend.
-func (v *traceView) panels(title string, w window, zoom bool) (*vgimg.Canvas, error) {
-	// The y axis reaches the max bound unless the data stay below a third of it (then the bound
-	// would squash them: the legend says it is off the scale).
+// yRange is the replica axis of window w, fitted to the data (demand in pods, every run's
+// replicas, min_replicas) with 6 % headroom; maxOff says the max bound is above it (off the
+// scale, as the legend says) rather than squashing the data.
+func (v *traceView) yRange(w window) (ymax float64, maxOff bool) {
 	top := float64(v.o.Params.MinReplicas)
 	for i := w.from; i < w.to; i++ {
 		top = math.Max(top, v.demand[i]/v.perPod)
@@ -462,11 +501,13 @@ func (v *traceView) panels(title string, w window, zoom bool) (*vgimg.Canvas, er
 			top = math.Max(top, float64(r.Series.Replicas[i]))
 		}
 	}
-	maxOff := float64(v.o.Params.MaxReplicas) > 3*top
-	ymax := 1.06 * top
-	if !maxOff {
-		ymax = 1.06 * math.Max(top, float64(v.o.Params.MaxReplicas))
-	}
+	ymax = 1.06 * top
+	return ymax, float64(v.o.Params.MaxReplicas) > ymax
+}
+
+// panels draws one panel per run over window w under a header with the title and the legend.
+func (v *traceView) panels(title string, w window, zoom bool) (*vgimg.Canvas, error) {
+	ymax, maxOff := v.yRange(w)
 	plots := make([][]*plot.Plot, len(v.tr.Runs))
 	for k, r := range v.tr.Runs {
 		p, err := v.panel(r, w, ymax, zoom)
@@ -502,7 +543,8 @@ func (v *traceView) panelLegend(bucketed, maxOff bool) []legendItem {
 	}
 	bounds := fmt.Sprintf("min %d / max %d replicas", v.o.Params.MinReplicas, v.o.Params.MaxReplicas)
 	if maxOff {
-		bounds += " (max above the scale)"
+		// Short: the legend row has room for little more than the bounds.
+		bounds = fmt.Sprintf("bounds %d–%d, max off scale", v.o.Params.MinReplicas, v.o.Params.MaxReplicas)
 	}
 	return []legendItem{
 		{text: fmt.Sprintf("demand in pods at u_sla, D/(%g·%g)", v.o.SLAUtilization, v.o.Request), thumb: &plotter.Line{LineStyle: draw.LineStyle{Color: demandColor, Width: vg.Points(1.2)}}},
@@ -800,9 +842,12 @@ type span struct {
 // spanStrip is the height of the bars at the foot of a panel.
 const spanStrip = 8 * vg.Inch / 72
 
+// shadeColor is the shading of a bucket whose share of ticks is overloaded: opacity in proportion
+// to the share, so a bursty trace with a few overloaded ticks in every bucket is not one solid
+// band (the foot bar, at least a pixel high, still marks every overloaded bucket).
 func shadeColor(share float64) color.NRGBA {
 	c := overloadColor
-	c.A = uint8(0x14 + math.Sqrt(share)*float64(overloadColor.A-0x14))
+	c.A = uint8(math.Round(min(max(share, 0), 1) * float64(overloadColor.A)))
 	return c
 }
 
@@ -824,7 +869,7 @@ func (s *spans) Plot(c draw.Canvas, p *plot.Plot) {
 		c.SetColor(shadeColor(iv.share))
 		c.Fill(rect(a, c.Min.Y+spanStrip, b, c.Max.Y))
 		c.SetColor(overloadStrip)
-		c.Fill(rect(a, c.Min.Y, b, c.Min.Y+max(px, vg.Length(math.Sqrt(iv.share))*spanStrip)))
+		c.Fill(rect(a, c.Min.Y, b, c.Min.Y+max(px, vg.Length(iv.share)*spanStrip)))
 	}
 }
 
@@ -1208,7 +1253,41 @@ func (l *labelLayer) line(pts plotter.XYs) { l.lines = append(l.lines, pts) }
 func (l *labelLayer) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, trY := p.Transforms(&c)
 	at := func(pt plotter.XY) vg.Point { return vg.Point{X: trX(pt.X), Y: trY(pt.Y)} }
-	var taken []vg.Rectangle
+	for _, pl := range l.place(at, c.Rectangle) {
+		it := pl.item
+		c.FillText(pl.style, pl.anchor, it.text)
+		if pl.far {
+			// A leader from the marker's edge to the nearest point of the label.
+			q, best := at(it.pt), pl.box
+			near := vg.Point{X: min(max(q.X, best.Min.X), best.Max.X), Y: min(max(q.Y, best.Min.Y), best.Max.Y)}
+			d := near.Sub(q)
+			if l := vg.Length(math.Hypot(float64(d.X), float64(d.Y))); l > it.r+vg.Points(1) {
+				from := q.Add(d.Scale(it.r / l))
+				c.StrokeLine2(draw.LineStyle{Color: color.NRGBA{R: 0x70, G: 0x70, B: 0x70, A: 0xc0}, Width: vg.Points(0.5)}, from.X, from.Y, near.X, near.Y)
+			}
+		}
+	}
+}
+
+// placed is where a label went: its style (alignment), anchor, box, and whether it is far
+// enough from its point to need a leader.
+type placed struct {
+	item   labelItem
+	style  text.Style
+	anchor vg.Point
+	box    vg.Rectangle
+	far    bool
+}
+
+// labelRings are the distances beyond a marker's radius at which a label is tried, nearest
+// first: far ones get a leader line.
+var labelRings = []vg.Length{vg.Points(2), vg.Points(9), vg.Points(18), vg.Points(30), vg.Points(45), vg.Points(62)}
+
+// place chooses every label's position inside area (at maps data to canvas points). A label
+// never covering another label matters most (an overlap with a placed label costs ten times one
+// with a marker or a line), then staying inside the area, then nearness.
+func (l *labelLayer) place(at func(plotter.XY) vg.Point, area vg.Rectangle) []placed {
+	var taken, labels []vg.Rectangle
 	for _, it := range l.items {
 		q := at(it.pt)
 		taken = append(taken, vg.Rectangle{Min: vg.Point{X: q.X - it.r, Y: q.Y - it.r}, Max: vg.Point{X: q.X + it.r, Y: q.Y + it.r}})
@@ -1241,15 +1320,15 @@ func (l *labelLayer) Plot(c draw.Canvas, p *plot.Plot) {
 		{0, 1, draw.XCenter, draw.YBottom}, {0, -1, draw.XCenter, draw.YTop},
 		{-1, 0, draw.XRight, draw.YCenter}, {-1, 1, draw.XRight, draw.YBottom}, {-1, -1, draw.XRight, draw.YTop},
 	}
+	var out []placed
 	for _, i := range order {
 		it := l.items[i]
 		q := at(it.pt)
-		bestScore, best := math.Inf(1), vg.Rectangle{}
-		var bestSty text.Style
-		var bestAt vg.Point
-		far := false
+		bestScore := math.Inf(1)
+		var best placed
 	search:
-		for ring, dist := range []vg.Length{it.r + vg.Points(2), it.r + vg.Points(9), it.r + vg.Points(18), it.r + vg.Points(30)} {
+		for ring, gap := range labelRings {
+			dist := it.r + gap
 			for _, cd := range cands {
 				sty := it.style
 				sty.XAlign, sty.YAlign = cd.xa, cd.ya
@@ -1257,33 +1336,29 @@ func (l *labelLayer) Plot(c draw.Canvas, p *plot.Plot) {
 				box := sty.Rectangle(it.text)
 				box = vg.Rectangle{Min: box.Min.Add(anchor), Max: box.Max.Add(anchor)}
 				score := 0.0
-				if box.Min.X < c.Min.X || box.Max.X > c.Max.X || box.Min.Y < c.Min.Y || box.Max.Y > c.Max.Y {
+				if box.Min.X < area.Min.X || box.Max.X > area.Max.X || box.Min.Y < area.Min.Y || box.Max.Y > area.Max.Y {
 					score += 100
 				}
 				for _, t := range taken {
 					score += overlap(box, t)
 				}
+				for _, t := range labels {
+					score += 10 * overlap(box, t)
+				}
 				score += float64(dist) / 1000 // prefer near positions among equals
 				if score < bestScore {
-					bestScore, best, bestSty, bestAt, far = score, box, sty, anchor, ring > 0
+					bestScore, best = score, placed{item: it, style: sty, anchor: anchor, box: box, far: ring > 0}
 				}
 				if score < 1 {
 					break search
 				}
 			}
 		}
-		c.FillText(bestSty, bestAt, it.text)
-		if far {
-			// A leader from the marker's edge to the nearest point of the label.
-			near := vg.Point{X: min(max(q.X, best.Min.X), best.Max.X), Y: min(max(q.Y, best.Min.Y), best.Max.Y)}
-			d := near.Sub(q)
-			if l := vg.Length(math.Hypot(float64(d.X), float64(d.Y))); l > it.r+vg.Points(1) {
-				from := q.Add(d.Scale(it.r / l))
-				c.StrokeLine2(draw.LineStyle{Color: color.NRGBA{R: 0x70, G: 0x70, B: 0x70, A: 0xc0}, Width: vg.Points(0.5)}, from.X, from.Y, near.X, near.Y)
-			}
-		}
-		taken = append(taken, best)
+		taken = append(taken, best.box)
+		labels = append(labels, best.box)
+		out = append(out, best)
 	}
+	return out
 }
 
 // overlap is the overlapping area of two rectangles in square points (at least 1 when they

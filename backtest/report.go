@@ -202,7 +202,8 @@ func (rep *Report) jsonView() any {
 			runs := make([]map[string]any, 0, len(tr.Runs))
 			for _, r := range tr.Runs {
 				runs = append(runs, map[string]any{
-					"policy": r.Policy, "cost": num(r.Cost), "cost_ratio": num(r.CostRatio),
+					"policy": r.Policy, "cost": num(r.Cost), "cost_ratio": num(r.CostRatio), "actual_ratio": num(r.ActualRatio),
+					"configured":     r.Policy == rep.Options.Configured,
 					"frontier_ratio": num(r.FrontierRatio), "frontier_clamped": r.FrontierClamped, "gap_closed": num(r.GapClosed), "gap_at_overload": num(r.GapAtOverload),
 					"utilization": num(r.Utilization), "overload_fraction": num(r.OverloadFraction), "unserved": num(r.Unserved),
 					"scale_actions": r.ScaleActions, "actions_per_day": num(r.ActionsPerDay), "mean_replicas": num(r.MeanReplicas),
@@ -214,7 +215,7 @@ func (rep *Report) jsonView() any {
 				})
 			}
 			traces = append(traces, map[string]any{
-				"trace": tr.Trace, "class": tr.Class, "samples": tr.Samples, "sample_period": tr.SamplePeriod.String(),
+				"trace": tr.Trace, "class": tr.Class, "samples": tr.Samples, "sample_period": tr.SamplePeriod.String(), "start": startOrNil(tr.Start),
 				"scale": num(tr.Scale), "ticks": tr.Ticks, "warmup_time": tr.WarmupTime.String(),
 				"oracle_frontier_ratio": num(tr.OracleFrontierRatio), "unavoidable_overload": num(tr.Unavoidable),
 				"runs": runs, "frontier": tr.Frontier, "sweep_error": tr.SweepFailed,
@@ -223,6 +224,14 @@ func (rep *Report) jsonView() any {
 		return traces
 	}
 	out := map[string]any{"parameters": params["parameters"], "traces": view(rep.Traces), "notes": rep.Notes}
+	if rep.Coverage != nil {
+		var cov []map[string]any
+		for _, c := range rep.Coverage {
+			cov = append(cov, map[string]any{"series": c.Series, "query": c.Query, "fallback": c.Fallback, "range": c.Range.String(),
+				"covered": c.Covered.String(), "from_fallback": c.FromFallback.String(), "missing": c.Missing.String(), "filled": c.Filled.String()})
+		}
+		out["coverage"] = cov
+	}
 	var sweep []map[string]any
 	for _, s := range rep.Startup {
 		sweep = append(sweep, map[string]any{"startup_delay": s.Delay.String(), "traces": view(s.Traces)})
@@ -231,6 +240,13 @@ func (rep *Report) jsonView() any {
 		out["startup_sweep"] = sweep
 	}
 	return out
+}
+
+func startOrNil(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 func num(v float64) any {

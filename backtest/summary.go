@@ -25,10 +25,16 @@ type ClassRow struct {
 	Class, Policy string
 	Traces        int
 	FrontierRatio float64 // median frontier ratio
+	// Clamped says a trace's frontier ratio in the median lay outside the envelope (its
+	// nearest end used): printed with a *, as --format full does.
+	Clamped       bool
 	GapClosed     float64 // median gap closed
 	GapAtOverload float64 // median gap at the policy's own overload
 	Overload      float64 // mean overload time, percent
 	CostChange    float64 // mean of (cost_ratio − 1), percent
+	// ActualChange is the mean of (actual_ratio − 1), percent: the cost against what ran (NaN
+	// without an actual row).
+	ActualChange float64
 	// UtilizationDelta is the mean of (utilization − hpa utilization), percentage points.
 	UtilizationDelta float64
 	ActionsPerDay    float64 // mean scaling actions per day
@@ -42,6 +48,8 @@ func summarize(traces []TraceResult, policies []string) []ClassRow {
 	type acc struct {
 		front, gap, gapx          []float64
 		over, cost, util, actions float64
+		actual                    float64
+		clamped                   bool
 	}
 	sums := map[[2]string]*acc{}
 	for _, tr := range traces {
@@ -67,6 +75,8 @@ func summarize(traces []TraceResult, policies []string) []ClassRow {
 			a.gapx = append(a.gapx, r.GapAtOverload)
 			a.over += 100 * r.OverloadFraction
 			a.cost += 100 * (r.CostRatio - 1)
+			a.actual += 100 * (r.ActualRatio - 1)
+			a.clamped = a.clamped || r.FrontierClamped
 			a.util += 100 * (r.Utilization - hpaUtil)
 			a.actions += r.ActionsPerDay
 		}
@@ -78,12 +88,16 @@ func summarize(traces []TraceResult, policies []string) []ClassRow {
 	if _, ok := order[OraclePolicy]; !ok {
 		order[OraclePolicy] = len(policies)
 	}
+	if _, ok := order[ActualPolicy]; !ok {
+		order[ActualPolicy] = -1 // what ran comes first
+	}
 	classOrder := map[string]int{"periodic": 0, "smooth": 1, "bursty": 2}
 	var rows []ClassRow
 	for k, a := range sums {
 		n := float64(len(a.front))
 		rows = append(rows, ClassRow{Class: k[0], Policy: k[1], Traces: len(a.front), FrontierRatio: median(a.front),
 			GapClosed: median(a.gap), GapAtOverload: median(a.gapx), Overload: a.over / n, CostChange: a.cost / n, UtilizationDelta: a.util / n,
+			ActualChange: a.actual / n, Clamped: a.clamped,
 			ActionsPerDay: a.actions / n})
 	}
 	sort.Slice(rows, func(i, j int) bool {
@@ -122,6 +136,13 @@ func classRank(m map[string]int, c string) int {
 func (rep *Report) WriteScreen(w io.Writer) error {
 	fmt.Fprintln(w, wrap(rep.caption(), 100))
 	fmt.Fprintln(w)
+	if len(rep.Coverage) > 0 {
+		fmt.Fprintln(w, "History read from Prometheus")
+		for _, c := range rep.Coverage {
+			fmt.Fprintln(w, wrap("  "+c.String(), 100))
+		}
+		fmt.Fprintln(w)
+	}
 	rep.writeClassTable(w, rep.Traces, rep.Options.StartupDelay)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -141,11 +162,52 @@ func (rep *Report) WriteScreen(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, wrap("frontier = cost ÷ the cheapest fixed HPA target at the same overload (< 1 beats every one); "+
+		"* = outside the envelope, its nearest end used; "+actualText(rep.Coverage)+
 		"gap = share of the oracle's saving captured; gap@x = the same against the envelope at the policy's own overload x; overload = share of time above u_sla; oracle = the "+
 		"oracle's frontier ratio; >N_max = time with demand above u_sla·N_max·R, overload no policy avoids; "+
 		"--format full gives every figure of every trace.", 100))
 	rep.writeNotes(w)
 	return nil
+}
+
+func actualText(c []Coverage) string {
+	if len(c) == 0 {
+		return ""
+	}
+	return "actual = the workload's recorded replicas as they ran, scored like every policy; cost/actual = cost against it; "
+}
+
+// String is the coverage in words.
+func (c Coverage) String() string {
+	share := 0.0
+	if c.Range > 0 {
+		share = min(100, 100*float64(c.Covered)/float64(c.Range))
+	}
+	s := fmt.Sprintf("%s: covered %s of %s (%.0f%%)", c.Series, humanDuration(c.Covered), humanDuration(c.Range), share)
+	if c.FromFallback > 0 {
+		s += fmt.Sprintf(", %s of it from the raw series (the recording rule had no samples then)", humanDuration(c.FromFallback))
+	}
+	return s + fmt.Sprintf("; missing %s (not replayed); filled %s (the sample before carried over)", humanDuration(c.Missing), humanDuration(c.Filled))
+}
+
+// humanDuration is d in days, hours and minutes (4d10h35m, 0m).
+func humanDuration(d time.Duration) string {
+	if d <= 0 {
+		return "0m"
+	}
+	var b strings.Builder
+	if days := d / (24 * time.Hour); days > 0 {
+		fmt.Fprintf(&b, "%dd", days)
+		d -= days * 24 * time.Hour
+	}
+	if h := d / time.Hour; h > 0 {
+		fmt.Fprintf(&b, "%dh", h)
+		d -= h * time.Hour
+	}
+	if m := d / time.Minute; m > 0 || b.Len() == 0 {
+		fmt.Fprintf(&b, "%dm", m)
+	}
+	return b.String()
 }
 
 // envelopeText lists the sweep's targets on the envelope, compactly.
@@ -168,14 +230,31 @@ func envelopeText(pts []FrontierPoint) string {
 func (rep *Report) writeClassTable(w io.Writer, traces []TraceResult, startup time.Duration) {
 	fmt.Fprintf(w, "Per class at start-up %v (frontier and gap: median over the class's traces)\n", durationText(startup))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "class\tpolicy\ttraces\tfrontier\tgap\tgap@x\toverload\tcost/hpa\tactions/day\t\n")
-	for _, r := range summarize(traces, rep.Options.Policies) {
+	rows := summarize(traces, rep.Options.Policies)
+	actual := slices.ContainsFunc(rows, func(r ClassRow) bool { return r.Policy == ActualPolicy })
+	head := "class\tpolicy\ttraces\tfrontier\tgap\tgap@x\toverload\tcost/hpa\tactions/day\t"
+	if actual {
+		head += "cost/actual\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, r := range rows {
 		pol := r.Policy
 		if len(pol) > 24 {
 			pol = pol[:24]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%.2f%%\t%+.1f%%\t%.1f\t\n", r.Class, pol, r.Traces, f3(r.FrontierRatio),
+		if rep.Options.Configured != "" && r.Policy == rep.Options.Configured {
+			pol = "> " + pol + " (yours)"
+		}
+		fr := f3(r.FrontierRatio)
+		if r.Clamped && fr != "-" {
+			fr += "*"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%.2f%%\t%+.1f%%\t%.1f\t", r.Class, pol, r.Traces, fr,
 			f3(r.GapClosed), f3(r.GapAtOverload), r.Overload, r.CostChange, r.ActionsPerDay)
+		if actual {
+			fmt.Fprintf(tw, "%+.1f%%\t", r.ActualChange)
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 }

@@ -18,6 +18,9 @@ import (
 //
 // The configured policy itself is replayed with the live runner's configuration
 // (config.Policy.RunnerConfig, Options.Runner): the other policies of o use the options.
+//
+// The configured policy comes first and is o.Configured; every other policy of o that is the
+// same one under another name (budget and holtwinters-budget) is left out, as are repeats.
 func PolicyOptions(p *config.Policy, o Options, step time.Duration, request float64, samples int) (Options, string) {
 	spec, err := policy.Parse(p.Algorithm, p.Model)
 	name := strings.ToLower(p.Algorithm)
@@ -27,9 +30,8 @@ func PolicyOptions(p *config.Policy, o Options, step time.Duration, request floa
 	if err == nil && spec.Model != "" && strings.EqualFold(name, "debi") {
 		o.DebiModel = spec.Model
 	}
-	if !containsFold(o.Policies, name) {
-		o.Policies = append([]string{name}, o.Policies...)
-	}
+	o.Policies = dedupePolicies(append([]string{name}, o.Policies...), o.DebiModel)
+	o.Configured = name
 	o.Params = p.Scaling
 	o.Metrics = p.Metrics
 	o.Model = p.Forecast
@@ -48,11 +50,22 @@ func PolicyOptions(p *config.Policy, o Options, step time.Duration, request floa
 	return o, name
 }
 
-func containsFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
+// dedupePolicies keeps the first of the names that are one policy: the same algorithm, model
+// and load (budget is holtwinters-budget; debi is <its model>-debi).
+func dedupePolicies(names []string, debiModel string) []string {
+	seen := map[policy.Spec]bool{}
+	var out []string
+	for _, n := range names {
+		key := policy.Spec{Name: strings.ToLower(strings.TrimSpace(n))}
+		if s, err := policy.Parse(n, debiModel); err == nil {
+			s.Name = ""
+			key = s
 		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, strings.ToLower(strings.TrimSpace(n)))
 	}
-	return false
+	return out
 }

@@ -126,6 +126,10 @@ type Target struct {
 // String is namespace/kind/name.
 func (t Target) String() string { return t.Namespace + "/" + t.Kind + "/" + t.Name }
 
+// DefaultAlgorithm is the algorithm of a policy that names none: budget, the one the backtest
+// recommends (the cheapest at equal overload on every class of the embedded traces).
+const DefaultAlgorithm = "budget"
+
 // Queries are the PromQL expressions of one policy. Each must return one series.
 type Queries struct {
 	// Demand is the workload's CPU use in cores, D(t).
@@ -143,9 +147,10 @@ type Queries struct {
 type Policy struct {
 	Name   string `yaml:"name"`
 	Target Target `yaml:"target"`
-	// Algorithm is the policy name: hpa, apa, debi, <model>-debi, <model>-hpa, evt-<model>-hpa,
-	// budget or <model>-budget (the overload-budget policy, METHOD §9: its decision side is
-	// scaling.budget, its quantile and calibration the policy's budget section).
+	// Algorithm is the policy name: budget (the default: the fewest pods within an overload
+	// budget), <model>-budget, hpa, apa, debi, <model>-debi, <model>-hpa or evt-<model>-hpa.
+	// budget's decision side is scaling.budget, its quantile and calibration the policy's
+	// budget section.
 	Algorithm string `yaml:"algorithm"`
 	// Model is the forecaster of the debi and budget algorithms (default holtwinters);
 	// algorithm: budget with model: naive is naive-budget.
@@ -563,7 +568,7 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *e
 		nameOK = false
 	}
 	if p.Algorithm == "" {
-		p.Algorithm = "debi"
+		p.Algorithm = DefaultAlgorithm
 	}
 	if strings.EqualFold(strings.TrimSpace(p.Algorithm), "budget") && strings.TrimSpace(p.Model) != "" {
 		// As debi takes its model from model:, so does budget (policy.Parse names budget's
@@ -786,6 +791,41 @@ func (c *Config) queryDefaults(p *Policy) {
 			}
 		}
 	}
+}
+
+// HistoryFallback returns, for the demand and request queries a policy left to their defaults
+// (the recording rules of rules/), the same figures computed from the raw series the rules
+// read: cAdvisor's container_cpu_usage_seconds_total and kube-state-metrics' kube_pod_owner,
+// kube_replicaset_owner and kube_pod_container_resource_requests, which kube-prometheus-stack
+// keeps from the day it is installed, while the rules have no history before debi's. The
+// history loaders (the exporter's warm start and the what-if) read the rule and fill the
+// times it has no sample from the fallback. A query the configuration sets, or a target kind
+// the rules do not relabel, has no fallback (empty).
+func (p *Policy) HistoryFallback() Queries {
+	kind := p.Target.WorkloadType()
+	var owner string
+	switch kind {
+	case "deployment":
+		owner = fmt.Sprintf(`max by (namespace, pod) (label_replace(kube_pod_owner{namespace=%q,owner_kind="ReplicaSet"}, "replicaset", "$1", "owner_name", "(.*)")`+
+			` * on (replicaset, namespace) group_left () topk by (replicaset, namespace) (1, max by (replicaset, namespace, owner_name) (kube_replicaset_owner{namespace=%q,owner_kind="Deployment",owner_name=%q})))`,
+			p.Target.Namespace, p.Target.Namespace, p.Target.Name)
+	case "statefulset":
+		owner = fmt.Sprintf(`max by (namespace, pod) (kube_pod_owner{namespace=%q,owner_kind="StatefulSet",owner_name=%q})`, p.Target.Namespace, p.Target.Name)
+	default:
+		return Queries{}
+	}
+	def := Policy{Target: p.Target, Request: p.Request}
+	(*Config)(nil).queryDefaults(&def)
+	var q Queries
+	if p.Queries.Demand == def.Queries.Demand {
+		q.Demand = fmt.Sprintf(`sum(sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{namespace=%q,container!="",container!="POD",image!=""}[1m])) * on (namespace, pod) group_left () %s)`,
+			p.Target.Namespace, owner)
+	}
+	if p.Queries.Request != "" && p.Queries.Request == def.Queries.Request {
+		q.Request = fmt.Sprintf(`avg(sum by (namespace, pod) (kube_pod_container_resource_requests{namespace=%q,resource="cpu"}) * on (namespace, pod) group_left () %s)`,
+			p.Target.Namespace, owner)
+	}
+	return q
 }
 
 // fillUnset copies from def every field of *p that the file leaves out: a field whose YAML key

@@ -61,7 +61,8 @@ func TestMinimalPolicyDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := c.Policies[0]
-	if p.Algorithm != "debi" || p.Model != policy.DefaultDebiModel || p.Target.Kind != "Deployment" {
+	// No algorithm: budget (DefaultAlgorithm), with its default model.
+	if p.Algorithm != "budget" || p.Model != policy.DefaultBudgetModel || p.Target.Kind != "Deployment" {
 		t.Errorf("algorithm %q model %q kind %q", p.Algorithm, p.Model, p.Target.Kind)
 	}
 	wantQ := Queries{

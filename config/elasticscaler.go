@@ -52,6 +52,8 @@ type ObjectPolicy struct {
 	Policy Policy
 	// Mode is the policy's webhook mode (spec.debi.mode; act when unset, as the API documents).
 	Mode string
+	// Paused is spec.debi.paused: the webhook writes nothing for the policy.
+	Paused bool
 	// StateTrigger marks the policy of a StateTrigger object (TranslateStateTrigger): its
 	// decisions come from its Tidal's status only, through the webhook's Tidal watch. It must
 	// not be run by the exporter, whose recommendations would fight the Tidal's.
@@ -312,6 +314,7 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 		if d.Mode != "" {
 			op.Mode = string(d.Mode)
 		}
+		op.Paused = d.Paused
 		p.Model = d.Model
 		if d.LeadTime != nil {
 			p.LeadTime = d.LeadTime.Duration
@@ -488,7 +491,7 @@ func (c *Config) validateWith(ext []ObjectPolicy) (*Config, []error, error) {
 	for _, op := range ext {
 		n.Policies = append(n.Policies, op.Policy)
 		if op.Mode != "" {
-			n.Webhook.Policies = append(n.Webhook.Policies, WebhookPolicy{Name: op.Policy.Name, Mode: op.Mode})
+			n.Webhook.Policies = append(n.Webhook.Policies, WebhookPolicy{Name: op.Policy.Name, Mode: op.Mode, Paused: op.Paused})
 		}
 	}
 	var errs errList
@@ -743,6 +746,7 @@ func TranslateStateTrigger(es *esv1.ElasticScaler, lookup TidalLookup) (ObjectPo
 		if d.Mode != "" {
 			op.Mode = string(d.Mode)
 		}
+		op.Paused = d.Paused
 		if d.Model != "" || d.LeadTime != nil || d.HistoryStep != nil {
 			warn("spec.debi", "model, leadTime and historyStep are not used by a StateTrigger (its Tidal gives the replicas)")
 		}

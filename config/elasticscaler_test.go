@@ -638,3 +638,20 @@ func TestElasticScalerExplicitZeros(t *testing.T) {
 		t.Errorf("keys left out: down_tolerance %v tolerance %v, want the defaults", s.DownTolerance, s.Tolerance)
 	}
 }
+
+// TestPausedObject: spec.debi.paused pauses the object's policy in the webhook
+// (webhook.policies[].paused), as the file's paused does; unset, it is not paused.
+func TestPausedObject(t *testing.T) {
+	for _, paused := range []bool{true, false} {
+		es := guideScaler(t, "guide-custom-algorithm.yaml")
+		es.Spec.Debi = &esv1.DebiSpec{Paused: paused}
+		op, _ := translate(t, es)
+		c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+		if len(errs) != 0 {
+			t.Fatal(errs)
+		}
+		if got := c.Webhook.PausedFor(op.Policy.Name); got != paused || c.Webhook.PausedFor("web") {
+			t.Errorf("spec.debi.paused %v: PausedFor %v (web: %v)", paused, got, c.Webhook.PausedFor("web"))
+		}
+	}
+}

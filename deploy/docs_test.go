@@ -837,8 +837,77 @@ func (e *docEnv) run(c docCommand) {
 		e.debiCmd(c, w[1:])
 	case "make":
 		e.make(c, w[1:])
+	case "kind", "crane":
+		e.imageCmd(c, w)
+	case "promtool":
+		e.promtool(c, w[1:])
 	default:
 		e.t.Errorf("%s: command %q the test does not know: verify it here or allowlist it", c.where(), strings.Join(w, " "))
+	}
+}
+
+// imageCmd checks the commands that move a locally built image onto a cluster against what
+// `make image` writes (hack/image's default tarball and layout), and a pushed tag against the
+// one scheme (the chart's appVersion).
+func (e *docEnv) imageCmd(c docCommand, w []string) {
+	e.counts[w[0]]++
+	main, err := os.ReadFile(filepath.Join(root, "hack/image/main.go"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	writes := func(path string) bool { return strings.Contains(string(main), `"../../`+path+`"`) }
+	switch {
+	case w[0] == "kind" && len(w) >= 4 && w[1] == "load" && w[2] == "image-archive":
+		if !writes(w[3]) {
+			e.t.Errorf("%s: kind load image-archive %s: make image writes no such tarball", c.where(), w[3])
+		}
+	case w[0] == "crane" && len(w) == 4 && w[1] == "push":
+		if !writes(w[2]) {
+			e.t.Errorf("%s: crane push %s: make image writes no such layout", c.where(), w[2])
+		}
+		if _, tag, _ := strings.Cut(w[3][strings.LastIndex(w[3], "/")+1:], ":"); tag != chartAppVersion(e.t) {
+			e.t.Errorf("%s: crane push %s: the tag is not the chart's appVersion", c.where(), w[3])
+		}
+	default:
+		e.t.Errorf("%s: %s: only kind load image-archive and crane push are known", c.where(), strings.Join(w, " "))
+	}
+}
+
+// promtool checks the backfill recipe's commands (exporter.TestBackfillRecipe runs them on a real
+// Prometheus): create-blocks-from rules with its flags, over the repository's rule file.
+func (e *docEnv) promtool(c docCommand, args []string) {
+	e.counts["promtool"]++
+	if len(args) < 3 || args[0] != "tsdb" || args[1] != "create-blocks-from" || args[2] != "rules" {
+		e.t.Errorf("%s: promtool %s: only tsdb create-blocks-from rules is known", c.where(), strings.Join(args, " "))
+		return
+	}
+	var files []string
+	for i := 3; i < len(args); i++ {
+		switch a := args[i]; a {
+		case "--start", "--end", "--url", "--output-dir", "--eval-interval":
+			i++
+			if a == "--start" || a == "--end" {
+				if i >= len(args) {
+					e.t.Errorf("%s: %s without a value", c.where(), a)
+				} else if _, err := time.Parse(time.RFC3339, args[i]); err != nil {
+					e.t.Errorf("%s: %s %s: %v", c.where(), a, args[i], err)
+				}
+			}
+		default:
+			if strings.HasPrefix(a, "-") {
+				e.t.Errorf("%s: promtool flag %s the test does not know", c.where(), a)
+				continue
+			}
+			files = append(files, a)
+		}
+	}
+	if len(files) == 0 {
+		e.t.Errorf("%s: no rule file", c.where())
+	}
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+			e.t.Errorf("%s: rule file %s: %v", c.where(), f, err)
+		}
 	}
 }
 

@@ -26,11 +26,33 @@ var operatorAPIs = []string{"--api-versions", "monitoring.coreos.com/v1", "--api
 // operatorKinds are the kinds rendered only where their CRDs are served.
 var operatorKinds = []string{"ServiceMonitor", "PrometheusRule", "AlertmanagerConfig"}
 
-// helmTemplate renders the chart as release "debi" in namespace ns with extra helm flags.
+// helmTemplate renders the chart as release "debi" in namespace ns with extra helm flags: the
+// release's objects, without its hooks (helmHooks), which are not part of it (the pre-flight
+// check's Job and ConfigMap run before it and are deleted after).
 func helmTemplate(t *testing.T, bin, ns string, flags ...string) []*unstructured.Unstructured {
 	t.Helper()
+	objs, _ := helmObjectsAndHooks(t, bin, ns, flags...)
+	return objs
+}
+
+// helmHooks renders the chart like helmTemplate and returns its hooks only.
+func helmHooks(t *testing.T, bin, ns string, flags ...string) []*unstructured.Unstructured {
+	t.Helper()
+	_, hooks := helmObjectsAndHooks(t, bin, ns, flags...)
+	return hooks
+}
+
+func helmObjectsAndHooks(t *testing.T, bin, ns string, flags ...string) (objs, hooks []*unstructured.Unstructured) {
+	t.Helper()
 	args := append([]string{"template", "debi", chart, "--namespace", ns}, flags...)
-	return decodeObjects(t, helm(t, bin, args...))
+	for _, o := range decodeObjects(t, helm(t, bin, args...)) {
+		if _, ok := o.GetAnnotations()["helm.sh/hook"]; ok {
+			hooks = append(hooks, o)
+		} else {
+			objs = append(objs, o)
+		}
+	}
+	return objs, hooks
 }
 
 // TestHelmLint runs helm lint --strict on the chart with its defaults and with every optional

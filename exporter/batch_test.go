@@ -401,7 +401,25 @@ func TestExporterBatched(t *testing.T) {
 	if perPolicy[1] != 4*len(names) || batched[1] != 4 {
 		t.Errorf("queries per step: %d alone, %d batched; want %d and 4", perPolicy[1], batched[1], 4*len(names))
 	}
-	if batched[0] != 8 || perPolicy[0] != 8*len(names) {
-		t.Errorf("first step: %d queries alone, %d batched; want %d and 8 (history and step)", perPolicy[0], batched[0], 8*len(names))
+	// Besides, each default demand or request rule without a sample at the history's start
+	// reads the raw series once (config.Policy.HistoryFallback), batched or not.
+	fallback := 0
+	c := loadConfig(t, b.String())
+	q := newEngineQuerier(t, load)
+	for _, p := range c.Policies {
+		t0 := time.Unix(0, 0).Add(15 * time.Minute)
+		start, end, _ := historyRange(t0, p.HistoryStep, p.History, c.Exporter.HistoryLookback)
+		for _, expr := range []string{p.Queries.Demand, p.Queries.Request} {
+			m, err := rangeValues(context.Background(), q, expr, v1.Range{Start: start, End: end, Step: p.HistoryStep})
+			if _, ok := m[start.UnixMilli()]; err == nil && !ok {
+				fallback++
+			}
+		}
+	}
+	if fallback == 0 || fallback == 2*len(names) {
+		t.Errorf("%d of %d rules without history at the start: the fleet must have both", fallback, 2*len(names))
+	}
+	if batched[0] != 8+fallback || perPolicy[0] != 8*len(names)+fallback {
+		t.Errorf("first step: %d queries alone, %d batched; want %d and %d (history and step, and %d history fallbacks)", perPolicy[0], batched[0], 8*len(names)+fallback, 8+fallback, fallback)
 	}
 }

@@ -282,7 +282,7 @@ policies:
 	checkAlertFollowsRecommendation(t, prom, exporterStart, end)
 	checkHistoryStep(t, prom, exporterStart, end)
 	schedule, nHist := rec.schedule(t, cfg)
-	compareWithRunner(t, prom, cfg, schedule, wl.start, exporterStart, end)
+	compareWithRunner(t, prom, cfg, schedule, schedule[nHist], wl.start, exporterStart, end)
 	compareBudget(t, prom, cfg, schedule, schedule[nHist], wl.start, exporterStart, end)
 	t.Logf("integration test took %v", time.Since(began).Round(time.Second))
 }
@@ -399,7 +399,7 @@ func checkAlert(t *testing.T, a v1.Alert) {
 // compareWithRunner replays the policy with a policy.Runner on inputs read from Prometheus by
 // the test itself (instant queries at every grid time since the workload started) and checks
 // every published step of the exporter, as Prometheus stored it, against the replay.
-func compareWithRunner(t *testing.T, prom v1.API, cfg *config.Config, schedule []time.Time, wlStart, expStart, end time.Time) {
+func compareWithRunner(t *testing.T, prom v1.API, cfg *config.Config, schedule []time.Time, firstLive, wlStart, expStart, end time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	p := &cfg.Policies[0]
@@ -447,16 +447,8 @@ func compareWithRunner(t *testing.T, prom v1.API, cfg *config.Config, schedule [
 		}
 	}
 	schedule = trimSchedule(schedule, wlStart, last)
-	q := p.Queries
 	ref := replay(t, cfg, p, schedule, func(ts time.Time) [numQueries]float64 {
-		var v [numQueries]float64
-		for k, expr := range [numQueries]string{q.Replicas, q.ReadyReplicas, q.Request, q.Demand} {
-			x, err := instantValue(ctx, prom, expr, ts)
-			if err != nil {
-				x = math.NaN()
-			}
-			v[k] = x
-		}
+		v := referenceInputs(ctx, prom, p, ts, firstLive)
 		return v
 	})
 
@@ -505,6 +497,27 @@ func compareWithRunner(t *testing.T, prom v1.API, cfg *config.Config, schedule [
 // gate's load (load="down"), W, W1 and the recommendation at every fresh step whose history step
 // had a forecast (the exporter trains in the background), the burn counters at every fresh
 // step, and the burn-rate recording rule at the end.
+// referenceInputs are the policy's inputs at ts from the test's own instant queries: at a
+// start-up history time (before firstLive), a default demand or request rule without a sample
+// there is read from its raw series, as the exporter's warm start does
+// (config.Policy.HistoryFallback).
+func referenceInputs(ctx context.Context, prom v1.API, p *config.Policy, ts, firstLive time.Time) [numQueries]float64 {
+	var v [numQueries]float64
+	q, fb := p.Queries, p.HistoryFallback()
+	fallback := [numQueries]string{qRequest: fb.Request, qDemand: fb.Demand}
+	for k, expr := range [numQueries]string{q.Replicas, q.ReadyReplicas, q.Request, q.Demand} {
+		x, err := instantValue(ctx, prom, expr, ts)
+		if err != nil && fallback[k] != "" && ts.Before(firstLive) {
+			x, err = instantValue(ctx, prom, fallback[k], ts)
+		}
+		if err != nil {
+			x = math.NaN()
+		}
+		v[k] = x
+	}
+	return v
+}
+
 func compareBudget(t *testing.T, prom v1.API, cfg *config.Config, schedule []time.Time, firstLive, wlStart, expStart, end time.Time) {
 	t.Helper()
 	ctx := context.Background()
@@ -558,17 +571,9 @@ func compareBudget(t *testing.T, prom v1.API, cfg *config.Config, schedule []tim
 		}
 	}
 	schedule = trimSchedule(schedule, wlStart, last)
-	q := p.Queries
 	inputs := map[int64][numQueries]float64{}
 	ref := replay(t, cfg, p, schedule, func(ts time.Time) [numQueries]float64 {
-		var v [numQueries]float64
-		for k, expr := range [numQueries]string{q.Replicas, q.ReadyReplicas, q.Request, q.Demand} {
-			x, err := instantValue(ctx, prom, expr, ts)
-			if err != nil {
-				x = math.NaN()
-			}
-			v[k] = x
-		}
+		v := referenceInputs(ctx, prom, p, ts, firstLive)
 		inputs[ts.UnixMilli()] = v
 		return v
 	})

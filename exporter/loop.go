@@ -738,6 +738,34 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 		}
 		series[k] = m
 	}
+	// Day one: the default demand and request queries read recording rules that have no
+	// history before debi was installed; the raw series they are computed from fill the times
+	// the rules have no sample (config.Policy.HistoryFallback). Only a rule without the range's
+	// first point is read again so: the raw series are in the same Prometheus, so a hole later
+	// in the rule (an outage) is in them too, and a fleet with holes asks nothing more.
+	fb := ps.cfg.HistoryFallback()
+	for k, expr := range map[int]string{qDemand: fb.Demand, qRequest: fb.Request} {
+		if _, ok := series[k][start.UnixMilli()]; expr == "" || series[k] == nil || ok {
+			continue
+		}
+		qctx, cancel := context.WithTimeout(ctx, e.timeout)
+		m, err := rangeValues(qctx, e.q, expr, r)
+		cancel()
+		if err != nil {
+			e.log.Debug("history fallback not read", "policy", ps.cfg.Name, "query", queryNames[k], "err", err)
+			continue
+		}
+		filled := 0
+		for ts, v := range m {
+			if _, ok := series[k][ts]; !ok {
+				series[k][ts] = v
+				filled++
+			}
+		}
+		if filled > 0 {
+			e.log.Info("history filled from the raw series where the recording rule has none", "policy", ps.cfg.Name, "query", queryNames[k], "points", filled)
+		}
+	}
 	live := ps.steps > 0
 	lastSuccess := ps.lastSuccess
 	if live {

@@ -153,9 +153,15 @@ const BaselineRow = "Against the baseline on the same workload"
 // acts on its target (debi_webhook_policy_info mode act or hpa-floor) the spec replicas it
 // applied, for a shadow policy the replicas it recommended. A policy the webhook does not
 // publish counts at its recommendation.
+//
+// Each side of the "or" is aggregated to the policy's labels: callers take it over a range in
+// a subquery, where a policy that switches from shadow to act (or loses its webhook info for a
+// while) would otherwise be two series, debi_current_replicas and debi_recommended_replicas,
+// that are one label set once *_over_time drops their names — an error for the whole range.
 func size(m string) string {
+	const by = `max by (policy, namespace, workload_type, workload) `
 	// In parentheses: "and" binds tighter than "or", and callers filter the result with "and".
-	return `((debi_current_replicas{` + m + `} and on (policy) debi_webhook_policy_info{mode!="shadow"}) or debi_recommended_replicas{` + m + `})`
+	return `(` + by + `(debi_current_replicas{` + m + `} and on (policy) debi_webhook_policy_info{mode!="shadow"}) or ` + by + `(debi_recommended_replicas{` + m + `}))`
 }
 
 // BudgetRow is the title of the policy dashboard's row for overload-budget policies: its panels

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,67 +94,7 @@ func exposition(step int) string {
 // non-empty answer from each: a query whose label sets do not match (a load label left on one
 // side of a division, say) parses fine and returns nothing, which only this catches.
 func TestQueriesReturnData(t *testing.T) {
-	dir := testenv.Env(t, "DEBI_PROMETHEUS_DIR", "the prometheus binary's directory (hack/servers.sh prometheus)")
-	step := 0
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		step++
-		fmt.Fprint(w, exposition(step))
-	}))
-	defer target.Close()
-
-	tmp := t.TempDir()
-	rules, _ := filepath.Glob("../rules/*.yaml")
-	for i := range rules {
-		rules[i], _ = filepath.Abs(rules[i])
-	}
-	cfg := fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nrule_files: [%s]\nscrape_configs:\n  - job_name: debi-exporter\n    static_configs: [{targets: [%q]}]\n",
-		strings.Join(rules, ", "), strings.TrimPrefix(target.URL, "http://"))
-	if err := os.WriteFile(filepath.Join(tmp, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(filepath.Join(dir, "prometheus"), "--config.file="+filepath.Join(tmp, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(tmp, "data"), "--web.listen-address="+addr, "--log.level=warn")
-	logf, err := os.Create(filepath.Join(tmp, "prometheus.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(tmp, "prometheus.log"))
-			t.Logf("prometheus log:\n%s", b)
-		}
-	}()
-
-	client, err := api.NewClient(api.Config{Address: "http://" + addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	prom := v1.NewAPI(client)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	// Ready once rates have samples to work with and the recording rules have run.
-	for {
-		v, _, _, err := prom.Query(ctx, `count_over_time(debi_current_replicas{policy="shop-web"}[1m]) >= 4 and on() count(policy:debi_replicas_delta:diff) > 0 and on() count(policy:debi_budget_burn_rate:ratio_rate1d) > 0`, time.Now())
-		if err == nil && v.(model.Vector).Len() > 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("Prometheus never had the series: %v", err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	prom, ctx := scrapingPrometheus(t, exposition)
 	qs, err := Queries()
 	if err != nil {
 		t.Fatal(err)
@@ -196,4 +137,148 @@ var baselineWant = map[string]map[string]float64{
 	"Cost of every policy on the workload (replica-minutes)":  {"shop-web": 4, "shop-web-hpa": 3},
 	"Counterfactual overload of every policy on the workload": {"shop-web": 0, "shop-web-hpa": 1},
 	"Cost against the baseline":                               {"": 4.0 / 3},
+}
+
+// scrapingPrometheus starts a real Prometheus (DEBI_PROMETHEUS_DIR) that scrapes expo(n) at its
+// n-th scrape every second and evaluates rules/*.yaml, and returns it once rates have samples
+// and the recording rules have run, with a context for the test's queries.
+func scrapingPrometheus(t *testing.T, expo func(step int) string) (v1.API, context.Context) {
+	t.Helper()
+	dir := testenv.Env(t, "DEBI_PROMETHEUS_DIR", "the prometheus binary's directory (hack/servers.sh prometheus)")
+	var mu sync.Mutex
+	step := 0
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		step++
+		n := step
+		mu.Unlock()
+		fmt.Fprint(w, expo(n))
+	}))
+	t.Cleanup(target.Close)
+	tmp := t.TempDir()
+	rules, _ := filepath.Glob("../rules/*.yaml")
+	for i := range rules {
+		rules[i], _ = filepath.Abs(rules[i])
+	}
+	cfg := fmt.Sprintf("global: {scrape_interval: 1s, evaluation_interval: 1s}\nrule_files: [%s]\nscrape_configs:\n  - job_name: debi-exporter\n    static_configs: [{targets: [%q]}]\n",
+		strings.Join(rules, ", "), strings.TrimPrefix(target.URL, "http://"))
+	if err := os.WriteFile(filepath.Join(tmp, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(filepath.Join(dir, "prometheus"), "--config.file="+filepath.Join(tmp, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(tmp, "data"), "--web.listen-address="+addr, "--log.level=warn")
+	logf, err := os.Create(filepath.Join(tmp, "prometheus.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(tmp, "prometheus.log"))
+			t.Logf("prometheus log:\n%s", b)
+		}
+	})
+
+	client, err := api.NewClient(api.Config{Address: "http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prom := v1.NewAPI(client)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	// Ready once rates have samples to work with and the recording rules have run.
+	for {
+		v, _, _, err := prom.Query(ctx, `count_over_time(debi_current_replicas{policy="shop-web"}[1m]) >= 4 and on() count(policy:debi_replicas_delta:diff) > 0 and on() count(policy:debi_budget_burn_rate:ratio_rate1d) > 0`, time.Now())
+		if err == nil && v.(model.Vector).Len() > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("Prometheus never had the series: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return prom, ctx
+}
+
+// modeSwitch is exposition with shop-web in shadow for its first 8 scrapes and acting after,
+// and a webhook gap (no debi_webhook_policy_info at all, the webhook down or restarting) from
+// scrape 15 to 21.
+func modeSwitch(step int) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(exposition(step), "\n") {
+		if strings.HasPrefix(line, "debi_webhook_policy_info{") {
+			if step >= 15 && step < 22 {
+				continue
+			}
+			if step <= 8 {
+				line = strings.Replace(line, `policy="shop-web",mode="act"`, `policy="shop-web",mode="shadow"`, 1)
+			}
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+// TestQueriesOverModeSwitch evaluates every panel query on a real Prometheus over a range that
+// spans shop-web's switch from shadow to act and a webhook gap, as instant queries over the
+// whole range ($__range) and as range queries across it, and requires no error: a series that
+// changes which side of an "or" it comes from inside a subquery gives two series of one label
+// set ("vector cannot contain metrics with the same labelset") unless each side is aggregated.
+func TestQueriesOverModeSwitch(t *testing.T) {
+	prom, ctx := scrapingPrometheus(t, modeSwitch)
+	t0 := time.Now()
+	for {
+		v, _, _, err := prom.Query(ctx, `count_over_time(debi_current_replicas{policy="shop-web"}[5m]) >= 30`, time.Now())
+		if err == nil && v.(model.Vector).Len() > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("Prometheus never had 30 scrapes: %v", err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	now := time.Now()
+	span := now.Sub(t0) + 10*time.Second // from before the first scrape of the mode switch
+	// Check that the history holds the switch and the gap, so the test tests them.
+	v, _, _, err := prom.Query(ctx, `count(count_over_time(debi_webhook_policy_info{policy="shop-web",mode="shadow"}[5m])) > 0 and on () count(count_over_time(debi_webhook_policy_info{policy="shop-web",mode="act"}[5m])) > 0`, now)
+	if err != nil || v.(model.Vector).Len() == 0 {
+		t.Fatalf("the history lacks shop-web in shadow and acting: %v %v", v, err)
+	}
+	qs, err := Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := fmt.Sprintf("%ds", int(5*time.Minute/time.Second))
+	vars := map[string]string{"policy": "shop-web", "__range": rng, "__range_s": "300", "__rate_interval": "30s", "horizon": "1"}
+	short := map[string]string{"policy": "shop-web", "__range": "10s", "__range_s": "10", "__rate_interval": "30s", "horizon": "1"}
+	checked := 0
+	for _, q := range qs {
+		policy := "shop-web"
+		if q.Row == BudgetRow {
+			policy = "shop-db"
+		}
+		vars["policy"], short["policy"] = policy, policy
+		if _, _, _, err := prom.Query(ctx, Expand(q.Expr, vars), now); err != nil {
+			t.Errorf("%s / %q %s over the last 5m: %v\n%s", q.Dashboard, q.Panel, q.RefID, err, Expand(q.Expr, vars))
+		}
+		r := v1.Range{Start: now.Add(-span), End: now, Step: time.Second}
+		if _, _, _, err := prom.QueryRange(ctx, Expand(q.Expr, short), r); err != nil {
+			t.Errorf("%s / %q %s as a range query across the switch: %v\n%s", q.Dashboard, q.Panel, q.RefID, err, Expand(q.Expr, short))
+		}
+		checked++
+	}
+	if checked < 20 {
+		t.Fatalf("only %d queries checked", checked)
+	}
 }

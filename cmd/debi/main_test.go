@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -164,14 +165,22 @@ func TestBacktestWhatIf(t *testing.T) {
 	end := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = r.ParseForm()
-		if r.URL.Path != "/api/v1/query_range" || r.Form.Get("query") != `sum(demand{app="web"})` {
-			http.Error(w, "unexpected "+r.URL.Path+" "+r.Form.Get("query"), http.StatusBadRequest)
+		q := r.Form.Get("query")
+		if r.URL.Path != "/api/v1/query_range" || q != `sum(demand{app="web"})` && q != "replicas" {
+			http.Error(w, "unexpected "+r.URL.Path+" "+q, http.StatusBadRequest)
 			return
 		}
 		var pts []string
 		for i := range 2016 { // a week at 5 minutes
+			if i >= 1000 && i < 1010 { // 50 minutes without samples
+				continue
+			}
 			ts := end.Add(-time.Duration(2015-i) * 5 * time.Minute).Unix()
-			pts = append(pts, fmt.Sprintf(`[%d,"%g"]`, ts, 4+3*math.Sin(float64(i)/288*2*math.Pi)))
+			v := 4 + 3*math.Sin(float64(i)/288*2*math.Pi)
+			if q == "replicas" {
+				v = float64(3 + i/1008) // 3 pods, 4 for the second half
+			}
+			pts = append(pts, fmt.Sprintf(`[%d,"%g"]`, ts, v))
 		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[%s]}]}}`, strings.Join(pts, ","))
@@ -183,19 +192,47 @@ policies:
   - name: web
     target: {namespace: shop, name: web}
     algorithm: budget
+    model: holtwinters
     request: 1
     queries: {demand: 'sum(demand{app="web"})', replicas: 'replicas', ready_replicas: 'ready'}
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	code, out, stderr := runCmd("backtest", "--config.file", cfg, "--prometheus.url", srv.URL, "--range", "167h55m",
-		"--range.end", end.Format(time.RFC3339), "--policies", "hpa", "--sweep", "0.5,0.7", "--format", "json")
+		"--range.end", end.Format(time.RFC3339), "--policies", "hpa,budget", "--sweep", "0.5,0.7", "--format", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{`"trace": "web (6d23h55m to 2026-11-24 00:00)"`, `"policy": "budget"`, `"policy": "hpa"`, `"policy": "oracle"`, `"samples": 2016`} {
+	// budget is holtwinters-budget: shown once, under the configuration's name, marked. The
+	// actual row replays the recorded replicas (one change, 3 → 4); the coverage counts the
+	// 10 points without samples as filled.
+	for _, want := range []string{`"trace": "web (6d23h55m to 2026-11-24 00:00)"`, `"policy": "holtwinters-budget"`, `"configured": "holtwinters-budget"`,
+		`"policy": "hpa"`, `"policy": "oracle"`, `"policy": "actual"`, `"samples": 2016`, `"class": "recorded"`, `"filled": "50m0s"`, `"start": "2026-11-17T00:05:00Z"`} {
 		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %s:\n%.2000s", want, out)
+			t.Errorf("output lacks %s:\n%.3000s", want, out)
+		}
+	}
+	if strings.Contains(out, `"policy": "budget"`) {
+		t.Errorf("budget and holtwinters-budget both in the report:\n%.3000s", out)
+	}
+	plots := t.TempDir()
+	code, out, stderr = runCmd("backtest", "--config.file", cfg, "--prometheus.url", srv.URL, "--range", "167h55m",
+		"--range.end", end.Format(time.RFC3339), "--policies", "hpa,budget", "--sweep", "0.5,0.7", "--plots", plots)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	files, _ := filepath.Glob(filepath.Join(plots, "*"))
+	if len(files) != 3 {
+		t.Errorf("plots: %v, want 3 files", files)
+	}
+	for _, f := range files {
+		if b := filepath.Base(f); !regexp.MustCompile(`^web-6d23h55m-to-2026-11-24-00-00-[a-z]+\.png$`).MatchString(b) {
+			t.Errorf("plot file %q is not shell-safe (or not named after the policy and range)", b)
+		}
+	}
+	for _, want := range []string{"History read from Prometheus", "demand: covered 6d23h10m of 6d23h55m", "filled 50m", "> holtwinters-budget (yours)", "cost/actual", "  actual  "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, out)
 		}
 	}
 	for _, tc := range []struct {

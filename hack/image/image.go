@@ -111,14 +111,44 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{Images: map[string]PlatformInfo{}}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	var tarImg v1.Image
-	for _, p := range o.Platforms {
+	for k, p := range o.Platforms {
 		plat, err := v1.ParsePlatform(p)
 		if err != nil {
 			return nil, fmt.Errorf("platform %q: %w", p, err)
 		}
 		bin := filepath.Join(tmp, "debi-"+plat.OS+"-"+plat.Architecture)
-		if err := goBuild(ctx, o, plat, bin); err != nil {
+		// Progress: a cold cross-build compiles the standard library and every dependency for
+		// the other architecture, many minutes on two cores, silent without this.
+		t0 := time.Now()
+		if o.Stderr != nil {
+			note := ""
+			if plat.Architecture != runtime.GOARCH {
+				note = " (a cross-build: slow on a cold cache; IMAGE_PLATFORMS=linux/" + runtime.GOARCH + " skips it)"
+			}
+			fmt.Fprintf(o.Stderr, "image: [%d/%d] go build %s for %s%s\n", k+1, len(o.Platforms), o.Package, p, note)
+		}
+		done := make(chan struct{})
+		if o.Stderr != nil {
+			go func() {
+				tick := time.NewTicker(30 * time.Second)
+				defer tick.Stop()
+				for {
+					select {
+					case <-done:
+						return
+					case <-tick.C:
+						fmt.Fprintf(o.Stderr, "image:   … still building for %s (%s)\n", p, time.Since(t0).Round(time.Second))
+					}
+				}
+			}()
+		}
+		err = goBuild(ctx, o, plat, bin)
+		close(done)
+		if err != nil {
 			return nil, err
+		}
+		if o.Stderr != nil {
+			fmt.Fprintf(o.Stderr, "image: [%d/%d] %s built in %s\n", k+1, len(o.Platforms), p, time.Since(t0).Round(time.Second))
 		}
 		img, err := assemble(o, plat, bin, ca)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -154,7 +155,19 @@ func (g *gen) docs(pkgPath string) (*pkgDocs, error) {
 	return d, nil
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// oneLine is a doc comment on one line, without its citations of METHOD.md's sections ("(METHOD
+// §9)", "METHOD §3.4 [fix]"): they are for developers, and the reference is for users (who
+// read docs/method.md for the method).
+func oneLine(s string) string {
+	s = methodRef.ReplaceAllString(s, "")
+	s = methodInline.ReplaceAllString(s, "")
+	return strings.Join(strings.Fields(s), " ")
+}
+
+var (
+	methodRef    = regexp.MustCompile(`\s*\(METHOD §[0-9.]+(?: \[fix\])?\)`)
+	methodInline = regexp.MustCompile(`,?\s*METHOD §[0-9.]+(?: \[fix\])?`)
+)
 
 // mentions reports whether doc names the Go identifier as a word.
 func mentions(doc, ident string) bool {

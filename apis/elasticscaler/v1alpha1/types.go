@@ -11,13 +11,15 @@ import (
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=es,categories=debi
+// +kubebuilder:resource:shortName=escaler,categories=debi
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.targetRef.name`
 // +kubebuilder:printcolumn:name="Algorithm",type=string,JSONPath=`.spec.trigger.metricsTrigger.scalingAlgorithm`
 // +kubebuilder:printcolumn:name="Min",type=integer,JSONPath=`.spec.minReplicas`
 // +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxReplicas`
 // +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=`.status.currentReplicas`
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredReplicas`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.debi.mode`
+// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.debi.paused`
 // +kubebuilder:printcolumn:name="Validated",type=string,JSONPath=`.status.conditions[?(@.type=="Validated")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ElasticScaler struct {
@@ -263,6 +265,10 @@ type DebiSpec struct {
 	// Mode is act (default), hpa-floor or shadow.
 	// +optional
 	Mode DebiMode `json:"mode,omitempty"`
+	// Paused stops every write of the webhook for this object's policy (webhook.policies[].paused):
+	// decisions are still made, logged and published.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
 	// Model is the forecaster of the DEBI and BUDGET algorithms, e.g. holtwinters.
 	// +optional
 	Model string `json:"model,omitempty"`

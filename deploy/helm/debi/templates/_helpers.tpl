@@ -205,3 +205,17 @@ subjects:
     namespace: {{ $c.ctx.Release.Namespace }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The pod spec fields every component takes from its values (pass .Values.exporter, …):
+priorityClassName and topologySpreadConstraints. Rendered nothing when unset.
+*/}}
+{{- define "debi.podSpecExtras" -}}
+{{- with .priorityClassName }}
+priorityClassName: {{ . | quote }}
+{{- end }}
+{{- with .topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
