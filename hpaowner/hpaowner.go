@@ -165,9 +165,13 @@ func (w *Owner) Run(ctx context.Context) error {
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "debi-hpaowner"})
 	defer w.queue.ShutDown()
 
+	// The handlers hold this Run's queue: a handler removed from the shared informers may
+	// still deliver an event after Run returned (the removal is asynchronous), into a queue
+	// shut down, never into the next Run's.
+	q := w.queue
 	enqueueES := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			w.queue.Add(key)
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil && kube.InNamespaces(w.o.Namespaces, keyNamespace(key)) {
+			q.Add(key)
 		}
 	}
 	enqueueHPA := func(obj any) {
@@ -175,7 +179,7 @@ func (w *Owner) Run(ctx context.Context) error {
 			obj = d.Obj
 		}
 		if h, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler); ok && h.Labels[LabelName] != "" {
-			w.queue.Add(h.Namespace + "/" + h.Labels[LabelName])
+			q.Add(h.Namespace + "/" + h.Labels[LabelName])
 		}
 	}
 	inf := w.o.Informers
@@ -230,6 +234,12 @@ func (w *Owner) Run(ctx context.Context) error {
 	for w.next(ctx) {
 	}
 	return nil
+}
+
+// keyNamespace is the namespace of a namespace/name key.
+func keyNamespace(key string) string {
+	n, _, _ := cache.SplitMetaNamespaceKey(key)
+	return n
 }
 
 // next reconciles one queued object; false when the queue is shut down.
