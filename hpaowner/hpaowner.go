@@ -35,13 +35,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
+	"github.com/debi-scaler/debi/internal/kube"
 )
 
 // Resource is the watched resource.
@@ -65,6 +65,10 @@ var selector = LabelManagedBy + "=" + ManagedBy + "," + LabelName
 type Options struct {
 	// Dynamic lists and watches the ElasticScalers.
 	Dynamic dynamic.Interface
+	// Informers is the process's informer cache, shared with the other readers of
+	// ElasticScalers (nil: Run builds one of its own from Dynamic and Namespaces). Its scope
+	// must cover Namespaces.
+	Informers *kube.Informers
 	// Kube writes the HPAs, watches them (those labelled as debi's only) and asks discovery
 	// whether ElasticScalers are served.
 	Kube kubernetes.Interface
@@ -161,9 +165,13 @@ func (w *Owner) Run(ctx context.Context) error {
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "debi-hpaowner"})
 	defer w.queue.ShutDown()
 
+	// The handlers hold this Run's queue: a handler removed from the shared informers may
+	// still deliver an event after Run returned (the removal is asynchronous), into a queue
+	// shut down, never into the next Run's.
+	q := w.queue
 	enqueueES := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			w.queue.Add(key)
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil && kube.InNamespaces(w.o.Namespaces, keyNamespace(key)) {
+			q.Add(key)
 		}
 	}
 	enqueueHPA := func(obj any) {
@@ -171,20 +179,28 @@ func (w *Owner) Run(ctx context.Context) error {
 			obj = d.Obj
 		}
 		if h, ok := obj.(*autoscalingv2.HorizontalPodAutoscaler); ok && h.Labels[LabelName] != "" {
-			w.queue.Add(h.Namespace + "/" + h.Labels[LabelName])
+			q.Add(h.Namespace + "/" + h.Labels[LabelName])
 		}
 	}
-	var syncs []cache.InformerSynced
+	inf := w.o.Informers
+	if inf == nil { // a cache of its own
+		inf = kube.NewInformers(w.o.Dynamic, nss...)
+		inf.Start(ctx)
+		defer inf.Shutdown()
+	}
+	esWatch, err := inf.Watch(Resource, cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueueES, UpdateFunc: func(_, n any) { enqueueES(n) }, DeleteFunc: enqueueES,
+	}, nss...)
+	if err != nil {
+		return err
+	}
+	defer esWatch.Stop()
+	w.esStores = esWatch.Stores()
+	syncs := []cache.InformerSynced{esWatch.HasSynced}
 	var starts []func(<-chan struct{})
 	var stops []func()
 	for _, ns := range nss {
-		df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.o.Dynamic, 0, ns, nil)
-		ei := df.ForResource(Resource).Informer()
-		if _, err := ei.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: enqueueES, UpdateFunc: func(_, n any) { enqueueES(n) }, DeleteFunc: enqueueES,
-		}); err != nil {
-			return err
-		}
+		// debi's HPAs: this package is their only reader, so the informers are its own.
 		kf := informers.NewSharedInformerFactoryWithOptions(w.o.Kube, 0, informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = selector }))
 		hi := kf.Autoscaling().V2().HorizontalPodAutoscalers().Informer()
@@ -193,11 +209,10 @@ func (w *Owner) Run(ctx context.Context) error {
 		}); err != nil {
 			return err
 		}
-		w.esStores = append(w.esStores, ei.GetStore())
 		w.hpaStores = append(w.hpaStores, hi.GetStore())
-		syncs = append(syncs, ei.HasSynced, hi.HasSynced)
-		starts = append(starts, df.Start, kf.Start)
-		stops = append(stops, df.Shutdown, kf.Shutdown)
+		syncs = append(syncs, hi.HasSynced)
+		starts = append(starts, kf.Start)
+		stops = append(stops, kf.Shutdown)
 	}
 	for _, s := range starts {
 		s(ctx.Done())
@@ -219,6 +234,12 @@ func (w *Owner) Run(ctx context.Context) error {
 	for w.next(ctx) {
 	}
 	return nil
+}
+
+// keyNamespace is the namespace of a namespace/name key.
+func keyNamespace(key string) string {
+	n, _, _ := cache.SplitMetaNamespaceKey(key)
+	return n
 }
 
 // next reconciles one queued object; false when the queue is shut down.
@@ -253,8 +274,8 @@ var ErrForeignHPA = errors.New("an HPA of this name exists that this ElasticScal
 // reconcile brings the HPA of the object key (namespace/name) in line with the object.
 func (w *Owner) reconcile(ctx context.Context, key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return nil // not ours to retry
+	if err != nil || !kube.InNamespaces(w.o.Namespaces, ns) {
+		return nil // not ours (a shared cache may hold more namespaces than Namespaces)
 	}
 	es, err := w.object(key)
 	if err != nil {

@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -72,6 +71,10 @@ type Options struct {
 	// Recheck is how often discovery is asked again while the resource is not served
 	// (default 1m).
 	Recheck time.Duration
+	// Informers is the process's informer cache, shared with the other consumers of the
+	// resources (nil: Run builds one of its own from Dynamic and Namespaces). Its scope must
+	// cover Namespaces.
+	Informers *kube.Informers
 	// Logger receives the translation warnings (once per object version) and the watch's state.
 	Logger *slog.Logger
 }
@@ -114,39 +117,28 @@ func Run(ctx context.Context, o Options, deliver func(Update)) error {
 		default:
 		}
 	}
-	var factories []dynamicinformer.DynamicSharedInformerFactory
-	var informers []cache.SharedIndexInformer
-	for _, ns := range nss {
-		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(o.Dynamic, 0, ns, nil)
-		inf := f.ForResource(Resource).Informer()
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { poke() }, UpdateFunc: func(_, _ any) { poke() }, DeleteFunc: func(any) { poke() },
-		}); err != nil {
-			return err
-		}
-		factories = append(factories, f)
-		informers = append(informers, inf)
+	inf := o.Informers
+	if inf == nil { // a cache of its own
+		inf = kube.NewInformers(o.Dynamic, nss...)
+		inf.Start(ctx)
+		defer inf.Shutdown()
 	}
-	for _, f := range factories {
-		f.Start(ctx.Done())
+	esWatch, err := inf.Watch(Resource, cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { poke() }, UpdateFunc: func(_, _ any) { poke() }, DeleteFunc: func(any) { poke() },
+	}, nss...)
+	if err != nil {
+		return err
 	}
-	defer func() {
-		for _, f := range factories {
-			f.Shutdown()
-		}
-	}()
-	syncs := make([]cache.InformerSynced, len(informers))
-	for i, inf := range informers {
-		syncs[i] = inf.HasSynced
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), syncs...) {
+	defer esWatch.Stop()
+	if !esWatch.WaitForSync(ctx) {
 		return nil
 	}
+	informers := esWatch.Informers
 	log.Info("watching ElasticScalers", "namespaces", o.Namespaces, "state_triggers", o.StateTriggers)
-	w := &translator{log: log, seen: map[string]string{}, stateTriggers: o.StateTriggers}
+	w := &translator{log: log, seen: map[string]string{}, stateTriggers: o.StateTriggers, namespaces: nss}
 	var recheck <-chan time.Time
 	if o.StateTriggers {
-		tw := &tidalWatch{o: o, nss: nss, poke: poke, log: log}
+		tw := &tidalWatch{o: o, inf: inf, nss: nss, poke: poke, log: log}
 		defer tw.shutdown()
 		if !tw.start(ctx) {
 			t := time.NewTicker(o.Recheck)
@@ -214,10 +206,11 @@ func servedResource(d discovery.DiscoveryInterface, gvr schema.GroupVersionResou
 // write (every rule activation) does not.
 type tidalWatch struct {
 	o         Options
+	inf       *kube.Informers
 	nss       []string
 	poke      func()
 	log       *slog.Logger
-	factories []dynamicinformer.DynamicSharedInformerFactory
+	watch     *kube.Watch
 	informers []cache.SharedIndexInformer
 	synced    atomic.Bool
 	syncedCh  chan struct{} // closed on the first sync
@@ -255,43 +248,32 @@ func (t *tidalWatch) start(ctx context.Context) bool {
 		}
 		return false
 	}
-	for _, ns := range t.nss {
-		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(t.o.Dynamic, 0, ns, nil)
-		inf := f.ForResource(TidalResource).Informer()
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { t.poke() },
-			UpdateFunc: func(a, b any) {
-				ao, aok := a.(*unstructured.Unstructured)
-				bo, bok := b.(*unstructured.Unstructured)
-				if !aok || !bok || ao.GetGeneration() != bo.GetGeneration() || !reflect.DeepEqual(ao.GetLabels(), bo.GetLabels()) {
-					t.poke()
-				}
-			},
-			DeleteFunc: func(any) { t.poke() },
-		}); err != nil {
-			t.log.Error("cannot watch Tidals", "err", err)
-			continue
-		}
-		t.factories = append(t.factories, f)
-		t.informers = append(t.informers, inf)
+	w, err := t.inf.Watch(TidalResource, cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { t.poke() },
+		UpdateFunc: func(a, b any) {
+			ao, aok := a.(*unstructured.Unstructured)
+			bo, bok := b.(*unstructured.Unstructured)
+			if !aok || !bok || ao.GetGeneration() != bo.GetGeneration() || !reflect.DeepEqual(ao.GetLabels(), bo.GetLabels()) {
+				t.poke()
+			}
+		},
+		DeleteFunc: func(any) { t.poke() },
+	}, t.nss...)
+	if err != nil {
+		t.log.Error("cannot watch Tidals", "err", err)
+		return true // as before: the translation goes on without them (every Tidal missing)
 	}
-	for _, f := range t.factories {
-		f.Start(ctx.Done())
-	}
+	t.watch, t.informers = w, w.Informers
 	t.syncedCh = make(chan struct{})
 	// The first sync holds a delivery for tidalSyncWait at most (a Tidal watch the RBAC refuses
 	// would hold it for ever): the StateTrigger objects are pending until it ends.
 	go func() {
-		syncs := make([]cache.InformerSynced, len(t.informers))
-		for i, inf := range t.informers {
-			syncs[i] = inf.HasSynced
-		}
 		warn := time.AfterFunc(30*time.Second, func() {
 			t.log.Warn("Tidal cache not synced after 30s (can the webhook list and watch tidals.tidal.io?); StateTrigger objects wait",
 				"namespaces", t.o.Namespaces)
 		})
 		defer warn.Stop()
-		if cache.WaitForCacheSync(ctx.Done(), syncs...) {
+		if w.WaitForSync(ctx) {
 			t.synced.Store(true)
 			close(t.syncedCh)
 			t.log.Info("watching Tidals for StateTrigger objects", "namespaces", t.o.Namespaces)
@@ -301,11 +283,7 @@ func (t *tidalWatch) start(ctx context.Context) bool {
 	return true
 }
 
-func (t *tidalWatch) shutdown() {
-	for _, f := range t.factories {
-		f.Shutdown()
-	}
-}
+func (t *tidalWatch) shutdown() { t.watch.Stop() }
 
 // ready reports whether the Tidal cache answers: synced, or the resource is not served (then
 // every Tidal is missing).
@@ -313,6 +291,9 @@ func (t *tidalWatch) ready() bool { return len(t.informers) == 0 || t.synced.Loa
 
 // lookup finds a Tidal in the cache.
 func (t *tidalWatch) lookup(ns, name string) (*tidalv1.Tidal, bool) {
+	if !kube.InNamespaces(t.nss, ns) {
+		return nil, false
+	}
 	for _, inf := range t.informers {
 		obj, ok, err := inf.GetStore().GetByKey(ns + "/" + name)
 		if err != nil || !ok {
@@ -337,6 +318,8 @@ func (t *tidalWatch) lookup(ns, name string) (*tidalv1.Tidal, bool) {
 type translator struct {
 	log  *slog.Logger
 	seen map[string]string // namespace/name → resourceVersion whose warnings were logged
+	// namespaces are the watched ones (the shared stores may hold more).
+	namespaces []string
 	// stateTriggers translates StateTrigger objects with the Tidals of tidals.
 	stateTriggers bool
 	tidals        *tidalWatch
@@ -348,7 +331,7 @@ func (w *translator) snapshot(informers []cache.SharedIndexInformer) Update {
 	for _, inf := range informers {
 		for _, obj := range inf.GetStore().List() {
 			o, ok := obj.(*unstructured.Unstructured)
-			if !ok {
+			if !ok || !kube.InNamespaces(w.namespaces, o.GetNamespace()) {
 				continue
 			}
 			key := o.GetNamespace() + "/" + o.GetName()

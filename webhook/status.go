@@ -26,13 +26,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
 	"github.com/debi-scaler/debi/config"
+	kubepkg "github.com/debi-scaler/debi/internal/kube"
 	"github.com/debi-scaler/debi/policy"
 )
 
@@ -103,6 +103,8 @@ type statusWriter struct {
 	// file is the configuration file's part in force (its policies win any conflict).
 	file       func() *config.Config
 	namespaces []string
+	// informers is the process's informer cache (nil: run builds its own over namespaces).
+	informers *kubepkg.Informers
 	// interval is the least time between two status writes of one object, and the period of
 	// the retry pass; recheck is how long the cluster checks of a valid object are trusted.
 	interval, recheck time.Duration
@@ -180,13 +182,15 @@ func (s *server) newServerStatus(cfg *config.Config) *statusWriter {
 	if !cfg.Global.ElasticScalers.Enabled {
 		return nil
 	}
-	return newStatusWriter(s.act.Dynamic(), s.act.Kube().Discovery(), s.act.getObject, s.recorder,
+	w := newStatusWriter(s.act.Dynamic(), s.act.Kube().Discovery(), s.act.getObject, s.recorder,
 		s.logger.With("component", "elasticscaler-status"), func() *config.Config {
 			if g := s.current.Load(); g != nil {
 				return g.file
 			}
 			return nil
 		}, cfg.Global.ElasticScalers.Namespaces)
+	w.informers = s.informers
+	return w
 }
 
 // observeDecision is the Controllers' Observe hook.
@@ -220,36 +224,27 @@ func (w *statusWriter) run(ctx context.Context) error {
 		case <-time.After(discoveryRecheck):
 		}
 	}
-	nss := w.namespaces
-	if len(nss) == 0 {
-		nss = []string{metav1.NamespaceAll}
-	}
-	var factories []dynamicinformer.DynamicSharedInformerFactory
-	var syncs []cache.InformerSynced
-	var stores []cache.Store
-	for _, ns := range nss {
-		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(w.dyn, 0, ns, nil)
-		inf := f.ForResource(esResource).Informer()
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { w.poke() }, UpdateFunc: func(_, _ any) { w.poke() }, DeleteFunc: func(any) { w.poke() },
-		}); err != nil {
-			return err
+	inf := w.informers
+	if inf == nil { // alone (tests): a cache of its own
+		nss := w.namespaces
+		if len(nss) == 0 {
+			nss = []string{metav1.NamespaceAll}
 		}
-		factories = append(factories, f)
-		syncs = append(syncs, inf.HasSynced)
-		stores = append(stores, inf.GetStore())
+		inf = kubepkg.NewInformers(w.dyn, nss...)
+		inf.Start(ctx)
+		defer inf.Shutdown()
 	}
-	for _, f := range factories {
-		f.Start(ctx.Done())
+	watch, err := inf.Watch(esResource, cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { w.poke() }, UpdateFunc: func(_, _ any) { w.poke() }, DeleteFunc: func(any) { w.poke() },
+	})
+	if err != nil {
+		return err
 	}
-	defer func() {
-		for _, f := range factories {
-			f.Shutdown()
-		}
-	}()
-	if !cache.WaitForCacheSync(ctx.Done(), syncs...) {
+	defer watch.Stop()
+	if !watch.WaitForSync(ctx) {
 		return nil
 	}
+	stores := watch.Stores()
 	w.mu.Lock()
 	w.store = stores
 	w.mu.Unlock()

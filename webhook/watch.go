@@ -9,11 +9,9 @@ import (
 	"sort"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -57,16 +55,28 @@ func TidalFromUnstructured(u *unstructured.Unstructured) *TidalEvent {
 	return e
 }
 
-// WatchTidals runs dynamic informers on the configured resources in the namespaces of the
-// policies (namespaced watches: a Role per namespace suffices), restricted to objects labelled
+// WatchTidals runs c.watchTidals on an informer cache of its own (dyn's, in the policies'
+// namespaces), shut down when it returns.
+func (c *Controller) WatchTidals(ctx context.Context, dyn dynamic.Interface, tc config.TidalConfig) {
+	inf := kubepkg.NewInformers(dyn)
+	inf.Start(ctx)
+	defer inf.Shutdown()
+	c.watchTidals(ctx, inf, tc)
+}
+
+// watchTidals watches the configured resources in the namespaces of the policies on the
+// process's informer cache inf (a namespace inf's scope does not cover gets a namespaced
+// informer of its own there: a Role per namespace suffices), keeps the objects labelled
 // elasticscaler.io/name, and feeds their status to the controller through a rate-limited work
 // queue: a retryable failure is retried with backoff, a permanent one is logged and dropped until
-// the object changes. It returns when ctx ends.
+// the object changes. Every tc.ResyncPeriod it replays the cached objects (the shared informers
+// have no resync of their own). It returns when ctx ends; the informers go on for the other
+// consumers, and a watch started again replays the cache rather than listing again.
 //
 // Only the resources the API server serves are watched: on a cluster without the Tidal CRD the
 // watch waits (debi_webhook_tidal_watch_enabled 0, one log line) and looks again every
 // discoveryRecheck, instead of logging a failed list forever.
-func (c *Controller) WatchTidals(ctx context.Context, dyn dynamic.Interface, tc config.TidalConfig) {
+func (c *Controller) watchTidals(ctx context.Context, inf *kubepkg.Informers, tc config.TidalConfig) {
 	served := c.servedResources(ctx, tc.Resources)
 	for len(served) == 0 {
 		c.m.tidalWatchEnabled.Set(0)
@@ -82,10 +92,6 @@ func (c *Controller) WatchTidals(ctx context.Context, dyn dynamic.Interface, tc 
 	tc.Resources = served
 	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	defer q.ShutDown()
-	type key = string
-	informers := map[key]cache.SharedIndexInformer{}
-	resources := map[key]config.WatchResource{}
-	var factories []dynamicinformer.DynamicSharedInformerFactory
 	nss := map[string]bool{}
 	for _, p := range c.policies {
 		nss[p.pol.Target.Namespace] = true
@@ -95,75 +101,105 @@ func (c *Controller) WatchTidals(ctx context.Context, dyn dynamic.Interface, tc 
 		nsList = append(nsList, ns)
 	}
 	sort.Strings(nsList)
-	for _, ns := range nsList {
-		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, tc.ResyncPeriod, ns, func(o *metav1.ListOptions) {
-			o.LabelSelector = LabelScalerName
-		})
-		factories = append(factories, f)
-		for _, r := range tc.Resources {
-			gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
-			inf := f.ForResource(gvr).Informer()
-			prefix := gvr.String() + "|"
-			enqueue := func(obj any) {
-				if k, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
-					q.Add(prefix + k)
-				}
+	ws := map[string]*tidalResourceWatch{}
+	for _, r := range tc.Resources {
+		gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
+		prefix := gvr.String() + "|"
+		rw := &tidalResourceWatch{res: r, namespaces: nsList}
+		enqueue := func(obj any) {
+			if u, ok := obj.(*unstructured.Unstructured); ok && rw.wants(u) {
+				q.Add(prefix + u.GetNamespace() + "/" + u.GetName())
 			}
-			if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-				AddFunc:    enqueue,
-				UpdateFunc: func(_, obj any) { enqueue(obj) },
-			}); err != nil {
-				c.log.Error("cannot watch", "resource", r.String(), "err", err)
-				continue
-			}
-			informers[prefix], resources[prefix] = inf, r
 		}
-	}
-	for _, f := range factories {
-		f.Start(ctx.Done())
+		if len(nsList) == 0 {
+			continue
+		}
+		w, err := inf.Watch(gvr, cache.ResourceEventHandlerFuncs{
+			AddFunc:    enqueue,
+			UpdateFunc: func(_, obj any) { enqueue(obj) },
+		}, nsList...)
+		if err != nil {
+			c.log.Error("cannot watch", "resource", r.String(), "err", err)
+			continue
+		}
+		defer w.Stop()
+		rw.w = w
+		ws[prefix] = rw
 	}
 	go func() {
 		<-ctx.Done()
 		q.ShutDown()
 	}()
+	if tc.ResyncPeriod > 0 {
+		go func() {
+			t := time.NewTicker(tc.ResyncPeriod)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				for prefix, rw := range ws {
+					for _, st := range rw.w.Stores() {
+						for _, obj := range st.List() {
+							if u, ok := obj.(*unstructured.Unstructured); ok && rw.wants(u) {
+								q.Add(prefix + u.GetNamespace() + "/" + u.GetName())
+							}
+						}
+					}
+				}
+			}
+		}()
+	}
 	c.log.Info("watching tidal resources", "namespaces", nsList, "resources", fmt.Sprint(tc.Resources))
 	for {
 		k, quit := q.Get()
 		if quit {
 			break
 		}
-		c.syncTidal(ctx, q, informers, resources, k)
+		c.syncTidal(ctx, q, ws, k)
 		q.Done(k)
-	}
-	for _, f := range factories {
-		f.Shutdown()
 	}
 }
 
-func (c *Controller) syncTidal(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], informers map[string]cache.SharedIndexInformer,
-	resources map[string]config.WatchResource, k string) {
-	var inf cache.SharedIndexInformer
+// tidalResourceWatch is the Tidal watch's handler on one resource's shared informers.
+type tidalResourceWatch struct {
+	res        config.WatchResource
+	namespaces []string
+	w          *kubepkg.Watch
+}
+
+// wants reports whether the watch acts on u: in the policies' namespaces, labelled
+// elasticscaler.io/name (the label selector of a watch of its own, applied in the handler).
+func (rw *tidalResourceWatch) wants(u *unstructured.Unstructured) bool {
+	_, labelled := u.GetLabels()[LabelScalerName]
+	return labelled && kubepkg.InNamespaces(rw.namespaces, u.GetNamespace()) && u.GetNamespace() != ""
+}
+
+func (c *Controller) syncTidal(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], ws map[string]*tidalResourceWatch, k string) {
+	var rw *tidalResourceWatch
 	var objKey string
-	var res config.WatchResource
-	for prefix, i := range informers {
+	for prefix, w := range ws {
 		if len(k) > len(prefix) && k[:len(prefix)] == prefix {
-			inf, objKey, res = i, k[len(prefix):], resources[prefix]
+			rw, objKey = w, k[len(prefix):]
 		}
 	}
-	if inf == nil {
+	if rw == nil {
 		q.Forget(k)
 		return
 	}
-	obj, exists, err := inf.GetStore().GetByKey(objKey)
-	if err != nil || !exists {
+	obj, exists := rw.w.GetByKey(objKey)
+	if !exists {
 		q.Forget(k) // deleted: a Tidal going away leaves the size where it is
 		return
 	}
 	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		q.Forget(k)
+	if !ok || !rw.wants(u) {
+		q.Forget(k) // its label removed: as gone
 		return
 	}
+	res := rw.res
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Webhook.DecisionTimeout)
 	defer cancel()

@@ -38,6 +38,7 @@ import (
 	commoncfg "github.com/prometheus/common/config"
 	"github.com/prometheus/exporter-toolkit/web"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -134,6 +135,20 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 		recorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "debi-webhook"}),
 		restart:  make(chan struct{}, 1),
 	}
+	// One informer cache for the process (internal/kube): the ElasticScalers and Tidals are
+	// listed and watched once, for the status writer, the ElasticScaler source, the HPA owner and
+	// the Tidal watch. Its scope is global.elastic_scalers.namespaces (every namespace when
+	// empty); the Tidal watch's namespaces outside it get namespaced informers of their own.
+	var scope []string
+	if cfg.Global.ElasticScalers.Enabled {
+		scope = cfg.Global.ElasticScalers.Namespaces
+		if len(scope) == 0 {
+			scope = []string{metav1.NamespaceAll}
+		}
+	}
+	s.informers = kube.NewInformers(act.Dynamic(), scope...)
+	s.informers.Start(ctx)
+	defer s.informers.Shutdown()
 	s.status = s.newServerStatus(cfg) // ElasticScaler status and Events (webhook/status.go)
 	gen, err := s.build(raw, cfg)
 	if err != nil {
@@ -208,7 +223,8 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 	}
 	if s.watchingScalers { // the Kubernetes HPAs of HPA-algorithm ElasticScalers (hpaowner), on the Lease holder only
 		hl := logger.With("component", "hpaowner")
-		own := hpaowner.New(hpaowner.Options{Dynamic: act.Dynamic(), Kube: act.Kube(), Namespaces: cfg.Global.ElasticScalers.Namespaces, Logger: hl})
+		own := hpaowner.New(hpaowner.Options{Dynamic: act.Dynamic(), Informers: s.informers, Kube: act.Kube(),
+			Namespaces: cfg.Global.ElasticScalers.Namespaces, Logger: hl})
 		if s.status != nil {
 			s.status.hpaProblems = own.Problems // reported in the objects' Validated condition
 		}
@@ -229,7 +245,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 	if s.watchingScalers { // policies from ElasticScalers, on every replica (all serve notifications)
 		sctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error {
-			return scalersource.Run(sctx, scalersource.Options{Dynamic: act.Dynamic(), Discovery: act.Kube().Discovery(),
+			return scalersource.Run(sctx, scalersource.Options{Dynamic: act.Dynamic(), Informers: s.informers, Discovery: act.Kube().Discovery(),
 				Namespaces: cfg.Global.ElasticScalers.Namespaces, StateTriggers: true, Logger: logger.With("component", "elasticscalers")}, s.applyObjects)
 		}, func(error) { cancel() })
 	}
@@ -301,6 +317,8 @@ type server struct {
 	logger   *slog.Logger
 	// id is this replica's identity in the Lease, the same across reloads.
 	id string
+	// informers is the process's informer cache, shared by every watch (internal/kube).
+	informers *kube.Informers
 
 	reloadMu sync.Mutex
 	current  atomic.Pointer[generation]
@@ -542,7 +560,7 @@ func (s *server) watch(ctx context.Context, g *generation) error {
 	if !wc.Tidal.IsEnabled() {
 		return nil
 	}
-	watch := func(ctx context.Context) { g.ctl.WatchTidals(ctx, s.act.Dynamic(), wc.Tidal) }
+	watch := func(ctx context.Context) { g.ctl.watchTidals(ctx, s.informers, wc.Tidal) }
 	if !wc.LeaderElection.IsEnabled() {
 		s.m.leader.Set(1)
 		defer s.m.leader.Set(0)
