@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/promqltest"
 	"github.com/prometheus/prometheus/storage"
+
+	"github.com/debi-scaler/debi/internal/testenv"
 )
 
 // engineQuerier evaluates PromQL with Prometheus's own engine over an in-memory TSDB, so that
@@ -39,58 +41,18 @@ func newEngineQuerier(t testing.TB, load string) *engineQuerier {
 	}
 }
 
-func (q *engineQuerier) Query(ctx context.Context, expr string, ts time.Time, _ ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
+func (q *engineQuerier) Query(ctx context.Context, expr string, ts time.Time, o ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.instant++
-	qry, err := q.engine.NewInstantQuery(ctx, q.st, nil, expr, ts)
-	if err != nil {
-		return nil, nil, nil, &v1.Error{Type: v1.ErrBadData, Msg: err.Error()}
-	}
-	defer qry.Close()
-	res := qry.Exec(ctx)
-	if res.Err != nil {
-		return nil, nil, nil, res.Err
-	}
-	switch v := res.Value.(type) {
-	case promql.Vector:
-		out := model.Vector{}
-		for _, s := range v {
-			out = append(out, &model.Sample{Metric: metricOf(s.Metric.Map()), Value: model.SampleValue(s.F), Timestamp: model.Time(s.T)})
-		}
-		return out, nil, nil, nil
-	case promql.Scalar:
-		return &model.Scalar{Value: model.SampleValue(v.V), Timestamp: model.Time(v.T)}, nil, nil, nil
-	}
-	return nil, nil, nil, fmt.Errorf("engine: %s result", res.Value.Type())
+	return testenv.EngineQuerier{Engine: q.engine, Storage: q.st}.Query(ctx, expr, ts, o...)
 }
 
-func (q *engineQuerier) QueryRange(ctx context.Context, expr string, r v1.Range, _ ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
+func (q *engineQuerier) QueryRange(ctx context.Context, expr string, r v1.Range, o ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.ranges++
-	qry, err := q.engine.NewRangeQuery(ctx, q.st, nil, expr, r.Start, r.End, r.Step)
-	if err != nil {
-		return nil, nil, nil, &v1.Error{Type: v1.ErrBadData, Msg: err.Error()}
-	}
-	defer qry.Close()
-	res := qry.Exec(ctx)
-	if res.Err != nil {
-		return nil, nil, nil, res.Err
-	}
-	m, err := res.Matrix()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	out := model.Matrix{}
-	for _, s := range m {
-		ss := &model.SampleStream{Metric: metricOf(s.Metric.Map())}
-		for _, p := range s.Floats {
-			ss.Values = append(ss.Values, model.SamplePair{Timestamp: model.Time(p.T), Value: model.SampleValue(p.F)})
-		}
-		out = append(out, ss)
-	}
-	return out, nil, nil, nil
+	return testenv.EngineQuerier{Engine: q.engine, Storage: q.st}.QueryRange(ctx, expr, r, o...)
 }
 
 func (q *engineQuerier) counts() (int, int) {

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/model"
 	plabels "github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
@@ -23,6 +23,7 @@ import (
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/exporter"
+	"github.com/debi-scaler/debi/internal/testenv"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -117,7 +118,7 @@ func (l *liveLoop) restartExporter() {
 		l.exp.Close()
 	}
 	l.reg = prometheus.NewRegistry()
-	e, err := exporter.New(l.cfg, l.cfg.Policies, engineQuerier{l}, testLogger(l.t), l.reg)
+	e, err := exporter.New(l.cfg, l.cfg.Policies, l.querier(), testLogger(l.t), l.reg)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -238,74 +239,20 @@ func labels1(kv ...string) map[string]string { return labels(kv...) }
 
 // query is the webhook's QueryFunc: Prometheus's engine at now.
 func (l *liveLoop) query(ctx context.Context, expr string) (float64, error) {
-	q, err := l.engine.NewInstantQuery(ctx, l.st, nil, expr, l.now)
-	if err != nil {
+	v, _, _, err := l.querier().Query(ctx, expr, l.now)
+	var apiErr *v1.Error
+	if errors.As(err, &apiErr) {
 		return 0, fmt.Errorf("query %s: %w: %v", expr, ErrUnusable, err)
 	}
-	defer q.Close()
-	res := q.Exec(ctx)
-	if res.Err != nil {
-		return 0, res.Err
+	if err != nil {
+		return 0, err
 	}
-	return sampleValue(expr, toModel(res.Value))
+	return sampleValue(expr, v)
 }
 
-func toModel(v any) model.Value {
-	switch v := v.(type) {
-	case promql.Vector:
-		out := model.Vector{}
-		for _, s := range v {
-			m := model.Metric{}
-			s.Metric.Range(func(lb plabels.Label) { m[model.LabelName(lb.Name)] = model.LabelValue(lb.Value) })
-			out = append(out, &model.Sample{Metric: m, Value: model.SampleValue(s.F), Timestamp: model.Time(s.T)})
-		}
-		return out
-	case promql.Scalar:
-		return &model.Scalar{Value: model.SampleValue(v.V), Timestamp: model.Time(v.T)}
-	}
-	return nil
-}
-
-// engineQuerier is the exporter's Querier over the same engine and storage.
-type engineQuerier struct{ l *liveLoop }
-
-func (q engineQuerier) Query(ctx context.Context, expr string, ts time.Time, _ ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
-	qry, err := q.l.engine.NewInstantQuery(ctx, q.l.st, nil, expr, ts)
-	if err != nil {
-		return nil, nil, nil, &v1.Error{Type: v1.ErrBadData, Msg: err.Error()}
-	}
-	defer qry.Close()
-	res := qry.Exec(ctx)
-	if res.Err != nil {
-		return nil, nil, nil, res.Err
-	}
-	return toModel(res.Value), nil, nil, nil
-}
-
-func (q engineQuerier) QueryRange(ctx context.Context, expr string, r v1.Range, _ ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
-	qry, err := q.l.engine.NewRangeQuery(ctx, q.l.st, nil, expr, r.Start, r.End, r.Step)
-	if err != nil {
-		return nil, nil, nil, &v1.Error{Type: v1.ErrBadData, Msg: err.Error()}
-	}
-	defer qry.Close()
-	res := qry.Exec(ctx)
-	if res.Err != nil {
-		return nil, nil, nil, res.Err
-	}
-	m, err := res.Matrix()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	out := model.Matrix{}
-	for _, s := range m {
-		ss := &model.SampleStream{Metric: model.Metric{}}
-		s.Metric.Range(func(lb plabels.Label) { ss.Metric[model.LabelName(lb.Name)] = model.LabelValue(lb.Value) })
-		for _, p := range s.Floats {
-			ss.Values = append(ss.Values, model.SamplePair{Timestamp: model.Time(p.T), Value: model.SampleValue(p.F)})
-		}
-		out = append(out, ss)
-	}
-	return out, nil, nil, nil
+// querier is the exporter's Querier over the same engine and storage.
+func (l *liveLoop) querier() testenv.EngineQuerier {
+	return testenv.EngineQuerier{Engine: l.engine, Storage: l.st}
 }
 
 // event is one tick of a sequence: the demand, what happens to the target between the
