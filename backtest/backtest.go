@@ -131,6 +131,9 @@ type Options struct {
 	NowcastSpan time.Duration `json:"nowcast_span,omitempty"`
 	// PathBetween is how the budget policy reads its path between points (policy.Config.PathBetween).
 	PathBetween string `json:"path_between,omitempty"`
+	// AnchorSpan and ScoreLate: policy.Config's.
+	AnchorSpan time.Duration `json:"anchor_span,omitempty"`
+	ScoreLate  bool          `json:"score_late,omitempty"`
 	// SweepTargets are the HPA targets of the cost-at-equal-overload frontier.
 	SweepTargets []float64 `json:"sweep_targets"`
 	// MaxSteps, when positive, truncates every trace to that many samples.
@@ -892,7 +895,7 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 		run.Policy = spec.Name
 		cfg := runnerConfig(spec, w, o)
 		cfg.Forecaster, cfg.DownGate, cfg.Anchor, cfg.NowcastSpan = fc, o.DownGate, o.Anchor, o.NowcastSpan
-		cfg.PathBetween = o.PathBetween
+		cfg.PathBetween, cfg.AnchorSpan, cfg.ScoreLate = o.PathBetween, o.AnchorSpan, o.ScoreLate
 		runner, err := policy.New(cfg)
 		if err != nil {
 			return Run{}, err

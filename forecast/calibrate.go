@@ -23,6 +23,14 @@ const (
 	// ErrorsScaled: e = (actual − forecast)/level with level the mean recent demand,
 	// Q = forecast + q·level: additive, but in units of the workload's own size.
 	ErrorsScaled = "scaled"
+	// ErrorsLocal: e = (actual − forecast)/s with s the local scale of the errors (their recent
+	// mean absolute value over LocalSpan errors, known before this one), Q = forecast + q·s:
+	// normalised conformal scores (locally weighted conformal prediction), so the margin
+	// shrinks when the errors have been small and widens after large ones.
+	ErrorsLocal = "local"
+	// ErrorsMin: the smaller of the additive and the ratio quantile, both read at one level α
+	// (both see the same exceedances), so the calibration spends the budget on their minimum.
+	ErrorsMin = "min"
 )
 
 // Scorings of CalibratorConfig.Scoring: when a forecast is made and scored.
@@ -65,7 +73,24 @@ type CalibratorConfig struct {
 	// (adaptive conformal inference as published). Measured out of sample
 	// (docs/results-budget.md); not a configuration field.
 	DebtLimit float64 `yaml:"-" json:"debt_limit,omitempty"`
+	// LocalSpan is the number of recent errors whose mean absolute value is the local scale of
+	// ErrorsLocal (an exponential mean of that span; 240: 1 h of 15 s ticks). Measured out of
+	// sample (docs/results-budget.md); not a configuration field.
+	LocalSpan int `yaml:"-" json:"local_span,omitempty"`
+	// Spend is how the calibration spends the budget: SpendLevel (default, "") moves the
+	// quantile's level α (adaptive conformal inference); SpendSize keeps α at the budget and
+	// moves a factor exp(−θ) on the quantile instead, θ_{t+1} = θ_t + γ·(b − exceeded_t) within
+	// [−1, 1]: the budget is spent in proportion to the demand, as a higher fixed utilization
+	// target spends it. Measured out of sample (docs/results-budget.md); not a configuration
+	// field.
+	Spend string `yaml:"-" json:"spend,omitempty"`
 }
+
+// Spend values of CalibratorConfig.Spend.
+const (
+	SpendLevel = "level"
+	SpendSize  = "size"
+)
 
 // DefaultCalibratorConfig returns the defaults of METHOD §9.
 func DefaultCalibratorConfig() CalibratorConfig {
@@ -96,8 +121,14 @@ func (c CalibratorConfig) Validate() error {
 	if c.Method != QuantilePOT && c.Method != QuantileEmpirical {
 		bad(fmt.Errorf("quantile_method must be %q or %q, got %q", QuantilePOT, QuantileEmpirical, c.Method))
 	}
-	if c.Errors != ErrorsRatio && c.Errors != ErrorsAdditive && c.Errors != ErrorsScaled {
-		bad(fmt.Errorf("errors must be %q, %q or %q, got %q", ErrorsRatio, ErrorsAdditive, ErrorsScaled, c.Errors))
+	if c.Errors != ErrorsRatio && c.Errors != ErrorsAdditive && c.Errors != ErrorsScaled && c.Errors != ErrorsLocal && c.Errors != ErrorsMin {
+		bad(fmt.Errorf("errors must be %q, %q, %q or %q, got %q", ErrorsRatio, ErrorsAdditive, ErrorsScaled, ErrorsLocal, c.Errors))
+	}
+	if c.Spend != "" && c.Spend != SpendLevel && c.Spend != SpendSize {
+		bad(fmt.Errorf("spend must be %q or %q, got %q", SpendLevel, SpendSize, c.Spend))
+	}
+	if c.LocalSpan < 0 {
+		bad(fmt.Errorf("local_span must not be negative, got %d", c.LocalSpan))
 	}
 	if c.Scoring != ScoringTick && c.Scoring != ScoringSample {
 		bad(fmt.Errorf("scoring must be %q or %q, got %q", ScoringTick, ScoringSample, c.Scoring))
@@ -144,6 +175,8 @@ type Calibrator struct {
 	next   int
 	sorted []float64 // the same errors, ascending
 	alpha  float64
+	theta  float64 // SpendSize: the quantile is lowered by exp(−θ)
+	alt    *Calibrator // ErrorsMin: the ratio side (this one is additive)
 	// The POT fit of the sorted errors over their (1−τ) quantile: level t, GPD(ξ, σ), share nt/n.
 	potOK         bool
 	potT, xi, sig float64
@@ -152,6 +185,7 @@ type Calibrator struct {
 	// recent demand (ErrorsScaled).
 	floor    float64
 	level    float64
+	scale    float64 // ErrorsLocal: the recent mean absolute error (0 before the first)
 	exceeded int
 	observed int
 }
@@ -160,6 +194,15 @@ type Calibrator struct {
 func NewCalibrator(cfg CalibratorConfig) (*Calibrator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Errors == ErrorsMin {
+		alt := cfg
+		alt.Errors = ErrorsRatio
+		a, _ := NewCalibrator(alt)
+		cfg.Errors = ErrorsAdditive
+		c, _ := NewCalibrator(cfg)
+		c.alt = a
+		return c, nil
 	}
 	return &Calibrator{cfg: cfg, ring: make([]float64, 0, cfg.Window), sorted: make([]float64, 0, cfg.Window), alpha: cfg.Budget}, nil
 }
@@ -172,6 +215,9 @@ var ErrNoForecast = errors.New("forecast or actual missing")
 func (c *Calibrator) AddError(actual, forecast float64) error {
 	if !potFinite(actual) || !potFinite(forecast) || actual < 0 || forecast < 0 {
 		return fmt.Errorf("%w: actual %v, forecast %v", ErrNoForecast, actual, forecast)
+	}
+	if c.alt != nil {
+		_ = c.alt.AddError(actual, forecast)
 	}
 	// The floor is 1 % of the typical level, so an idle stretch (0 against 0) is no error and
 	// a forecast of 0 against real load is a large but finite one.
@@ -191,6 +237,13 @@ func (c *Calibrator) AddError(actual, forecast float64) error {
 		e = actual - forecast
 	case ErrorsScaled:
 		e = (actual - forecast) / math.Max(c.level, f)
+	case ErrorsLocal:
+		a := actual - forecast
+		if c.scale == 0 {
+			c.scale = math.Abs(a)
+		}
+		e = a / math.Max(c.scale, f)
+		c.scale += (math.Abs(a) - c.scale) / float64(c.localSpan())
 	default:
 		e = math.Log(math.Max(actual, f) / math.Max(forecast, f))
 	}
@@ -206,6 +259,14 @@ func (c *Calibrator) AddError(actual, forecast float64) error {
 	}
 	c.refit()
 	return nil
+}
+
+// localSpan is LocalSpan or its default, 240 errors.
+func (c *Calibrator) localSpan() int {
+	if c.cfg.LocalSpan > 0 {
+		return c.cfg.LocalSpan
+	}
+	return 240
 }
 
 // insertSorted inserts v into the ascending s (which has room: no allocation at capacity).
@@ -274,6 +335,9 @@ func quantileSorted(s []float64, p float64) float64 {
 // Observe records whether the quantity the margin covers was exceeded at this decision (a tick
 // overloaded) and adapts α: α ← α + γ·(b − exceeded).
 func (c *Calibrator) Observe(exceeded bool) {
+	if c.alt != nil {
+		c.alt.Observe(exceeded)
+	}
 	c.observed++
 	x := 0.0
 	if exceeded {
@@ -283,6 +347,10 @@ func (c *Calibrator) Observe(exceeded bool) {
 	// α itself is not clamped (adaptive conformal inference lets it leave [0, 1]: a level
 	// below 0 asks for the widest quantile until the exceedances are paid back); only the level
 	// the quantile is read at is. Clamping α would forget exceedances and overshoot the budget.
+	if c.cfg.Spend == SpendSize {
+		c.theta = min(max(c.theta+c.cfg.Gain*(c.cfg.Budget-x), -1), 1)
+		return
+	}
 	c.alpha += c.cfg.Gain * (c.cfg.Budget - x)
 	if c.cfg.DebtLimit > 0 && c.alpha < -c.cfg.DebtLimit {
 		c.alpha = -c.cfg.DebtLimit
@@ -302,6 +370,17 @@ func (c *Calibrator) Errors() int { return len(c.sorted) }
 // Upper is the calibrated upper (1−α) quantile of what comes after forecast f (never below 0).
 // With fewer than MinErrors errors it is f·ColdMargin.
 func (c *Calibrator) Upper(f float64) float64 {
+	u := c.upper(f)
+	if c.alt != nil {
+		u = math.Min(u, c.alt.upper(f))
+	}
+	if c.cfg.Spend == SpendSize {
+		return u * math.Exp(-c.theta)
+	}
+	return u
+}
+
+func (c *Calibrator) upper(f float64) float64 {
 	if len(c.sorted) < c.cfg.MinErrors {
 		return f * c.cfg.ColdMargin
 	}
@@ -311,6 +390,8 @@ func (c *Calibrator) Upper(f float64) float64 {
 		return math.Max(0, f+q)
 	case ErrorsScaled:
 		return math.Max(0, f+q*c.level)
+	case ErrorsLocal:
+		return math.Max(0, f+q*math.Max(c.scale, c.floor))
 	}
 	return f * math.Exp(q)
 }

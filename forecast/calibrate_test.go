@@ -173,3 +173,103 @@ func TestCalibratorDebtLimit(t *testing.T) {
 		t.Fatal("a negative debt limit was accepted")
 	}
 }
+
+// TestCalibratorLocalScale: under ErrorsLocal the margin follows the recent size of the errors:
+// after a long quiet stretch (errors of ±1) it is a few cores; after a stretch of errors of ±10
+// it is ten times that, though the kept normalised errors are alike.
+func TestCalibratorLocalScale(t *testing.T) {
+	cfg := DefaultCalibratorConfig()
+	cfg.Gain, cfg.Errors, cfg.LocalSpan = 0, ErrorsLocal, 60
+	c, err := NewCalibrator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	feed := func(sd float64) {
+		for range 2000 {
+			if err := c.AddError(100+sd*rng.NormFloat64(), 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	feed(1)
+	quiet := c.Upper(100) - 100
+	feed(10)
+	loud := c.Upper(100) - 100
+	if !(quiet > 1 && quiet < 5) {
+		t.Errorf("quiet margin %v cores, want a few (errors ±1)", quiet)
+	}
+	if r := loud / quiet; r < 7 || r > 13 {
+		t.Errorf("loud margin %v is %v× the quiet %v, want ≈ 10×", loud, r, quiet)
+	}
+	cfg.LocalSpan = -1
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "local_span") {
+		t.Errorf("local_span -1: %v, want an error naming local_span", err)
+	}
+}
+
+// TestCalibratorMin: ErrorsMin answers the smaller of the additive and the ratio quantile. With
+// errors of ±5 cores at a level of 100, the additive margin is the same at any forecast and the
+// ratio one scales with it: at a forecast of 10 the ratio quantile is the smaller, at 1 000 the
+// additive one.
+func TestCalibratorMin(t *testing.T) {
+	mk := func(errs string) *Calibrator {
+		cfg := DefaultCalibratorConfig()
+		cfg.Gain, cfg.Errors = 0, errs
+		c, err := NewCalibrator(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	m, a, r := mk(ErrorsMin), mk(ErrorsAdditive), mk(ErrorsRatio)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 2000 {
+		x := 100 + 5*rng.NormFloat64()
+		for _, c := range []*Calibrator{m, a, r} {
+			if err := c.AddError(x, 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, f := range []float64{10, 1000} {
+		want := math.Min(a.Upper(f), r.Upper(f))
+		if got := m.Upper(f); got != want {
+			t.Errorf("forecast %v: min quantile %v, want min(additive %v, ratio %v)", f, got, a.Upper(f), r.Upper(f))
+		}
+	}
+	if !(r.Upper(10) < a.Upper(10) && a.Upper(1000) < r.Upper(1000)) {
+		t.Errorf("the two sides do not cross: additive %v/%v, ratio %v/%v", a.Upper(10), a.Upper(1000), r.Upper(10), r.Upper(1000))
+	}
+}
+
+// TestCalibratorSpendSize: under SpendSize the level stays at the budget and a run of quiet
+// observations lowers the quantile by a factor (at most e), a run of exceedances raises it.
+func TestCalibratorSpendSize(t *testing.T) {
+	cfg := DefaultCalibratorConfig()
+	cfg.Spend = SpendSize
+	c, _ := NewCalibrator(cfg)
+	for range 100 {
+		_ = c.AddError(100, 100)
+	}
+	base := c.Upper(100)
+	for range 100000 {
+		c.Observe(false)
+	}
+	if c.Alpha() != cfg.Budget {
+		t.Errorf("α = %v, want the budget %v", c.Alpha(), cfg.Budget)
+	}
+	if got, want := c.Upper(100), base/math.E; math.Abs(got-want) > 1e-9 {
+		t.Errorf("after quiet: %v, want %v (the factor at its bound e⁻¹)", got, want)
+	}
+	for range 1000 {
+		c.Observe(true)
+	}
+	if got := c.Upper(100); got <= base {
+		t.Errorf("after exceedances: %v, want above %v", got, base)
+	}
+	cfg.Spend = "pace"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "spend") {
+		t.Errorf("spend pace: %v, want an error naming spend", err)
+	}
+}

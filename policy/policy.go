@@ -153,7 +153,16 @@ type Config struct {
 	// at t + lead: PathLinear (default, "") interpolates, PathMax takes the larger point (robust
 	// to demand that jumps at the samples). Measured out of sample (docs/results-budget.md).
 	PathBetween string
-	Logger      *slog.Logger
+	// AnchorSpan, when positive, smooths the budget policy's anchor: the offset between the
+	// nowcast and the path is an exponential mean over this time rather than the last tick's,
+	// so a nowcast that overshoots a jump for a few ticks does not move the whole path. Measured
+	// out of sample (docs/results-budget.md).
+	AnchorSpan time.Duration
+	// ScoreLate judges the budget policy's forecasts and its exceedances against the
+	// observation half a window later (a centred mean, which cannot overshoot) instead of the
+	// nowcast when they come due. Measured out of sample (docs/results-budget.md).
+	ScoreLate bool
+	Logger    *slog.Logger
 }
 
 // PathBetween values of Config.PathBetween.
@@ -244,6 +253,9 @@ func (c Config) Validate() error {
 		}
 		if c.PathBetween != "" && c.PathBetween != PathLinear && c.PathBetween != PathMax {
 			return fmt.Errorf("budget: path between must be %q or %q, got %q", PathLinear, PathMax, c.PathBetween)
+		}
+		if c.AnchorSpan < 0 {
+			return fmt.Errorf("budget: anchor span must not be negative, got %v", c.AnchorSpan)
 		}
 		if c.NowcastSpan < 0 {
 			return fmt.Errorf("budget: nowcast span must not be negative, got %v", c.NowcastSpan)
@@ -792,10 +804,19 @@ type tickBudget struct {
 	prev    time.Time
 	prevObs float64
 	fu, fd  float64
+	off     float64 // the smoothed anchor (Config.AnchorSpan)
+	offOK   bool
+	ready   []readyAt // ScoreLate: the ready count over the last half window
+}
+
+type readyAt struct {
+	t     time.Time
+	ready int32
 }
 
 type pendingForecast struct {
 	due      time.Time
+	from     time.Time // ScoreLate: down forecasts see observations of demand from here on
 	forecast float64
 	seen     float64 // down: the largest observation since the forecast was made
 }
@@ -869,7 +890,20 @@ func (r *Runner) tickBudget(obs Observation) {
 		}
 	}
 	tb.prev, tb.prevObs = obs.Time, obs.Demand
-	exceeded := scaling.Overloaded(d, r.cfg.Params.Budget.SLAUtilization, obs.Ready, r.cfg.Request)
+	// What the forecasts and the exceedances are judged on: the nowcast now, or (ScoreLate) the
+	// observation as the demand half a window ago, with the ready count of then.
+	actual, judged, ready := d, obs.Time, obs.Ready
+	if r.cfg.ScoreLate && r.cfg.ObservationWindow > 0 {
+		actual, judged = obs.Demand, obs.Time.Add(-r.cfg.ObservationWindow/2)
+		tb.ready = append(tb.ready, readyAt{obs.Time, obs.Ready})
+		k := 0
+		for k+1 < len(tb.ready) && !tb.ready[k+1].t.After(judged) {
+			k++
+		}
+		tb.ready = tb.ready[k:]
+		ready = tb.ready[0].ready
+	}
+	exceeded := scaling.Overloaded(actual, r.cfg.Params.Budget.SLAUtilization, ready, r.cfg.Request)
 	if !(exceeded && obs.Current >= r.cfg.Params.MaxReplicas) {
 		r.calUp.Observe(exceeded)
 		r.calDown.Observe(exceeded)
@@ -877,18 +911,20 @@ func (r *Runner) tickBudget(obs Observation) {
 	// Score what has come due.
 	n := 0
 	for _, p := range tb.up {
-		if p.due.After(obs.Time) {
+		if p.due.After(judged) {
 			tb.up[n] = p
 			n++
 			continue
 		}
-		_ = r.calUp.AddError(d, p.forecast)
+		_ = r.calUp.AddError(actual, p.forecast)
 	}
 	tb.up = tb.up[:n]
 	n = 0
 	for _, p := range tb.down {
-		p.seen = math.Max(p.seen, d)
-		if p.due.After(obs.Time) {
+		if !judged.Before(p.from) {
+			p.seen = math.Max(p.seen, actual)
+		}
+		if p.due.After(judged) {
 			tb.down[n] = p
 			n++
 			continue
@@ -908,6 +944,13 @@ func (r *Runner) tickBudget(obs Observation) {
 	default:
 		off = d - tb.at(obs.Time)
 	}
+	if r.cfg.AnchorSpan > 0 {
+		if !tb.offOK {
+			tb.off, tb.offOK = off, true
+		}
+		tb.off += (off - tb.off) * min(1, float64(dt)/float64(r.cfg.AnchorSpan))
+		off = tb.off
+	}
 	upAt := obs.Time.Add(tb.lead)
 	at := tb.at
 	if r.cfg.PathBetween == PathMax {
@@ -917,7 +960,7 @@ func (r *Runner) tickBudget(obs Observation) {
 	fd := math.Max(0, tb.maxOver(obs.Time, obs.Time.Add(tb.lead+tb.hold))+off)
 	fd = math.Max(fd, fu)
 	tb.up = append(tb.up, pendingForecast{due: upAt.Add(dt), forecast: fu})
-	tb.down = append(tb.down, pendingForecast{due: obs.Time.Add(tb.lead + tb.hold), forecast: fd, seen: math.Inf(-1)})
+	tb.down = append(tb.down, pendingForecast{due: obs.Time.Add(tb.lead + tb.hold), from: obs.Time, forecast: fd, seen: math.Inf(-1)})
 	b := &r.budget
 	b.Exceeded, b.Observed = r.calUp.Exceeded()
 	b.Alpha = r.calUp.Alpha()

@@ -486,3 +486,70 @@ func TestBudgetPathBetween(t *testing.T) {
 		t.Fatal("an unknown path reading was accepted")
 	}
 }
+
+// TestBudgetAnchorSpan: one tick whose observation jumps by 20 cores moves the path anchored at
+// the last tick's nowcast by the whole nowcast; smoothed over 5 minutes, by 15 s / 5 min of it.
+func TestBudgetAnchorSpan(t *testing.T) {
+	moved := map[time.Duration]float64{}
+	for _, span := range []time.Duration{0, 5 * time.Minute} {
+		r := newRunner(t, "naive-budget", func(c *Config) {
+			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+			c.AnchorSpan = span
+		})
+		var before, after float64
+		for i := range 1000 {
+			d := 10.0
+			if i == 999 {
+				d = 30
+			}
+			res, err := r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: d, Current: 40, Ready: 40})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, after = after, res.Budget.Forecast
+		}
+		moved[span] = after - before
+	}
+	// The nowcast of the jump is 30 + 20·(30 s / 15 s) = 70: 60 above the path at 10.
+	if math.Abs(moved[0]-60) > 1e-9 {
+		t.Errorf("unsmoothed: the forecast moved %v, want 60", moved[0])
+	}
+	if want := 60 * 0.05; math.Abs(moved[5*time.Minute]-want) > 1e-9 {
+		t.Errorf("smoothed over 5m: the forecast moved %v, want %v", moved[5*time.Minute], want)
+	}
+	cfg := DefaultConfig(Spec{Name: "budget", Algorithm: "budget", Model: "naive", Load: LoadBudget})
+	cfg.AnchorSpan = -time.Second
+	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "anchor span") {
+		t.Errorf("a negative anchor span: %v", err)
+	}
+}
+
+// TestBudgetScoreLate: an observation that rises by half a core, to 35.5 cores on 40 pods at
+// u_sla 0.9 (36 cores), is an exceedance of the nowcast (35.5 + 2·0.5 = 36.5) and none of the
+// observation judged half a window later.
+func TestBudgetScoreLate(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		r := newRunner(t, "naive-budget", func(c *Config) {
+			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+			c.ScoreLate = late
+		})
+		var res Result
+		for i := range 100 {
+			d := 35.0
+			if i >= 50 {
+				d = 35.5
+			}
+			var err error
+			if res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: d, Current: 40, Ready: 40}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := 1
+		if late {
+			want = 0
+		}
+		if res.Budget.Exceeded != want {
+			t.Errorf("score late %v: %d exceedances, want %d", late, res.Budget.Exceeded, want)
+		}
+	}
+}

@@ -39,6 +39,14 @@ type run struct {
 	Overload      float64 `json:"overload_fraction"`
 	ActionsPerDay float64 `json:"actions_per_day"`
 	MeanReplicas  float64 `json:"mean_replicas"`
+	Cost          float64 `json:"cost"`
+}
+
+// point is one fixed HPA target of a trace's cost-at-equal-overload frontier.
+type point struct {
+	Target   float64 `json:"target"`
+	Cost     float64 `json:"cost"`
+	Overload float64 `json:"overload_fraction"`
 }
 
 type traceResult struct {
@@ -47,6 +55,7 @@ type traceResult struct {
 	Unavoidable float64 `json:"unavoidable_overload"`
 	OracleFR    float64 `json:"oracle_frontier_ratio"`
 	Runs        []run   `json:"runs"`
+	Frontier    []point `json:"frontier"`
 }
 
 func (t traceResult) run(p string) (run, bool) {
@@ -343,6 +352,7 @@ func write(w io.Writer, res results, halves map[string][]string, names []string,
 		}
 	}
 	bands(w, res, halves, marks)
+	fixedTarget(w, res["default"], halves, budget, marks)
 	decomposition(w, res["yardstick"], halves, marks)
 }
 
@@ -550,4 +560,109 @@ func decomposition(w io.Writer, res map[string]map[string]traceResult, halves ma
 		}
 		p("%s\n", row)
 	}
+}
+
+// fixedTarget is the yardstick a team without hindsight has: the fixed HPA target chosen on one
+// half — the largest (cheapest) target of the sweep whose median avoidable overload there is
+// within the budget — run on the other half's traces, beside budget at the same budget.
+// frontier_ratio compares budget with the best target of each trace chosen in hindsight; this
+// compares it with the target a team would have picked on other load.
+func fixedTarget(w io.Writer, res map[string]map[string]traceResult, halves map[string][]string, budget float64, marks map[string]bool) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	other := map[string]string{"A": "B", "B": "A"}
+	p("\n### A fixed HPA target chosen on the other half (no hindsight)\n\n")
+	p("`frontier_ratio` compares budget with the best fixed target of each trace, chosen in hindsight. A team picks one target on the load it has seen: here the largest target of the sweep whose median avoidable overload on one half is within the budget (%g %%), run on the other half. Cells are avoidable overload ÷ the budget (in the 0.5–1.5× band or not) and budget's cost ÷ that target's cost.\n\n", 100*budget)
+	p("| demand | chosen on | target | traces of the other half in the band: target / budget | per trace: overload ÷ budget, target / budget; budget's cost ÷ target's |\n|---|---|---:|---:|---|\n")
+	for _, d := range demands {
+		ts := res[d]
+		if ts == nil {
+			continue
+		}
+		for _, h := range []string{"A", "B"} {
+			target, ok := chooseTarget(ts, halves[h], budget)
+			if !ok {
+				p("| %s | %s | none | | (no target of the sweep keeps the median within the budget) |\n", d, h)
+				continue
+			}
+			in, inB, n := 0, 0, 0
+			var cells []string
+			for _, name := range halves[other[h]] {
+				t, ok := ts[name]
+				if !ok {
+					continue
+				}
+				pt, ok1 := t.at(target)
+				r, ok2 := t.run("budget")
+				if !ok1 || !ok2 {
+					continue
+				}
+				n++
+				o, ob := math.Max(0, pt.Overload-t.Unavoidable)/budget, avoidable(t, r)/budget
+				if o >= 0.5 && o <= 1.5 {
+					in++
+				}
+				if ob >= 0.5 && ob <= 1.5 {
+					inB++
+				}
+				cells = append(cells, fmt.Sprintf("%s%s %.2f / %.2f; %s", short(name), mark(marks, name), o, ob, f3(r.Cost/pt.Cost)))
+			}
+			p("| %s | %s | %.2f | %d / %d of %d | %s |\n", d, h, target, in, inB, n, strings.Join(cells, "<br>"))
+		}
+	}
+}
+
+// chooseTarget is the largest target whose median avoidable overload over half is within budget.
+func chooseTarget(ts map[string]traceResult, half []string, budget float64) (float64, bool) {
+	var targets []float64
+	for _, name := range half {
+		if t, ok := ts[name]; ok {
+			for _, pt := range t.Frontier {
+				if !contains64(targets, pt.Target) {
+					targets = append(targets, pt.Target)
+				}
+			}
+		}
+	}
+	sort.Float64s(targets)
+	best, found := 0.0, false
+	for _, x := range targets {
+		var o []float64
+		for _, name := range half {
+			if t, ok := ts[name]; ok {
+				if pt, ok := t.at(x); ok {
+					o = append(o, math.Max(0, pt.Overload-t.Unavoidable))
+				}
+			}
+		}
+		if len(o) > 0 && median(o) <= budget {
+			best, found = x, true
+		}
+	}
+	return best, found
+}
+
+func (t traceResult) at(target float64) (point, bool) {
+	for _, pt := range t.Frontier {
+		if pt.Target == target {
+			return pt, true
+		}
+	}
+	return point{}, false
+}
+
+func contains64(v []float64, x float64) bool {
+	for _, y := range v {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// short is a trace's name without its date range and period suffix, for the dense cells.
+func short(name string) string {
+	if i := strings.Index(name, "_cpumhz"); i > 0 {
+		return name[:i]
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(name, "_5min"), "_avgcpu")
 }

@@ -87,3 +87,28 @@ func TestSplice(t *testing.T) {
 		t.Fatalf("spliced file:\n%s", got)
 	}
 }
+
+// TestChooseTarget: the target chosen without hindsight is the largest whose median avoidable
+// overload over the half is within the budget; the unavoidable share does not count, and no
+// target is chosen when none qualifies.
+func TestChooseTarget(t *testing.T) {
+	tr := func(unavoidable float64, over ...float64) traceResult {
+		r := traceResult{Unavoidable: unavoidable}
+		for i, o := range over {
+			r.Frontier = append(r.Frontier, point{Target: 0.5 + 0.1*float64(i), Cost: 10 - float64(i), Overload: o})
+		}
+		return r
+	}
+	ts := map[string]traceResult{
+		"a": tr(0, 0.001, 0.005, 0.02),
+		"b": tr(0, 0.002, 0.008, 0.03),
+		"c": tr(0.05, 0.051, 0.055, 0.09), // 0.1 %, 0.5 %, 4 % avoidable
+	}
+	got, ok := chooseTarget(ts, []string{"a", "b", "c"}, 0.01)
+	if !ok || math.Abs(got-0.6) > 1e-9 {
+		t.Fatalf("chose %v (%v), want 0.6: medians 0.2 %%, 0.5 %%, 3 %%", got, ok)
+	}
+	if _, ok := chooseTarget(ts, []string{"a", "b", "c"}, 0.0001); ok {
+		t.Fatal("chose a target although every median is above a budget of 0.01 %")
+	}
+}
