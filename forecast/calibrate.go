@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 )
 
 // This file is the model side of the overload-budget policy (METHOD §9): a forecast's own
@@ -84,6 +85,12 @@ type CalibratorConfig struct {
 	// target spends it. Measured out of sample (docs/results-budget.md); not a configuration
 	// field.
 	Spend string `yaml:"-" json:"spend,omitempty"`
+	// Buckets, when positive, conditions the quantile on the time of day: the errors are also
+	// kept per 24h/Buckets slot of the day they refer to (Window of them per slot), and the
+	// quantile of a forecast is read from its slot's errors once the slot has MinErrors (the
+	// level α stays one). Measured out of sample (docs/results-budget.md); not a configuration
+	// field.
+	Buckets int `yaml:"-" json:"buckets,omitempty"`
 }
 
 // Spend values of CalibratorConfig.Spend.
@@ -126,6 +133,9 @@ func (c CalibratorConfig) Validate() error {
 	}
 	if c.Spend != "" && c.Spend != SpendLevel && c.Spend != SpendSize {
 		bad(fmt.Errorf("spend must be %q or %q, got %q", SpendLevel, SpendSize, c.Spend))
+	}
+	if c.Buckets < 0 || c.Buckets > 1440 {
+		bad(fmt.Errorf("buckets must be in [0, 1440], got %d", c.Buckets))
 	}
 	if c.LocalSpan < 0 {
 		bad(fmt.Errorf("local_span must not be negative, got %d", c.LocalSpan))
@@ -175,8 +185,10 @@ type Calibrator struct {
 	next   int
 	sorted []float64 // the same errors, ascending
 	alpha  float64
-	theta  float64 // SpendSize: the quantile is lowered by exp(−θ)
-	alt    *Calibrator // ErrorsMin: the ratio side (this one is additive)
+	theta  float64       // SpendSize: the quantile is lowered by exp(−θ)
+	alt    *Calibrator   // ErrorsMin: the ratio side (this one is additive)
+	slots  []*Calibrator // Buckets: the errors per slot of the day
+	slot   int           // the slot At chose
 	// The POT fit of the sorted errors over their (1−τ) quantile: level t, GPD(ξ, σ), share nt/n.
 	potOK         bool
 	potT, xi, sig float64
@@ -204,7 +216,30 @@ func NewCalibrator(cfg CalibratorConfig) (*Calibrator, error) {
 		c.alt = a
 		return c, nil
 	}
-	return &Calibrator{cfg: cfg, ring: make([]float64, 0, cfg.Window), sorted: make([]float64, 0, cfg.Window), alpha: cfg.Budget}, nil
+	c := &Calibrator{cfg: cfg, ring: make([]float64, 0, cfg.Window), sorted: make([]float64, 0, cfg.Window), alpha: cfg.Budget, slot: -1}
+	if cfg.Buckets > 0 {
+		sub := cfg
+		sub.Buckets = 0
+		for range cfg.Buckets {
+			s, _ := NewCalibrator(sub)
+			c.slots = append(c.slots, s)
+		}
+	}
+	return c, nil
+}
+
+// At sets the time of day the next AddError refers to and the next Upper is for (Buckets);
+// without buckets it does nothing.
+func (c *Calibrator) At(t time.Time) {
+	if len(c.slots) == 0 {
+		return
+	}
+	day := 24 * time.Hour
+	since := time.Duration(t.UnixNano()) % day
+	if since < 0 {
+		since += day
+	}
+	c.slot = int(since * time.Duration(len(c.slots)) / day)
 }
 
 // ErrNoForecast is returned by AddError for a forecast or an actual that is not a finite
@@ -218,6 +253,9 @@ func (c *Calibrator) AddError(actual, forecast float64) error {
 	}
 	if c.alt != nil {
 		_ = c.alt.AddError(actual, forecast)
+	}
+	if c.slot >= 0 && c.slot < len(c.slots) {
+		_ = c.slots[c.slot].AddError(actual, forecast)
 	}
 	// The floor is 1 % of the typical level, so an idle stretch (0 against 0) is no error and
 	// a forecast of 0 against real load is a large but finite one.
@@ -381,6 +419,11 @@ func (c *Calibrator) Upper(f float64) float64 {
 }
 
 func (c *Calibrator) upper(f float64) float64 {
+	if c.slot >= 0 && c.slot < len(c.slots) && len(c.slots[c.slot].sorted) >= c.cfg.MinErrors {
+		s := c.slots[c.slot]
+		s.alpha = c.alpha
+		return s.upper(f)
+	}
 	if len(c.sorted) < c.cfg.MinErrors {
 		return f * c.cfg.ColdMargin
 	}

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCalibratorMarginGaussian: with log-normal errors of σ = 0.1 and α fixed at b = 1 %, the
@@ -271,5 +272,43 @@ func TestCalibratorSpendSize(t *testing.T) {
 	cfg.Spend = "pace"
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "spend") {
 		t.Errorf("spend pace: %v, want an error naming spend", err)
+	}
+}
+
+// TestCalibratorBuckets: with the errors kept per hour of the day, a forecast for 03:00, the
+// hour whose errors are ±10 cores, gets a margin about ten times that of one for 15:00 (±1);
+// one pool gives both the same.
+func TestCalibratorBuckets(t *testing.T) {
+	day := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	margins := func(buckets int) (night, day3pm float64) {
+		cfg := DefaultCalibratorConfig()
+		cfg.Gain, cfg.Buckets = 0, buckets
+		c, err := NewCalibrator(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(9, 10))
+		for i := range 4 * 24 * 240 { // four days of 15 s ticks
+			at := day.Add(time.Duration(i) * 15 * time.Second)
+			sd := 1.0
+			if at.Hour() == 3 {
+				sd = 10
+			}
+			c.At(at)
+			if err := c.AddError(100+sd*rng.NormFloat64(), 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.At(day.Add(3*time.Hour + 30*time.Minute))
+		night = c.Upper(100) - 100
+		c.At(day.Add(15 * time.Hour))
+		return night, c.Upper(100) - 100
+	}
+	n, d := margins(24)
+	if r := n / d; r < 7 || r > 13 {
+		t.Errorf("24 buckets: margin at 03:30 %v, at 15:00 %v (%v×), want ≈ 10×", n, d, r)
+	}
+	if n, d := margins(0); n != d {
+		t.Errorf("one pool: margins %v and %v, want equal", n, d)
 	}
 }

@@ -916,6 +916,7 @@ func (r *Runner) tickBudget(obs Observation) {
 			n++
 			continue
 		}
+		r.calUp.At(p.due)
 		_ = r.calUp.AddError(actual, p.forecast)
 	}
 	tb.up = tb.up[:n]
@@ -929,6 +930,7 @@ func (r *Runner) tickBudget(obs Observation) {
 			n++
 			continue
 		}
+		r.calDown.At(p.due)
 		_ = r.calDown.AddError(p.seen, p.forecast)
 	}
 	tb.down = tb.down[:n]
@@ -966,6 +968,8 @@ func (r *Runner) tickBudget(obs Observation) {
 	b.Alpha = r.calUp.Alpha()
 	b.Errors = r.calUp.Errors()
 	b.Forecast = fu
+	r.calUp.At(upAt)
+	r.calDown.At(upAt)
 	b.Quantile = r.calUp.Upper(fu)
 	if r.cfg.DownGate == DownGateLead {
 		b.QuantileDown = math.Max(r.calUp.Upper(fd), b.Quantile)

@@ -244,6 +244,7 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.int("budget.error-window", "Forecast errors kept (one per tick under --budget.scoring tick, per sample otherwise).", &c.Window)
 	f.float("budget.debt-limit", "Bound on the calibration debt: the level α is kept at or above −debt-limit (0: unbounded). Backtest only.", &c.DebtLimit)
 	f.str("budget.spend", "How the calibration spends the budget: level (the quantile's level α, adaptive conformal inference) or size (α at the budget, a factor on the quantile). Backtest only.", &c.Spend)
+	f.int("budget.buckets", "Condition the quantile on the time of day: errors kept per 24h/buckets slot (0: one pool). Backtest only.", &c.Buckets)
 	f.int("budget.local-span", "Errors whose mean absolute value is the local scale of --budget.errors local (0: 240, 1 h of 15 s ticks). Backtest only.", &c.LocalSpan)
 	f.str("budget.down-gate", "Scale-down gate: hold (the hold window's own calibrated quantile) or lead (the largest forecast over lead + hold with the lead-time margin). Backtest only.", &o.DownGate)
 	f.str("budget.anchor", "Where the forecast path is anchored at each tick: nowcast (the observation plus half a window of its trend), observed, or path (not anchored). Backtest only.", &o.Anchor)
