@@ -188,16 +188,8 @@ func Run(ctx context.Context, o Options, deliver func(Update)) error {
 func served(d discovery.DiscoveryInterface) bool { return servedResource(d, Resource) }
 
 func servedResource(d discovery.DiscoveryInterface, gvr schema.GroupVersionResource) bool {
-	list, err := d.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
-	if err != nil {
-		return false
-	}
-	for _, r := range list.APIResources {
-		if r.Name == gvr.Resource {
-			return true
-		}
-	}
-	return false
+	ok, _ := kube.Served(d, gvr)
+	return ok
 }
 
 // tidalWatch is the Tidal cache of the StateTrigger objects: informers in the watched

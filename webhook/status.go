@@ -264,16 +264,8 @@ func (w *statusWriter) run(ctx context.Context) error {
 var esResource = esv1.SchemeGroupVersion.WithResource("elasticscalers")
 
 func servesElasticScalers(d discovery.DiscoveryInterface) bool {
-	list, err := d.ServerResourcesForGroupVersion(esv1.SchemeGroupVersion.String())
-	if err != nil {
-		return false
-	}
-	for _, r := range list.APIResources {
-		if r.Name == "elasticscalers" {
-			return true
-		}
-	}
-	return false
+	ok, _ := kubepkg.Served(d, esResource)
+	return ok
 }
 
 // object is one ElasticScaler from the cache.
