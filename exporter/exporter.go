@@ -294,14 +294,10 @@ type reloader struct {
 // withObjects is the file's configuration with the objects' valid policies (when the watch
 // runs and the file still enables it); each rejected object is logged.
 func (r *reloader) withObjects(file *config.Config) *config.Config {
-	if !r.watching || !file.Global.ElasticScalers.Enabled {
+	if !r.watching {
 		return file
 	}
-	cfg, errs := file.WithPolicies(r.objects)
-	for _, err := range errs {
-		r.log.Error("ElasticScaler rejected; its policy does not run", "err", err)
-	}
-	return cfg
+	return scalersource.WithPolicies(file, r.objects, r.log)
 }
 
 // applyObjects puts the policies of a new set of ElasticScalers in force beside the file's,
@@ -309,9 +305,7 @@ func (r *reloader) withObjects(file *config.Config) *config.Config {
 // rebuilt, new ones added and those of deleted objects removed.
 func (r *reloader) applyObjects(u scalersource.Update) {
 	r.objects = u.Policies
-	for _, err := range u.Errors {
-		r.log.Error("ElasticScaler rejected; its policy does not run", "err", err)
-	}
+	scalersource.LogRejected(r.log, u.Errors)
 	cfg := r.withObjects(r.file)
 	policies := r.opts.Shard.Select(cfg.Policies)
 	st, err := r.e.apply(cfg, policies, nil)

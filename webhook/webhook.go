@@ -335,14 +335,10 @@ func loadConfig(file string, logger *slog.Logger) ([]byte, *config.Config, error
 // withObjects is the file's configuration with the objects' valid policies (when the watch runs
 // and the file still enables it); each rejected object is logged.
 func (s *Server) withObjects(file *config.Config) *config.Config {
-	if !s.watchingScalers || !file.Global.ElasticScalers.Enabled {
+	if !s.watchingScalers {
 		return file
 	}
-	cfg, errs := file.WithPolicies(s.objects)
-	for _, err := range errs {
-		s.logger.Error("ElasticScaler rejected; its policy does not run", "err", err)
-	}
-	return cfg
+	return scalersource.WithPolicies(file, s.objects, s.logger)
 }
 
 // applyObjects puts a new set of ElasticScalers' policies in force beside the file's, as a
@@ -351,9 +347,7 @@ func (s *Server) applyObjects(u scalersource.Update) {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	s.objects = u.Policies
-	for _, err := range u.Errors {
-		s.logger.Error("ElasticScaler rejected; its policy does not run", "err", err)
-	}
+	scalersource.LogRejected(s.logger, u.Errors)
 	old := s.current.Load()
 	cfg := s.withObjects(old.file)
 	g, err := s.build(old.raw, cfg)
