@@ -128,7 +128,7 @@ policies:
 	reg := prometheus.NewRegistry()
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	srv := newServer(t, Options{ConfigFile: cfgFile, Querier: f, Listener: l, RestConfig: rc}, logger, reg)
 	go func() { done <- srv.Run(rctx) }()

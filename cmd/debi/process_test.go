@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -10,24 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/debi-scaler/debi/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer safe for the logger's writes and the test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestSIGHUPReloads runs `debi exporter` and `debi webhook` as main runs them (their flags,
 // their registry, the process's signals), with a Prometheus and an API server that do not
@@ -66,7 +53,7 @@ func TestSIGHUPReloads(t *testing.T) {
 			addr := l.Addr().String()
 			l.Close()
 
-			var out, logs syncBuffer
+			var out, logs testenv.Buffer
 			app, _, actions := newApp(&out, &out)
 			cmd, err := app.Parse([]string{tc.cmd, "--config.file=" + cfgFile, "--kubeconfig=" + kubeconfig, "--web.listen-address=" + addr})
 			if err != nil {
