@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -91,7 +90,7 @@ func elasticScaler(ns, name, target string, maxReplicas int) *unstructured.Unstr
 
 // TestExporterElasticScalers: with global.elastic_scalers on, a running exporter picks up an
 // ElasticScaler created at run time, rebuilds its policy when maxReplicas changes, keeps it
-// across a SIGHUP reload, and drops its series when the object is deleted; an invalid object is
+// across a reload, and drops its series when the object is deleted; an invalid object is
 // rejected without touching the others.
 func TestExporterElasticScalers(t *testing.T) {
 	began := time.Now()
@@ -129,11 +128,10 @@ policies:
 	reg := prometheus.NewRegistry()
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
-	go func() {
-		done <- Run(rctx, Options{ConfigFile: cfgFile, Querier: f, Listener: l, RestConfig: rc}, logger, reg)
-	}()
+	srv := newServer(t, Options{ConfigFile: cfgFile, Querier: f, Listener: l, RestConfig: rc}, logger, reg)
+	go func() { done <- srv.Run(rctx) }()
 	defer func() {
 		stop()
 		select {
@@ -219,12 +217,12 @@ policies:
 		t.Fatalf("log lacks %s:\n%s", want, logs.String())
 	}
 
-	// SIGHUP: the file is loaded again and the object's policy stays.
-	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-		t.Fatal(err)
+	// Reload (SIGHUP): the file is loaded again and the object's policy stays.
+	if err := srv.Reload(); err != nil {
+		t.Fatalf("Reload: %v", err)
 	}
 	time.Sleep(time.Second)
-	waitFor("the object's policy after SIGHUP", func(b string) bool {
+	waitFor("the object's policy after Reload", func(b string) bool {
 		return strings.Contains(b, `debi_exporter_config_last_reload_successful 1`) &&
 			strings.Contains(b, `debi_policy_max_replicas{namespace="ai-inference",`+policy+`,workload="vllm",workload_type="deployment"} 3`) &&
 			strings.Contains(b, `policy="web"`)

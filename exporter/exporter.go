@@ -15,11 +15,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
-	"os/signal"
 	"reflect"
 	"strings"
-	"syscall"
 	"time"
 
 	kingpin "github.com/alecthomas/kingpin/v2"
@@ -66,7 +63,7 @@ type Options struct {
 
 // RegisterFlags declares the exporter's flags on cmd (`debi exporter`) and returns the options
 // they fill when the command line is parsed. --log.level and --log.format belong to the
-// application, which builds the one *slog.Logger it passes to Run.
+// application, which builds the one *slog.Logger it passes to NewServer.
 func RegisterFlags(cmd *kingpin.CmdClause) *Options {
 	o := &Options{}
 	cmd.Flag("config.file", "debi configuration file; reloaded on SIGHUP and POST|PUT /-/reload.").Default("debi.yml").StringVar(&o.ConfigFile)
@@ -78,12 +75,28 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Options {
 	return o
 }
 
-// Run loads the configuration, checks every query once (a policy whose query is at fault is
-// marked failed; the others run), and runs the HTTP server, the loop and the configuration
-// reloader (SIGHUP, POST /-/reload) in a run group until ctx is done (then it returns nil) or one
-// of them fails. Metrics are registered with reg; /metrics serves reg when it is also a
-// prometheus.Gatherer (a *prometheus.Registry), otherwise prometheus.DefaultGatherer.
-func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.Registerer) error {
+// Server is the exporter of one process: the loop of the policies it runs (its shard of the
+// file's and, with global.elastic_scalers, the ElasticScalers'), the configuration reloader and
+// the HTTP endpoints. cmd/debi owns the process around it: the flags, client-go's klog, the
+// registry and the signals (SIGHUP calls Reload).
+type Server struct {
+	opts     Options
+	logger   *slog.Logger
+	e        *Exporter
+	r        *reloader
+	gatherer prometheus.Gatherer
+	reg      prometheus.Registerer
+	// globals are the file's at start-up: the ElasticScaler watch runs with them.
+	global config.Global
+	// stopped is closed when Run returns.
+	stopped chan struct{}
+}
+
+// NewServer loads the configuration and builds the exporter of its policies (opts.Shard's)
+// with its Prometheus client (opts.Querier, or global.prometheus_url's); nothing runs until Run.
+// Metrics are registered with reg; /metrics serves reg when it is also a prometheus.Gatherer
+// (a *prometheus.Registry), otherwise prometheus.DefaultGatherer.
+func NewServer(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -96,7 +109,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 	}
 	cfg, err := config.LoadFile(opts.ConfigFile)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, w := range cfg.Warnings() {
 		logger.Warn("configuration setting replaced by its default", "warning", w)
@@ -108,19 +121,16 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 	q := opts.Querier
 	if q == nil {
 		if q, err = newQuerier(cfg.Global); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := reg.Register(versioncollector.NewCollector("debi")); err != nil {
-		return err
+		return nil, err
 	}
 	e, err := New(cfg, policies, q, logger, reg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// The failed policies are marked and logged; the others run.
-	_ = e.CheckQueries(ctx, time.Now())
-
 	r := &reloader{opts: opts, e: e, log: logger, global: cfg.Global, reqs: make(chan chan error),
 		file: cfg, watching: cfg.Global.ElasticScalers.Enabled, updates: make(chan scalersource.Update)}
 	f := promauto.With(reg)
@@ -134,20 +144,30 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 	})
 	r.ok.Set(1)
 	r.last.SetToCurrentTime()
-	// Registered before serving, so that a SIGHUP from then on reloads instead of killing.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	return &Server{opts: opts, logger: logger, e: e, r: r, gatherer: gatherer, reg: reg, global: cfg.Global,
+		stopped: make(chan struct{})}, nil
+}
+
+// Run checks every query once (a policy whose query is at fault is marked failed; the others
+// run), and runs the HTTP server, the loop, the configuration reloader (Reload, POST /-/reload)
+// and, with global.elastic_scalers, the ElasticScaler watch in a run group until ctx is done
+// (then it returns nil) or one of them fails. It may be called once.
+func (s *Server) Run(ctx context.Context) error {
+	defer close(s.stopped)
+	opts, logger, e, r := s.opts, s.logger, s.e, s.r
+	// The failed policies are marked and logged; the others run.
+	_ = e.CheckQueries(ctx, time.Now())
 
 	l := opts.Listener
 	if l == nil {
+		var err error
 		if l, err = net.Listen("tcp", opts.ListenAddress); err != nil {
 			return err
 		}
 	}
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
-	srv := &http.Server{Handler: e.handler(gatherer, reg, r.handler(rctx)), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: e.handler(s.gatherer, s.reg, r.handler(rctx)), ReadHeaderTimeout: 10 * time.Second}
 
 	var g run.Group
 	{
@@ -172,8 +192,6 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 			case <-rctx.Done():
 				logger.Info("configuration reloader stopped")
 				return nil
-			case <-hup:
-				_ = r.reload() // logged and in the metrics
 			case errc := <-r.reqs:
 				errc <- r.reload()
 			case u := <-r.updates:
@@ -193,7 +211,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 		wctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error {
 			return scalersource.Run(wctx, scalersource.Options{Dynamic: dyn, Discovery: disc,
-				Namespaces: cfg.Global.ElasticScalers.Namespaces, Logger: logger.With("component", "elasticscalers")},
+				Namespaces: s.global.ElasticScalers.Namespaces, Logger: logger.With("component", "elasticscalers")},
 				func(u scalersource.Update) {
 					select {
 					case r.updates <- u:
@@ -220,6 +238,22 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 	return g.Run()
 }
 
+// errStopped is Reload's answer once Run has returned.
+var errStopped = errors.New("the exporter has stopped")
+
+// Reload loads the configuration file again and applies it between two steps, as POST
+// /-/reload does; cmd/debi calls it on SIGHUP. It waits for Run's reloader, so it returns once
+// Run runs (or has returned: errStopped).
+func (s *Server) Reload() error {
+	errc := make(chan error, 1)
+	select {
+	case s.r.reqs <- errc:
+		return <-errc
+	case <-s.stopped:
+		return errStopped
+	}
+}
+
 // newQuerier builds the Prometheus client of global.prometheus_url and global.http_config.
 func newQuerier(g config.Global) (Querier, error) {
 	if g.PrometheusURL == "" {
@@ -236,7 +270,7 @@ func newQuerier(g config.Global) (Querier, error) {
 	return v1.NewAPI(client), nil
 }
 
-// reloader loads the configuration file again on SIGHUP or POST /-/reload and applies it
+// reloader loads the configuration file again on Reload or POST /-/reload and applies it
 // between two steps (Exporter.apply). A file that does not load, or that changes what cannot
 // change while running, leaves the configuration in use as it is and says so in the log and in
 // debi_exporter_config_last_reload_successful.
@@ -260,14 +294,10 @@ type reloader struct {
 // withObjects is the file's configuration with the objects' valid policies (when the watch
 // runs and the file still enables it); each rejected object is logged.
 func (r *reloader) withObjects(file *config.Config) *config.Config {
-	if !r.watching || !file.Global.ElasticScalers.Enabled {
+	if !r.watching {
 		return file
 	}
-	cfg, errs := file.WithPolicies(r.objects)
-	for _, err := range errs {
-		r.log.Error("ElasticScaler rejected; its policy does not run", "err", err)
-	}
-	return cfg
+	return scalersource.WithPolicies(file, r.objects, r.log)
 }
 
 // applyObjects puts the policies of a new set of ElasticScalers in force beside the file's,
@@ -275,9 +305,7 @@ func (r *reloader) withObjects(file *config.Config) *config.Config {
 // rebuilt, new ones added and those of deleted objects removed.
 func (r *reloader) applyObjects(u scalersource.Update) {
 	r.objects = u.Policies
-	for _, err := range u.Errors {
-		r.log.Error("ElasticScaler rejected; its policy does not run", "err", err)
-	}
+	scalersource.LogRejected(r.log, u.Errors)
 	cfg := r.withObjects(r.file)
 	policies := r.opts.Shard.Select(cfg.Policies)
 	st, err := r.e.apply(cfg, policies, nil)

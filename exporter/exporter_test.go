@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/testenv"
 	"github.com/debi-scaler/debi/policy"
 )
 
@@ -638,7 +639,7 @@ policies:
     history: 20
     queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}
 `)
-	var logs syncBuffer
+	var logs testenv.Buffer
 	reg := prometheus.NewRegistry()
 	e, err := New(c, c.Policies, f, slog.New(slog.NewTextHandler(&logs, nil)), reg)
 	if err != nil {

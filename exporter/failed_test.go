@@ -11,6 +11,8 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/debi-scaler/debi/internal/testenv"
 )
 
 // twoCfg: two HPA policies on their own demand queries; ok is policies[0], bad policies[1].
@@ -33,11 +35,11 @@ policies:
     queries: {demand: 'demand_bad', replicas: 'replicas', ready_replicas: 'ready'}
 `
 
-func newLoggedExporter(t *testing.T, yml string, q Querier) (*Exporter, *prometheus.Registry, *syncBuffer) {
+func newLoggedExporter(t *testing.T, yml string, q Querier) (*Exporter, *prometheus.Registry, *testenv.Buffer) {
 	t.Helper()
 	c := loadConfig(t, yml)
 	reg := prometheus.NewRegistry()
-	var logs syncBuffer
+	var logs testenv.Buffer
 	e, err := New(c, c.Policies, q, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), reg)
 	if err != nil {
 		t.Fatal(err)

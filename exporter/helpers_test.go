@@ -4,17 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"sync"
 	"testing"
 	"time"
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/forecast"
 )
+
+// newServer is NewServer, as `debi exporter` calls it; the test fails when it fails.
+func newServer(t *testing.T, opts Options, logger *slog.Logger, reg prometheus.Registerer) *Server {
+	t.Helper()
+	s, err := NewServer(opts, logger, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 // testModel is a parameter-free forecaster (the last value plus the mean step of the last
 // driftSpan values, per step ahead), so that training is instant and the exporter, whose

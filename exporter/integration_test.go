@@ -214,17 +214,16 @@ policies:
 	// Let Prometheus collect some history before the exporter starts, so that the start-up
 	// range queries have something to load.
 	time.Sleep(6*time.Second - time.Since(wl.start))
-	var logBuf syncBuffer
+	var logBuf testenv.Buffer
 	// The exporter queries the real Prometheus through a recorder, so that the reference can be
 	// fed at the times the exporter observed (its start-up history and its first live step
 	// depend on when it started); the values the reference sees it queries itself.
 	rec := &recordingQuerier{Querier: prom}
 	logger := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv := newServer(t, Options{ConfigFile: cfgFile, Listener: expL, Querier: rec}, logger, prometheus.NewRegistry())
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
-	go func() {
-		runErr <- Run(ctx, Options{ConfigFile: cfgFile, Listener: expL, Querier: rec}, logger, prometheus.NewRegistry())
-	}()
+	go func() { runErr <- srv.Run(ctx) }()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("exporter log:\n%s", logBuf.String())
@@ -764,24 +763,6 @@ func checkHistoryStep(t *testing.T, prom v1.API, start, end time.Time) {
 	if errA != nil || errB != nil || math.Abs((b-a)-span/2) > 2 {
 		t.Errorf("debi_model_history_steps grew from %v to %v over %.0f s (%v %v): want one per 2 s history step", a, b, span, errA, errB)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // trimSchedule keeps the observation times the exporter published a step for: none after the

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,7 +29,7 @@ func reloadPolicy(name string, request float64, demand string) string {
 }
 
 // TestReload runs the exporter, rewrites its configuration file and reloads it with POST
-// /-/reload and SIGHUP: a file that does not load, or changes the interval, keeps the previous
+// /-/reload and Reload (SIGHUP): a file that does not load, or changes the interval, keeps the previous
 // configuration and says so in debi_exporter_config_last_reload_successful; a good one keeps the
 // unchanged policies' state, rebuilds the changed ones, starts the new ones and drops the
 // removed ones' series; a new policy whose query is ambiguous is marked failed while the others
@@ -58,9 +57,8 @@ func TestReload(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{ConfigFile: cfgFile, Querier: f, Listener: l, EnableLifecycle: true}, nil, reg)
-	}()
+	srv := newServer(t, Options{ConfigFile: cfgFile, Querier: f, Listener: l, EnableLifecycle: true}, nil, reg)
+	go func() { done <- srv.Run(ctx) }()
 
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	do := func(method string) (int, string) {
@@ -164,16 +162,16 @@ func TestReload(t *testing.T) {
 		t.Fatal("a refused reload changed the policies")
 	}
 
-	// SIGHUP, with a new policy whose demand query returns two series: it is marked failed, the
-	// others run; fresh is dropped.
+	// Reload (what `debi exporter` calls on SIGHUP), with a new policy whose demand query
+	// returns two series: it is marked failed, the others run; fresh is dropped.
 	write(head + reloadPolicy("web", 1, "demand") + reloadPolicy("api", 2, "demand") + reloadPolicy("ambiguous", 1, "demand_multi"))
-	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-		t.Fatal(err)
+	if err := srv.Reload(); err != nil {
+		t.Fatalf("Reload: %v", err)
 	}
-	waitFor("fresh dropped after SIGHUP", func() bool { _, ok := get("debi_policy_failed", "fresh"); return !ok })
+	waitFor("fresh dropped after Reload", func() bool { _, ok := get("debi_policy_failed", "fresh"); return !ok })
 	waitFor("ambiguous marked failed", func() bool { v, _ := get("debi_policy_failed", "ambiguous"); return v == 1 })
 	if global("debi_exporter_config_last_reload_successful") != 1 {
-		t.Fatal("SIGHUP reload not reported as successful")
+		t.Fatal("Reload not reported as successful")
 	}
 	webNow := steps("web")
 	waitFor("web still stepping", func() bool { return steps("web") > webNow })

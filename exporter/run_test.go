@@ -50,9 +50,8 @@ policies:
 	if !shard.Owns("web") || shard.Owns("other-shard") {
 		t.Fatal("test assumes web in shard 1/2 and other-shard not")
 	}
-	go func() {
-		done <- Run(ctx, Options{ConfigFile: cfgFile, Querier: f, Listener: l, Shard: shard}, nil, reg)
-	}()
+	srv := newServer(t, Options{ConfigFile: cfgFile, Querier: f, Listener: l, Shard: shard}, nil, reg)
+	go func() { done <- srv.Run(ctx) }()
 
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	get := func(path string) (int, string) {
@@ -109,7 +108,7 @@ func TestRunConfigError(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte("policies:\n  - name: web\n    target: {name: web}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := Run(context.Background(), Options{ConfigFile: cfgFile, Querier: &fakeQuerier{}}, nil, nil)
+	_, err := NewServer(Options{ConfigFile: cfgFile, Querier: &fakeQuerier{}}, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "policies[0].target.namespace") {
 		t.Fatalf("err = %v, want one naming policies[0].target.namespace", err)
 	}

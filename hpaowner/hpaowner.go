@@ -549,15 +549,7 @@ func ownedBy(h *autoscalingv2.HorizontalPodAutoscaler, es *esv1.ElasticScaler) b
 }
 
 // served reports whether discovery lists ElasticScalers.
-func served(kube kubernetes.Interface) bool {
-	list, err := kube.Discovery().ServerResourcesForGroupVersion(esv1.SchemeGroupVersion.String())
-	if err != nil {
-		return false
-	}
-	for _, r := range list.APIResources {
-		if r.Name == Resource.Resource {
-			return true
-		}
-	}
-	return false
+func served(k kubernetes.Interface) bool {
+	ok, _ := kube.Served(k.Discovery(), Resource)
+	return ok
 }

@@ -355,21 +355,23 @@ func TestWebhookRunsHPAOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wh, err := webhook.New(webhook.Options{ConfigFile: cfgFile, RestConfig: rc, Listener: l},
+		slog.New(slog.NewTextHandler(logTo(t), nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
 	wctx, wstop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() {
-		done <- webhook.Run(wctx, webhook.Options{ConfigFile: cfgFile, RestConfig: rc, Listener: l},
-			slog.New(slog.NewTextHandler(logTo(t), nil)), prometheus.NewRegistry())
-	}()
+	go func() { done <- wh.Run(wctx) }()
 	defer func() {
 		wstop()
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("webhook.Run = %v", err)
+				t.Errorf("webhook Run = %v", err)
 			}
 		case <-time.After(15 * time.Second):
-			t.Error("webhook.Run did not stop")
+			t.Error("webhook Run did not stop")
 		}
 	}()
 

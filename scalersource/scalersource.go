@@ -1,9 +1,9 @@
 // Package scalersource watches ElasticScaler objects (elasticscaler.io/v1alpha1) and delivers
 // the policies they translate to (config.TranslateElasticScaler) to the exporter and the webhook,
-// which run them beside the file's policies (global.elastic_scalers). With
-// Options.StateTriggers (the webhook's) it also watches Tidals (tidal.io/v1alpha1) and delivers
-// the policies of StateTrigger objects (config.TranslateStateTrigger), translated again when a
-// Tidal's spec or labels change. It reads the objects only: status conditions and events are
+// which run them beside the file's policies (global.elastic_scalers; WithPolicies merges the
+// two for both). With Options.StateTriggers (the webhook's) it also watches Tidals
+// (tidal.io/v1alpha1) and delivers the policies of StateTrigger objects
+// (config.TranslateStateTrigger), translated again when a Tidal's spec or labels change. It reads the objects only: status conditions and events are
 // written elsewhere.
 package scalersource
 
@@ -188,16 +188,8 @@ func Run(ctx context.Context, o Options, deliver func(Update)) error {
 func served(d discovery.DiscoveryInterface) bool { return servedResource(d, Resource) }
 
 func servedResource(d discovery.DiscoveryInterface, gvr schema.GroupVersionResource) bool {
-	list, err := d.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
-	if err != nil {
-		return false
-	}
-	for _, r := range list.APIResources {
-		if r.Name == gvr.Resource {
-			return true
-		}
-	}
-	return false
+	ok, _ := kube.Served(d, gvr)
+	return ok
 }
 
 // tidalWatch is the Tidal cache of the StateTrigger objects: informers in the watched
@@ -406,6 +398,27 @@ func sameUpdate(a, b Update) bool {
 		}
 	}
 	return true
+}
+
+// WithPolicies is the configuration in force of a process that runs the objects' policies beside
+// the file's (the exporter and the webhook): file with the objects' valid policies
+// (config.(*Config).WithPolicies) while file enables global.elastic_scalers, else file alone.
+// Each object it rejects is logged (LogRejected).
+func WithPolicies(file *config.Config, objects []config.ObjectPolicy, logger *slog.Logger) *config.Config {
+	if !file.Global.ElasticScalers.Enabled {
+		return file
+	}
+	cfg, errs := file.WithPolicies(objects)
+	LogRejected(logger, errs)
+	return cfg
+}
+
+// LogRejected logs each error as an object whose policy does not run: an Update's Errors, or
+// the objects the file rejects.
+func LogRejected(logger *slog.Logger, errs []error) {
+	for _, err := range errs {
+		logger.Error("ElasticScaler rejected; its policy does not run", "err", err)
+	}
 }
 
 // RestConfig is rc, or the kubeconfig found as kubectl does (kubeconfig, else $KUBECONFIG,

@@ -3,6 +3,8 @@ package scalersource
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -278,5 +280,48 @@ func TestRunStateTriggers(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestWithPolicies: the objects' policies join the file's only while the file enables
+// global.elastic_scalers; one the file rejects (its name taken by a file policy) is logged, the
+// file's policy wins.
+func TestWithPolicies(t *testing.T) {
+	web, _, err := Translate(scaler("ai", "web", 10, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clash, _, err := Translate(scaler("ai", "clash", 10, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clash.Policy.Name = "file"
+	filePolicy := "policies:\n  - {name: file, target: {namespace: ai, name: file}, algorithm: hpa, request: 1}\n"
+	load := func(s string) *config.Config {
+		t.Helper()
+		cfg, err := config.Load([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	var logs strings.Builder
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+
+	off := load(filePolicy)
+	if got := WithPolicies(off, []config.ObjectPolicy{web}, logger); got != off {
+		t.Errorf("global.elastic_scalers off: %d policies, want the file alone", len(got.Policies))
+	}
+	on := load("global: {elastic_scalers: {enabled: true}}\n" + filePolicy)
+	got := WithPolicies(on, []config.ObjectPolicy{web, clash}, logger)
+	var names []string
+	for _, p := range got.Policies {
+		names = append(names, p.Name)
+	}
+	if fmt.Sprint(names) != "[file ai.web]" || len(on.Policies) != 1 {
+		t.Errorf("policies %v (file's now %d), want [file ai.web] and the file untouched", names, len(on.Policies))
+	}
+	if !strings.Contains(logs.String(), "ElasticScaler rejected; its policy does not run") || !strings.Contains(logs.String(), "ai/clash") {
+		t.Errorf("the rejected object is not logged:\n%s", logs.String())
 	}
 }

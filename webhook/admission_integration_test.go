@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestAdmissionOnAPIServer registers the webhook (Run, over TLS) as a validating admission
+// TestAdmissionOnAPIServer registers the webhook (a Server, over TLS) as a validating admission
 // webhook of the real kube-apiserver for ElasticScaler and Tidal objects (the CRDs of
 // deploy/crds), scoped to the test's namespace: the guide's examples are created, each invalid
 // variant is refused by the API server with the webhook's field path, and kubectl's table shows
@@ -179,24 +178,9 @@ func TestAdmissionOnAPIServer(t *testing.T) {
 	}
 }
 
-// runWebhookTLS starts Run over TLS on 127.0.0.1:0 and returns its https URL.
+// runWebhookTLS starts a webhook (startWebhook) over TLS and returns its https URL.
 func runWebhookTLS(t *testing.T, opts Options) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Listener = l
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, opts, testLogger(t), prometheusRegistry()) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("Run did not stop")
-		}
-	})
-	return "https://" + l.Addr().String()
+	_, addr := startWebhook(t, opts, prometheusRegistry())
+	return "https://" + addr
 }

@@ -595,7 +595,7 @@ func (e *kubeEnv) tidalObjectStatus(t testing.TB, ns, name string, lbls, targetR
 	}
 }
 
-// TestRunTidalWatchAndLeaderElection runs the whole webhook (Run) twice against the API server:
+// TestRunTidalWatchAndLeaderElection runs the whole webhook (New, Run) twice against the API server:
 // both serve HTTP, exactly one holds the Lease and watches Tidals; a Tidal's
 // status.desiredReplicas (written through the status subresource) reaches the Deployment, a
 // pushed event to the follower too (with the bearer token; without it 401); when the leader stops,
@@ -629,11 +629,14 @@ func TestRunTidalWatchAndLeaderElection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		reg := prometheusRegistry()
+		s, err := New(Options{ConfigFile: cfgFile, Listener: l, RestConfig: e.rc}, testLogger(t), reg)
+		if err != nil {
+			t.Fatal(err)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
-		in := &inst{url: "http://" + l.Addr().String(), done: make(chan error, 1), reg: prometheusRegistry(), cancel: cancel}
-		go func() {
-			in.done <- Run(ctx, Options{ConfigFile: cfgFile, Listener: l, RestConfig: e.rc}, testLogger(t), in.reg)
-		}()
+		in := &inst{url: "http://" + l.Addr().String(), done: make(chan error, 1), reg: reg, cancel: cancel}
+		go func() { in.done <- s.Run(ctx) }()
 		insts = append(insts, in)
 	}
 	stop := func(in *inst) {

@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -44,9 +43,9 @@ func TestRegisterFlags(t *testing.T) {
 	}
 }
 
-// TestRunTLSAndToken starts Run with an exporter-toolkit web config (TLS) and a token file, with
-// an unreachable API server: it serves /healthz over TLS only, is not ready, and stops on ctx.
-// Without a token file it refuses to start.
+// TestRunTLSAndToken runs a Server with an exporter-toolkit web config (TLS) and a token file,
+// with an unreachable API server: it serves /healthz over TLS only, is not ready, and stops on
+// ctx. Without a token file New refuses it.
 func TestRunTLSAndToken(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := selfSigned(t, dir)
@@ -57,25 +56,17 @@ func TestRunTLSAndToken(t *testing.T) {
 	_ = os.WriteFile(cfgFile, []byte(base), 0o600)
 	rc := &rest.Config{Host: "https://127.0.0.1:1", Timeout: 200 * time.Millisecond}
 
-	err := Run(context.Background(), Options{ConfigFile: cfgFile, RestConfig: rc}, testLogger(t), nil)
+	_, err := New(Options{ConfigFile: cfgFile, RestConfig: rc}, testLogger(t), nil)
 	if err == nil || !strings.Contains(err.Error(), "webhook.bearer_token_file: required") {
-		t.Fatalf("Run without token = %v", err)
+		t.Fatalf("New without token = %v", err)
 	}
 
 	tokenFile := filepath.Join(dir, "token")
 	_ = os.WriteFile(tokenFile, []byte("tok\n"), 0o600)
 	_ = os.WriteFile(cfgFile, []byte(base+"  bearer_token_file: "+tokenFile+"\n"), 0o600)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, Options{ConfigFile: cfgFile, WebConfigFile: webCfg, Listener: l, RestConfig: rc}, testLogger(t), prometheusRegistry())
-	}()
+	_, addr := startWebhook(t, Options{ConfigFile: cfgFile, WebConfigFile: webCfg, RestConfig: rc}, prometheusRegistry())
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	url := "https://" + l.Addr().String()
+	url := "https://" + addr
 	poll(t, 10*time.Second, "healthz over TLS", func() bool {
 		resp, err := client.Get(url + "/healthz")
 		if err != nil {
@@ -102,17 +93,8 @@ func TestRunTLSAndToken(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	if resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + l.Addr().String() + "/healthz"); err == nil && resp.StatusCode == 200 {
+	if resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + addr + "/healthz"); err == nil && resp.StatusCode == 200 {
 		t.Error("plain HTTP served although TLS is configured")
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not stop")
 	}
 }
 
@@ -136,18 +118,22 @@ func selfSigned(t *testing.T, dir string) (string, string) {
 	return cert, keyf
 }
 
-// runWebhook starts Run on 127.0.0.1:0 and returns its base URL; Run must stop when the test
-// ends.
-func runWebhook(t *testing.T, opts Options, reg *prometheus.Registry) string {
+// startWebhook builds a Server listening on 127.0.0.1:0 (New, as `debi webhook` does) and runs
+// it until the test ends, when Run must return nil; addr is its address.
+func startWebhook(t *testing.T, opts Options, reg *prometheus.Registry) (s *Server, addr string) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.Listener = l
+	if s, err = New(opts, testLogger(t), reg); err != nil {
+		l.Close()
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, opts, testLogger(t), reg) }()
+	go func() { done <- s.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -159,7 +145,21 @@ func runWebhook(t *testing.T, opts Options, reg *prometheus.Registry) string {
 			t.Error("Run did not stop")
 		}
 	})
-	url := "http://" + l.Addr().String()
+	return s, l.Addr().String()
+}
+
+// runWebhook starts a webhook (startWebhook) and returns its base URL once /healthz answers.
+func runWebhook(t *testing.T, opts Options, reg *prometheus.Registry) string {
+	t.Helper()
+	_, url := runWebhookServer(t, opts, reg)
+	return url
+}
+
+// runWebhookServer is runWebhook, with the Server.
+func runWebhookServer(t *testing.T, opts Options, reg *prometheus.Registry) (*Server, string) {
+	t.Helper()
+	s, addr := startWebhook(t, opts, reg)
+	url := "http://" + addr
 	poll(t, 10*time.Second, "healthz", func() bool {
 		resp, err := http.Get(url + "/healthz")
 		if err != nil {
@@ -168,7 +168,7 @@ func runWebhook(t *testing.T, opts Options, reg *prometheus.Registry) string {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
-	return url
+	return s, url
 }
 
 // request sends method url with an optional bearer token and returns the status and the error
@@ -238,7 +238,7 @@ func writeFile(t *testing.T, name, content string) {
 }
 
 // TestRunReload drives the reload of a running webhook: POST /-/reload and PUT /-/reload and
-// SIGHUP put a rewritten configuration in force (a new policy, a new mode, the push endpoint
+// Reload (what `debi webhook` calls on SIGHUP) put a rewritten configuration in force (a new policy, a new mode, the push endpoint
 // with its own token); a configuration that does not load, or whose token file is missing,
 // leaves the previous one in force and sets debi_webhook_config_last_reload_successful to 0;
 // the Alertmanager token file is rotated underneath.
@@ -255,7 +255,7 @@ func TestRunReload(t *testing.T) {
 	writeFile(t, cfgFile, v1)
 	reg := prometheusRegistry()
 	rc := &rest.Config{Host: "https://127.0.0.1:1", Timeout: 200 * time.Millisecond}
-	url := runWebhook(t, Options{ConfigFile: cfgFile, RestConfig: rc, EnableLifecycle: true}, reg)
+	srv, url := runWebhookServer(t, Options{ConfigFile: cfgFile, RestConfig: rc, EnableLifecycle: true}, reg)
 
 	info := func(policy, mode, alg string) float64 {
 		return metricValue(t, reg, "debi_webhook_policy_info", map[string]string{"policy": policy, "mode": mode, "algorithm": alg})
@@ -323,17 +323,16 @@ func TestRunReload(t *testing.T) {
 		}
 	}
 
-	// SIGHUP: back to v1.
+	// Reload, as on SIGHUP (cmd/debi: TestWebhookSIGHUP): back to v1.
 	writeFile(t, cfgFile, v1)
-	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-		t.Fatal(err)
+	if err := srv.Reload(); err != nil || reloadOK() != 1 {
+		t.Fatalf("Reload: %v, reload_successful %v", err, reloadOK())
 	}
-	poll(t, 10*time.Second, "the SIGHUP reload", func() bool { return reloadOK() == 1 })
 	if !math.IsNaN(info("api", "act", "apa")) || info("web", "shadow", "hpa") != 1 {
-		t.Errorf("after SIGHUP: api %v (want gone), web %v", info("api", "act", "apa"), info("web", "shadow", "hpa"))
+		t.Errorf("after Reload: api %v (want gone), web %v", info("api", "act", "apa"), info("web", "shadow", "hpa"))
 	}
 	if code, msg := request(t, "POST", url+"/v1/tidal", "push-1", tidal); code != 404 {
-		t.Errorf("after SIGHUP, push: %d %s, want 404", code, msg)
+		t.Errorf("after Reload, push: %d %s, want 404", code, msg)
 	}
 	if code, _ := request(t, "GET", url+"/-/reload", "", ""); code != 404 && code != 405 {
 		t.Errorf("GET /-/reload = %d, want 404 or 405", code)

@@ -157,14 +157,14 @@ func (k *KubeActuator) getObject(ctx context.Context, t config.Target) (*unstruc
 }
 
 // startStatus adds the status writer and its Lease campaign to g (with global.elastic_scalers).
-func (s *server) startStatus(ctx context.Context, g *run.Group) {
+func (s *Server) startStatus(ctx context.Context, g *run.Group) {
 	if s.status == nil {
 		return
 	}
 	w := s.status
 	wctx, cancel := context.WithCancel(ctx)
 	g.Add(func() error { return w.run(wctx) }, func(error) { cancel() })
-	le := s.current.Load().cfg.Webhook.LeaderElection
+	le := s.start.Webhook.LeaderElection
 	if !le.IsEnabled() {
 		w.setLeader(true)
 		return
@@ -178,7 +178,7 @@ func (s *server) startStatus(ctx context.Context, g *run.Group) {
 }
 
 // newServerStatus is the status writer of a webhook with global.elastic_scalers, else nil.
-func (s *server) newServerStatus(cfg *config.Config) *statusWriter {
+func (s *Server) newServerStatus(cfg *config.Config) *statusWriter {
 	if !cfg.Global.ElasticScalers.Enabled {
 		return nil
 	}
@@ -194,7 +194,7 @@ func (s *server) newServerStatus(cfg *config.Config) *statusWriter {
 }
 
 // observeDecision is the Controllers' Observe hook.
-func (s *server) observeDecision(o Observation) {
+func (s *Server) observeDecision(o Observation) {
 	if s.status != nil {
 		s.status.observe(o)
 	}
@@ -264,16 +264,8 @@ func (w *statusWriter) run(ctx context.Context) error {
 var esResource = esv1.SchemeGroupVersion.WithResource("elasticscalers")
 
 func servesElasticScalers(d discovery.DiscoveryInterface) bool {
-	list, err := d.ServerResourcesForGroupVersion(esv1.SchemeGroupVersion.String())
-	if err != nil {
-		return false
-	}
-	for _, r := range list.APIResources {
-		if r.Name == "elasticscalers" {
-			return true
-		}
-	}
-	return false
+	ok, _ := kubepkg.Served(d, esResource)
+	return ok
 }
 
 // object is one ElasticScaler from the cache.

@@ -249,16 +249,7 @@ func (c *Controller) servedResources(ctx context.Context, rs []config.WatchResou
 	}
 	var out []config.WatchResource
 	for _, r := range rs {
-		gv := schema.GroupVersion{Group: r.Group, Version: r.Version}.String()
-		list, err := k.kube.Discovery().ServerResourcesForGroupVersion(gv)
-		found := false
-		if err == nil {
-			for _, ar := range list.APIResources {
-				if ar.Name == r.Resource {
-					found = true
-				}
-			}
-		}
+		found, err := kubepkg.Served(k.kube.Discovery(), schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
 		if found {
 			out = append(out, r)
 			continue

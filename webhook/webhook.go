@@ -10,8 +10,12 @@
 // labelled fallback. Every write is an absolute count, so Alertmanager's repeats are harmless.
 // The webhook acts only on the targets of its configuration: labels select a policy, never an
 // object. It imports neither package exporter nor anything of it: the two meet through
-// Prometheus and Alertmanager. SIGHUP and POST|PUT /-/reload load the configuration again
-// without a restart.
+// Prometheus and Alertmanager. Server.Reload (POST|PUT /-/reload, and SIGHUP in cmd/debi) loads
+// the configuration again without a restart.
+//
+// Server composes the parts (the Controller, the router of http.go, the Tidal watch, the
+// ElasticScaler status writer, scalersource and hpaowner on one informer cache); cmd/debi runs
+// it in a process (flags, client-go's klog, the registry, signals).
 package webhook
 
 import (
@@ -23,15 +27,12 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	kingpin "github.com/alecthomas/kingpin/v2"
-	"github.com/go-logr/logr"
 	"github.com/google/uuid"
 	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,7 +44,6 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/hpaowner"
@@ -55,7 +55,7 @@ import (
 
 // Options are the command-line settings of `debi webhook`.
 type Options struct {
-	// ConfigFile is debi's configuration (--config.file), read again on SIGHUP and on
+	// ConfigFile is debi's configuration (--config.file), read again by Reload (SIGHUP) and on
 	// POST|PUT /-/reload.
 	ConfigFile string
 	// ListenAddress is the HTTP address (--web.listen-address, default :9108).
@@ -77,7 +77,7 @@ type Options struct {
 
 // RegisterFlags declares the webhook's flags on cmd (`debi webhook`) and returns the options
 // they fill when the command line is parsed. --log.level and --log.format belong to the
-// application, which builds the one *slog.Logger it passes to Run.
+// application, which builds the one *slog.Logger it passes to New.
 func RegisterFlags(cmd *kingpin.CmdClause) *Options {
 	o := &Options{}
 	cmd.Flag("config.file", "debi configuration file; reloaded on SIGHUP and POST|PUT /-/reload.").Default("debi.yml").StringVar(&o.ConfigFile)
@@ -88,40 +88,68 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Options {
 	return o
 }
 
-var klogOnce sync.Once
+// Server is the webhook of one process: the Kubernetes clients, the process's one informer
+// cache, the Controller of the configuration in force with its endpoints, the router, and the
+// actors Run runs — the Tidal watch and the ElasticScaler status writer under their Leases, the
+// HPA owner, the ElasticScaler source and the readiness probe. New decides which clients,
+// informers and Leases a webhook has; cmd/debi owns the process around it: the flags, client-go's
+// klog, the registry and the signals (SIGHUP calls Reload).
+type Server struct {
+	opts     Options
+	file     string
+	act      *KubeActuator
+	recorder record.EventRecorder
+	events   record.EventBroadcaster
+	m        *metrics
+	logger   *slog.Logger
+	// id is this replica's identity in the Leases, the same across reloads.
+	id string
+	// informers is the process's informer cache, shared by every watch (internal/kube).
+	informers *kube.Informers
+	// start is the file's configuration at start-up: what the reload does not change (the
+	// ElasticScaler actors and their Leases) comes from it.
+	start *config.Config
+	// owner runs the HPAs of HPA-algorithm ElasticScalers (nil without global.elastic_scalers).
+	owner   *hpaowner.Owner
+	handler http.Handler
+	ready   atomic.Bool
 
-// Run serves until ctx ends or an actor fails. reg receives the metrics; /metrics serves reg when
-// it is also a Gatherer, else the default gatherer.
-//
-// SIGHUP and POST|PUT /-/reload read the configuration file again. A configuration that does
-// not load, or whose token files cannot be read, leaves the running one in force, says so in the
-// log and sets debi_webhook_config_last_reload_successful to 0. A good one replaces the
-// Controller at once (requests in flight finish on the old one), with the token files read
-// again, and restarts the Tidal watch with it.
-func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.Registerer) error {
+	reloadMu sync.Mutex
+	current  atomic.Pointer[generation]
+	live     atomic.Pointer[endpoints]
+	// restart tells the watch to start again with the configuration in force.
+	restart chan struct{}
+
+	// watchingScalers is set when the ElasticScaler watch runs (global.elastic_scalers.enabled
+	// at start-up); objects are the policies it delivered last (under reloadMu), merged into
+	// every configuration put in force.
+	watchingScalers bool
+	objects         []config.ObjectPolicy
+	// status writes the ElasticScalers' status and Events (nil without global.elastic_scalers).
+	status *statusWriter
+}
+
+// New loads the configuration file, builds the clients (opts.RestConfig, or the kubeconfig
+// found as kubectl finds it), the informer cache and the Controller, and registers the metrics
+// with reg; /metrics serves reg when it is also a Gatherer, else the default gatherer. Nothing
+// runs until Run: a configuration that does not load, or whose token files cannot be read, is
+// an error here.
+func New(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*Server, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	// klog is process-global and must be set before client-go logs: the first Run's logger
-	// receives client-go's logs for the life of the process.
-	klogOnce.Do(func() { klog.SetLogger(logr.FromSlogHandler(logger.With("component", "client-go").Handler())) })
 	raw, cfg, err := loadConfig(opts.ConfigFile, logger)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	rc, err := restConfig(opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	act, err := NewKubeActuator(rc)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartStructuredLogging(4)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: act.Kube().CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
@@ -130,10 +158,11 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 		gatherer = g
 	}
 	host, _ := os.Hostname()
-	s := &server{
-		file: opts.ConfigFile, act: act, logger: logger, m: newMetrics(reg), id: host + "_" + uuid.NewString(),
-		recorder: broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "debi-webhook"}),
-		restart:  make(chan struct{}, 1),
+	events := record.NewBroadcaster()
+	s := &Server{
+		opts: opts, file: opts.ConfigFile, act: act, logger: logger, m: newMetrics(reg), id: host + "_" + uuid.NewString(),
+		events: events, recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "debi-webhook"}),
+		start: cfg, restart: make(chan struct{}, 1), watchingScalers: cfg.Global.ElasticScalers.Enabled,
 	}
 	// One informer cache for the process (internal/kube): the ElasticScalers and Tidals are
 	// listed and watched once, for the status writer, the ElasticScaler source, the HPA owner and
@@ -147,40 +176,66 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 		}
 	}
 	s.informers = kube.NewInformers(act.Dynamic(), scope...)
-	s.informers.Start(ctx)
-	defer s.informers.Shutdown()
 	s.status = s.newServerStatus(cfg) // ElasticScaler status and Events (webhook/status.go)
+	if s.watchingScalers {
+		s.owner = hpaowner.New(hpaowner.Options{Dynamic: act.Dynamic(), Informers: s.informers, Kube: act.Kube(),
+			Namespaces: cfg.Global.ElasticScalers.Namespaces, Logger: logger.With("component", "hpaowner")})
+		if s.status != nil {
+			s.status.hpaProblems = s.owner.Problems // reported in the objects' Validated condition
+		}
+	}
 	gen, err := s.build(raw, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	gen.file = cfg
-	s.watchingScalers = cfg.Global.ElasticScalers.Enabled
 	s.install(gen, nil)
 	s.m.configReloadSuccess.Set(1)
 	s.m.configReloadTimestamp.SetToCurrentTime()
-
-	var ready atomic.Bool
-	handler := newRouter(routerOptions{
-		live: &s.live, reload: s.reload, lifecycle: opts.EnableLifecycle, gatherer: gatherer, metrics: s.m, logger: logger,
+	s.handler = newRouter(routerOptions{
+		live: &s.live, reload: s.Reload, lifecycle: opts.EnableLifecycle, gatherer: gatherer, metrics: s.m, logger: logger,
 		ready: func() error {
-			if !ready.Load() {
+			if !s.ready.Load() {
 				return errors.New("API server not reached yet")
 			}
 			return nil
 		},
 	})
+	return s, nil
+}
+
+// Handler is the HTTP layer (http.go): the notification endpoints of the configuration in
+// force, admission, /metrics, /-/healthy, /-/ready and /-/reload. Run serves it.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Run serves the Handler on opts.Listener (or opts.ListenAddress, with exporter-toolkit's
+// opts.WebConfigFile) and runs the webhook's actors in a run group until ctx ends (then it
+// returns nil) or one of them fails. It may be called once.
+//
+// A reload (Reload, POST|PUT /-/reload) that does not load, or whose token files cannot be
+// read, leaves the running configuration in force, says so in the log and sets
+// debi_webhook_config_last_reload_successful to 0. A good one replaces the Controller at once
+// (requests in flight finish on the old one), with the token files read again, and restarts
+// the Tidal watch with it.
+func (s *Server) Run(ctx context.Context) error {
+	logger, act := s.logger, s.act
+	l := s.opts.Listener
+	if l == nil {
+		var err error
+		if l, err = net.Listen("tcp", s.opts.ListenAddress); err != nil {
+			return err
+		}
+	}
+	s.events.StartStructuredLogging(4)
+	s.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: act.Kube().CoreV1().Events("")})
+	defer s.events.Shutdown()
+	s.informers.Start(ctx)
+	defer s.informers.Shutdown()
 
 	var g run.Group
 	{ // HTTP server
-		l := opts.Listener
-		if l == nil {
-			if l, err = net.Listen("tcp", opts.ListenAddress); err != nil {
-				return err
-			}
-		}
-		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
-		webCfg := opts.WebConfigFile
+		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
+		webCfg := s.opts.WebConfigFile
 		g.Add(func() error {
 			err := web.Serve(l, srv, &web.FlagConfig{WebConfigFile: &webCfg}, logger)
 			if errors.Is(err, http.ErrServerClosed) {
@@ -199,7 +254,7 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 		g.Add(func() error {
 			for rctx.Err() == nil {
 				if _, err := act.Kube().Discovery().ServerVersion(); err == nil {
-					ready.Store(true)
+					s.ready.Store(true)
 					logger.Info("API server reachable; ready")
 					break
 				} else {
@@ -221,22 +276,17 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 			logger.Info("tidal watch stopped")
 		})
 	}
-	if s.watchingScalers { // the Kubernetes HPAs of HPA-algorithm ElasticScalers (hpaowner), on the Lease holder only
+	if s.owner != nil { // the Kubernetes HPAs of HPA-algorithm ElasticScalers (hpaowner), on the Lease holder only
 		hl := logger.With("component", "hpaowner")
-		own := hpaowner.New(hpaowner.Options{Dynamic: act.Dynamic(), Informers: s.informers, Kube: act.Kube(),
-			Namespaces: cfg.Global.ElasticScalers.Namespaces, Logger: hl})
-		if s.status != nil {
-			s.status.hpaProblems = own.Problems // reported in the objects' Validated condition
-		}
-		le := cfg.Webhook.LeaderElection
+		le := s.start.Webhook.LeaderElection
 		le.Name += "-hpa" // a Lease of its own, as the status writer's: the Tidal watch's campaign restarts on reload
 		hctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error {
 			if !le.IsEnabled() {
-				return own.Run(hctx)
+				return s.owner.Run(hctx)
 			}
 			return RunLeaderElected(hctx, act.Kube(), le, s.id, hl, func(bool) {}, func(ctx context.Context) {
-				if err := own.Run(ctx); err != nil {
+				if err := s.owner.Run(ctx); err != nil {
 					hl.Error("HPA owner stopped", "err", err)
 				}
 			})
@@ -246,38 +296,13 @@ func Run(ctx context.Context, opts Options, logger *slog.Logger, reg prometheus.
 		sctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error {
 			return scalersource.Run(sctx, scalersource.Options{Dynamic: act.Dynamic(), Informers: s.informers, Discovery: act.Kube().Discovery(),
-				Namespaces: cfg.Global.ElasticScalers.Namespaces, StateTriggers: true, Logger: logger.With("component", "elasticscalers")}, s.applyObjects)
+				Namespaces: s.start.Global.ElasticScalers.Namespaces, StateTriggers: true, Logger: logger.With("component", "elasticscalers")}, s.applyObjects)
 		}, func(error) { cancel() })
 	}
 	// ElasticScaler status writer (global.elastic_scalers); Validated on the Lease holder only.
 	s.startStatus(ctx, &g)
-	{ // reload on SIGHUP
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		hctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error {
-			defer signal.Stop(hup)
-			for {
-				select {
-				case <-hctx.Done():
-					return nil
-				case <-hup:
-					logger.Info("SIGHUP received; reloading the configuration", "file", s.file)
-					_ = s.reload()
-				}
-			}
-		}, func(error) { cancel() })
-	}
-	{ // shutdown on ctx
-		cctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error {
-			<-cctx.Done()
-			logger.Info("shutting down", "reason", context.Cause(ctx))
-			return nil
-		}, func(error) { cancel() })
-	}
-	wc := cfg.Webhook
-	logger.Info("starting debi webhook", "mode", wc.Mode, "policies", len(cfg.Policies), "tidal_watch", wc.Tidal.IsEnabled(),
+	wc := s.start.Webhook
+	logger.Info("starting debi webhook", "mode", wc.Mode, "policies", len(s.start.Policies), "tidal_watch", wc.Tidal.IsEnabled(),
 		"tidal_push", wc.Tidal.Push.Enabled)
 	return g.Run()
 }
@@ -307,56 +332,22 @@ func loadConfig(file string, logger *slog.Logger) ([]byte, *config.Config, error
 	return raw, cfg, nil
 }
 
-// server holds what survives a reload (clients, metrics, the Lease identity) and the
-// configuration in force.
-type server struct {
-	file     string
-	act      *KubeActuator
-	recorder record.EventRecorder
-	m        *metrics
-	logger   *slog.Logger
-	// id is this replica's identity in the Lease, the same across reloads.
-	id string
-	// informers is the process's informer cache, shared by every watch (internal/kube).
-	informers *kube.Informers
-
-	reloadMu sync.Mutex
-	current  atomic.Pointer[generation]
-	live     atomic.Pointer[endpoints]
-	// restart tells the watch to start again with the configuration in force.
-	restart chan struct{}
-
-	// watchingScalers is set when the ElasticScaler watch runs (global.elastic_scalers.enabled
-	// at start-up); objects are the policies it delivered last (under reloadMu), merged into
-	// every configuration put in force.
-	watchingScalers bool
-	objects         []config.ObjectPolicy
-	// status writes the ElasticScalers' status and Events (nil without global.elastic_scalers).
-	status *statusWriter
-}
-
 // withObjects is the file's configuration with the objects' valid policies (when the watch runs
 // and the file still enables it); each rejected object is logged.
-func (s *server) withObjects(file *config.Config) *config.Config {
-	if !s.watchingScalers || !file.Global.ElasticScalers.Enabled {
+func (s *Server) withObjects(file *config.Config) *config.Config {
+	if !s.watchingScalers {
 		return file
 	}
-	cfg, errs := file.WithPolicies(s.objects)
-	for _, err := range errs {
-		s.logger.Error("ElasticScaler rejected; its policy does not run", "err", err)
-	}
-	return cfg
+	return scalersource.WithPolicies(file, s.objects, s.logger)
 }
 
 // applyObjects puts a new set of ElasticScalers' policies in force beside the file's, as a
 // reload does: a new Controller, the Tidal watch restarted with it.
-func (s *server) applyObjects(u scalersource.Update) {
+func (s *Server) applyObjects(u scalersource.Update) {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	s.objects = u.Policies
-	for _, err := range u.Errors {
-		s.logger.Error("ElasticScaler rejected; its policy does not run", "err", err)
-	}
+	scalersource.LogRejected(s.logger, u.Errors)
 	old := s.current.Load()
 	cfg := s.withObjects(old.file)
 	g, err := s.build(old.raw, cfg)
@@ -385,7 +376,7 @@ type generation struct {
 
 // build makes a Controller and the endpoints (with their token files read) of a configuration.
 // Nothing is installed: a failure leaves the configuration in force untouched.
-func (s *server) build(raw []byte, cfg *config.Config) (*generation, error) {
+func (s *Server) build(raw []byte, cfg *config.Config) (*generation, error) {
 	wc := cfg.Webhook
 	if wc.BearerTokenFile == "" && !wc.AllowUnauthenticated {
 		return nil, errors.New("webhook.bearer_token_file: required to run the webhook (or set webhook.allow_unauthenticated: true)")
@@ -407,7 +398,7 @@ func (s *server) build(raw []byte, cfg *config.Config) (*generation, error) {
 }
 
 // endpoints reads the token files of g's configuration.
-func (s *server) endpoints(g *generation) (*endpoints, error) {
+func (s *Server) endpoints(g *generation) (*endpoints, error) {
 	wc := g.cfg.Webhook
 	ep := &endpoints{scaler: g.ctl, push: wc.Tidal.Push.Enabled, maxBodyBytes: wc.MaxBodyBytes, timeout: wc.DecisionTimeout}
 	var am, push *tokenFile
@@ -433,7 +424,7 @@ func (s *server) endpoints(g *generation) (*endpoints, error) {
 }
 
 // install puts g in force; old is the generation it replaces (nil at start).
-func (s *server) install(g *generation, old *generation) {
+func (s *Server) install(g *generation, old *generation) {
 	s.current.Store(g)
 	s.live.Store(g.ep)
 	info := policyInfo(g.cfg)
@@ -475,9 +466,10 @@ func policyInfo(cfg *config.Config) [][3]string {
 	return out
 }
 
-// reload reads the configuration file again and puts it in force; on error the configuration in
-// force stays. Reloads are serialised.
-func (s *server) reload() error {
+// Reload reads the configuration file again and puts it in force; on error the configuration in
+// force stays (see Run). Reloads are serialised; cmd/debi calls it on SIGHUP, the router on
+// POST|PUT /-/reload.
+func (s *Server) Reload() error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	err := s.reloadLocked()
@@ -491,7 +483,7 @@ func (s *server) reload() error {
 	return nil
 }
 
-func (s *server) reloadLocked() error {
+func (s *Server) reloadLocked() error {
 	raw, file, err := loadConfig(s.file, s.logger)
 	if err != nil {
 		return err
@@ -522,7 +514,7 @@ func (s *server) reloadLocked() error {
 
 // superviseWatch runs the Tidal watch of the configuration in force until ctx ends, and starts
 // it again after each reload.
-func (s *server) superviseWatch(ctx context.Context) error {
+func (s *Server) superviseWatch(ctx context.Context) error {
 	for {
 		g := s.current.Load()
 		wctx, stop := context.WithCancel(ctx)
@@ -555,7 +547,7 @@ func (s *server) superviseWatch(ctx context.Context) error {
 }
 
 // watch runs g's Tidal watch, under the Lease when leader election is on, until ctx ends.
-func (s *server) watch(ctx context.Context, g *generation) error {
+func (s *Server) watch(ctx context.Context, g *generation) error {
 	wc := g.cfg.Webhook
 	if !wc.Tidal.IsEnabled() {
 		return nil

@@ -6,21 +6,22 @@ import (
 	"log/slog"
 
 	kingpin "github.com/alecthomas/kingpin/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/debi-scaler/debi/exporter"
 )
 
-// exporterCommand is `debi exporter`. ctx ends on SIGINT or SIGTERM; exporter.Run reloads the
-// configuration on SIGHUP and POST|PUT /-/reload.
+// exporterCommand is `debi exporter`: the process around an exporter.Server. ctx ends on SIGINT
+// or SIGTERM; SIGHUP, like POST|PUT /-/reload, reloads the configuration (Server.Reload).
 func exporterCommand(app *kingpin.Application) action {
 	cmd := app.Command("exporter", "Query Prometheus, run the method and publish forecast, high-water, target and replica series.")
 	opts := exporter.RegisterFlags(cmd)
 	return func(ctx context.Context, logger *slog.Logger, _, _ io.Writer) int {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		if err := exporter.Run(ctx, *opts, logger, reg); err != nil {
+		routeKlog(logger) // the ElasticScaler watch's client-go
+		srv, err := exporter.NewServer(*opts, logger, newRegistry())
+		if err == nil {
+			err = runReloading(ctx, logger, opts.ConfigFile, srv.Run, srv.Reload)
+		}
+		if err != nil {
 			logger.Error("exporter stopped", "err", err)
 			return 1
 		}

@@ -6,22 +6,24 @@ import (
 	"log/slog"
 
 	kingpin "github.com/alecthomas/kingpin/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/debi-scaler/debi/webhook"
 )
 
-// webhookCommand is `debi webhook`. ctx ends on SIGINT or SIGTERM; webhook.Run itself reloads
-// the configuration on SIGHUP and POST|PUT /-/reload, and finds the cluster as kubectl does
-// (--kubeconfig, $KUBECONFIG, ~/.kube/config, in-cluster).
+// webhookCommand is `debi webhook`: the process around a webhook.Server. ctx ends on SIGINT or
+// SIGTERM; SIGHUP, like POST|PUT /-/reload, reloads the configuration (Server.Reload). The
+// Server finds the cluster as kubectl does (--kubeconfig, $KUBECONFIG, ~/.kube/config,
+// in-cluster).
 func webhookCommand(app *kingpin.Application) action {
 	cmd := app.Command("webhook", "Receive Alertmanager and Tidal events and patch replicas through the scale subresource.")
 	opts := webhook.RegisterFlags(cmd)
 	return func(ctx context.Context, logger *slog.Logger, _, _ io.Writer) int {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		if err := webhook.Run(ctx, *opts, logger, reg); err != nil {
+		routeKlog(logger)
+		srv, err := webhook.New(*opts, logger, newRegistry())
+		if err == nil {
+			err = runReloading(ctx, logger, opts.ConfigFile, srv.Run, srv.Reload)
+		}
+		if err != nil {
 			logger.Error("webhook stopped", "err", err)
 			return 1
 		}

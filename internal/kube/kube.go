@@ -1,5 +1,7 @@
 // Package kube is the Kubernetes plumbing the debi processes share: where a client's
-// configuration comes from, as kubectl and controller-runtime find it.
+// configuration comes from, as kubectl and controller-runtime find it (RestConfig); leader
+// election on a Lease (RunLeaderElected); the one informer cache of a process (Informers); and
+// whether the API server serves a resource (Served).
 package kube
 
 import (

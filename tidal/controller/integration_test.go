@@ -340,15 +340,17 @@ webhook:
 		t.Fatal(err)
 	}
 	whReg := prometheus.NewRegistry()
+	wh, err := webhook.New(webhook.Options{ConfigFile: cfgFile, Listener: l, RestConfig: e.rc}, logger(t), whReg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	whCtx, whCancel := context.WithCancel(ctx)
 	whDone := make(chan error, 1)
-	go func() {
-		whDone <- webhook.Run(whCtx, webhook.Options{ConfigFile: cfgFile, Listener: l, RestConfig: e.rc}, logger(t), whReg)
-	}()
+	go func() { whDone <- wh.Run(whCtx) }()
 	defer func() {
 		whCancel()
 		if err := <-whDone; err != nil {
-			t.Errorf("webhook.Run: %v", err)
+			t.Errorf("webhook Run: %v", err)
 		}
 	}()
 	// The webhook leads and watches before the Tidal exists.
