@@ -463,9 +463,19 @@ func (c *Controller) sortedPolicies() []*policyState {
 // checkIdentity refuses an alert whose labels name another object than the policy's target:
 // a namespace label, a label named after the target's kind (deployment="..."), workload or
 // workload_type (the labels the exporter's series and alerts carry).
+//
+// The workload's namespace is exported_namespace where the alert has one: Prometheus renames a
+// scraped namespace label so when the target's own namespace label wins (honor_labels false),
+// and the Prometheus Operator's enforcedNamespaceLabel then overwrites namespace on every series
+// and every rule's output with the namespace of the ServiceMonitor and the PrometheusRule
+// (docs/getting-started.md). There namespace names where debi runs, not what it scales.
 func checkIdentity(labels map[string]string, t config.Target) error {
-	if ns, ok := labels["namespace"]; ok && ns != t.Namespace {
-		return fmt.Errorf("label namespace=%q does not match the policy's target namespace %q", ns, t.Namespace)
+	nsLabel := "namespace"
+	if _, ok := labels["exported_namespace"]; ok {
+		nsLabel = "exported_namespace"
+	}
+	if ns, ok := labels[nsLabel]; ok && ns != t.Namespace {
+		return fmt.Errorf("label %s=%q does not match the policy's target namespace %q", nsLabel, ns, t.Namespace)
 	}
 	if wt, ok := labels["workload_type"]; ok && !strings.EqualFold(wt, t.Kind) {
 		return fmt.Errorf("label workload_type=%q does not match the policy's target kind %q", wt, t.Kind)
