@@ -179,23 +179,23 @@ func TestCRDsOnAPIServer(t *testing.T) {
 		t.Fatalf("tidal status: %v", err)
 	}
 
-	// spec.debi on one object, for the MODE and PAUSED columns.
+	// spec.debi on one object, for the MODE, PAUSED and PAUSED-REPLICAS (-o wide) columns.
 	if _, err := dyn.Resource(esGVR).Namespace("ai-inference").Patch(ctx, "custom-scaling-example", types.MergePatchType,
-		[]byte(`{"spec":{"debi":{"mode":"shadow","paused":true}}}`), metav1.PatchOptions{FieldValidation: "Strict"}); err != nil {
+		[]byte(`{"spec":{"debi":{"mode":"shadow","paused":true,"pausedReplicas":3}}}`), metav1.PatchOptions{FieldValidation: "Strict"}); err != nil {
 		t.Fatalf("spec.debi: %v", err)
 	}
 
 	// kubectl get elasticscalers -n ai-inference, as the API server renders it.
 	esTable := getTable(ctx, t, rc, "/apis/elasticscaler.io/v1alpha1/namespaces/ai-inference/elasticscalers")
 	t.Logf("kubectl get elasticscalers -n ai-inference:\n%s", render(esTable))
-	wantColumns(t, esTable, "NAME", "TARGET", "ALGORITHM", "MIN", "MAX", "CURRENT", "DESIRED", "MODE", "PAUSED", "VALIDATED", "AGE")
+	wantColumns(t, esTable, "NAME", "TARGET", "ALGORITHM", "MIN", "MAX", "CURRENT", "DESIRED", "MODE", "PAUSED", "PAUSED-REPLICAS", "VALIDATED", "AGE")
 	wantRows(t, esTable, map[string][]any{
-		// name: target, algorithm, min, max, current, desired, mode, paused, validated (AGE is
-		// checked apart).
-		"custom-scaling-example": {"vllm-inference", "APA", 2, 10, nil, nil, "shadow", true, nil},
-		"hpa-scaling-example":    {"vllm-inference", "HPA", 2, 10, 3, 4, nil, nil, "True"},
-		"metrics-policy-example": {"vllm-inference", "APA", 2, 10, nil, nil, nil, nil, nil},
-		"state-scaling-example":  {"tidal-frequent-test", nil, nil, nil, nil, nil, nil, nil, nil},
+		// name: target, algorithm, min, max, current, desired, mode, paused, paused replicas,
+		// validated (AGE is checked apart).
+		"custom-scaling-example": {"vllm-inference", "APA", 2, 10, nil, nil, "shadow", true, 3, nil},
+		"hpa-scaling-example":    {"vllm-inference", "HPA", 2, 10, 3, 4, nil, nil, nil, "True"},
+		"metrics-policy-example": {"vllm-inference", "APA", 2, 10, nil, nil, nil, nil, nil, nil},
+		"state-scaling-example":  {"tidal-frequent-test", nil, nil, nil, nil, nil, nil, nil, nil, nil},
 	})
 	tdTable := getTable(ctx, t, rc, "/apis/tidal.io/v1alpha1/namespaces/ai-inference/tidals")
 	t.Logf("kubectl get tidals -n ai-inference:\n%s", render(tdTable))

@@ -42,6 +42,12 @@ type Recorded struct {
 	// Replicas are the workload's spec replica counts at the trace's sample times (nil: no
 	// actual row).
 	Replicas []float64
+	// Ready are the workload's recorded ready replica counts at the same times, which the
+	// actual row scores as the pods that served (nil: modelled from the spec and the start-up
+	// delay, as for the policies); ReadyQuery is the query they were read with ("" when none
+	// was), for the report.
+	Ready      []float64
+	ReadyQuery string
 	// Coverage says how much of the requested range each input series covered.
 	Coverage []Coverage
 }
@@ -375,6 +381,22 @@ type TraceResult struct {
 	Runs                []Run           `json:"runs"`
 	Frontier            []FrontierPoint `json:"frontier"`
 	SweepFailed         string          `json:"sweep_error,omitempty"`
+	// ActualReady says where the actual row's ready pods come from: the recorded ready count
+	// (and its query), or the model of the policies' rows and why ("" without an actual row).
+	ActualReady string `json:"actual_ready,omitempty"`
+}
+
+// actualReady is TraceResult.ActualReady for a recording.
+func actualReady(rec Recorded) string {
+	switch {
+	case rec.Replicas == nil:
+		return ""
+	case rec.Ready != nil:
+		return "recorded (" + rec.ReadyQuery + ")"
+	case rec.ReadyQuery != "":
+		return "modelled from the start-up delay: " + rec.ReadyQuery + " has no samples"
+	}
+	return "modelled from the start-up delay: the policy has no queries.ready_replicas"
 }
 
 // StartupResult is the per-class summary at one start-up delay of Options.StartupSweep.
@@ -426,8 +448,8 @@ type World struct {
 	// Warm is the first scored tick.
 	Warm int
 	// Recorded are the recorded spec replica counts per sample (nil: none), which the actual
-	// row replays.
-	Recorded []float64
+	// row replays; RecordedReady the recorded ready counts (nil: modelled).
+	Recorded, RecordedReady []float64
 }
 
 // Unavoidable is the share of scored ticks whose demand exceeds u_sla·N_max·R.
@@ -554,10 +576,16 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 				return nil, fmt.Errorf("trace %s: %d recorded replica counts for %d samples", t.Name, len(rec.Replicas), len(vals))
 			}
 			worlds[i].Recorded = rec.Replicas[:len(vals)]
+			if rec.Ready != nil {
+				if len(rec.Ready) < len(vals) {
+					return nil, fmt.Errorf("trace %s: %d recorded ready counts for %d samples", t.Name, len(rec.Ready), len(vals))
+				}
+				worlds[i].RecordedReady = rec.Ready[:len(vals)]
+			}
 		}
 		rep.Traces[i] = TraceResult{Trace: t.Name, Class: t.Class, Samples: len(vals), SamplePeriod: period, Scale: scale,
 			Start: rec.Start, WarmupTime: time.Duration(o.Warmup) * period, Ticks: len(worlds[i].Inst), OracleFrontierRatio: math.NaN(),
-			Unavoidable: worlds[i].Unavoidable(o)}
+			Unavoidable: worlds[i].Unavoidable(o), ActualReady: actualReady(rec)}
 		rep.Coverage = append(rep.Coverage, rec.Coverage...)
 	}
 	delays := append([]time.Duration{o.StartupDelay}, o.StartupSweep...)
@@ -851,18 +879,25 @@ func runnerConfig(spec policy.Spec, w *World, o Options) policy.Config {
 }
 
 // simulateActual replays the recorded replica counts of w: the spec follows the recording
-// (each count holds until the next sample) without decision delay, new pods serve after the
-// start-up delay, and the run is scored like every policy's.
+// (each count holds until the next sample) without decision delay, and the run is scored like
+// every policy's. The pods that served are the recorded ready counts where w has them (pods
+// that crashed, failed their probes or waited for a node count as they did), else new pods
+// serve after the start-up delay, as in the policies' rows.
 func simulateActual(ctx context.Context, w *World, o Options) (Run, error) {
 	if len(w.Recorded) == 0 {
 		return Run{}, errors.New("no recorded replicas")
 	}
 	o.DecisionDelay = 0
+	sample := func(i int, vals []float64) int32 {
+		return ceilInt32(math.Round(vals[min(int(time.Duration(i)*w.Tick/w.Period), len(vals)-1)]))
+	}
+	var ready func(int) int32
+	if len(w.RecordedReady) > 0 {
+		ready = func(i int) int32 { return max(sample(i, w.RecordedReady), 0) }
+	}
 	return simulate(ctx, w, ActualPolicy, o, ceilInt32(w.Recorded[0]), func(_ context.Context, i int, _ policy.Observation) (policy.Result, error) {
-		k := min(int(time.Duration(i)*w.Tick/w.Period), len(w.Recorded)-1)
-		n := ceilInt32(math.Round(w.Recorded[k]))
-		return policy.Result{W2: math.NaN(), Decision: scaling.Decision{Replicas: n, Reason: "recorded"}}, nil
-	}, false, 0)
+		return policy.Result{W2: math.NaN(), Decision: scaling.Decision{Replicas: sample(i, w.Recorded), Reason: "recorded"}}, nil
+	}, false, 0, ready)
 }
 
 // decider is one tick's decision: a policy runner, or the oracle.
@@ -910,11 +945,13 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 			return runner.Step(ctx, obs)
 		}
 	}
-	return simulate(ctx, w, run.Policy, o, initial, decide, hasModel, run.ModelHistory)
+	return simulate(ctx, w, run.Policy, o, initial, decide, hasModel, run.ModelHistory, nil)
 }
 
-// simulate runs decide over w from the initial size and scores it.
-func simulate(ctx context.Context, w *World, name string, o Options, initial int32, decide decider, hasModel bool, modelHistory int) (Run, error) {
+// simulate runs decide over w from the initial size and scores it. ready, when set, gives the
+// pods serving at each tick instead of the cluster's model (the actual row's recorded ready
+// counts).
+func simulate(ctx context.Context, w *World, name string, o Options, initial int32, decide decider, hasModel bool, modelHistory int, ready func(int) int32) (Run, error) {
 	run := Run{Metrics: Metrics{Policy: name, ForecastCoverage: math.NaN(), BudgetHeadroom: math.NaN(), BudgetLevel: math.NaN(), ModelHistory: modelHistory}}
 	n := len(w.Inst)
 	if o.KeepSeries {
@@ -973,6 +1010,9 @@ func simulate(ctx context.Context, w *World, name string, o Options, initial int
 			pending = append(pending, order{t + o.DecisionDelay, res.Decision.Replicas})
 		}
 		nSpec, nr := c.spec, c.ready(t)
+		if ready != nil {
+			nr = ready(i)
+		}
 		if run.Series != nil {
 			run.Series.Replicas[i], run.Series.Ready[i] = nSpec, nr
 		}

@@ -218,7 +218,7 @@ func (rep *Report) jsonView() any {
 				"trace": tr.Trace, "class": tr.Class, "samples": tr.Samples, "sample_period": tr.SamplePeriod.String(), "start": startOrNil(tr.Start),
 				"scale": num(tr.Scale), "ticks": tr.Ticks, "warmup_time": tr.WarmupTime.String(),
 				"oracle_frontier_ratio": num(tr.OracleFrontierRatio), "unavoidable_overload": num(tr.Unavoidable),
-				"runs": runs, "frontier": tr.Frontier, "sweep_error": tr.SweepFailed,
+				"runs": runs, "frontier": tr.Frontier, "sweep_error": tr.SweepFailed, "actual_ready": tr.ActualReady,
 			})
 		}
 		return traces

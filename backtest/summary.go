@@ -162,7 +162,7 @@ func (rep *Report) WriteScreen(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, wrap("frontier = cost ÷ the cheapest fixed HPA target at the same overload (< 1 beats every one); "+
-		"* = outside the envelope, its nearest end used; "+actualText(rep.Coverage)+
+		"* = outside the envelope, its nearest end used; "+actualText(rep.Traces)+
 		"gap = share of the oracle's saving captured; gap@x = the same against the envelope at the policy's own overload x; overload = share of time above u_sla; oracle = the "+
 		"oracle's frontier ratio; >N_max = time with demand above u_sla·N_max·R, overload no policy avoids; "+
 		"--format full gives every figure of every trace.", 100))
@@ -170,11 +170,15 @@ func (rep *Report) WriteScreen(w io.Writer) error {
 	return nil
 }
 
-func actualText(c []Coverage) string {
-	if len(c) == 0 {
-		return ""
+// actualText explains the actual row, and where its ready pods come from, when a trace has one.
+func actualText(traces []TraceResult) string {
+	for _, tr := range traces {
+		if tr.ActualReady != "" {
+			return "actual = the workload's recorded replicas as they ran, scored like every policy, its ready pods " +
+				tr.ActualReady + "; cost/actual = cost against it; "
+		}
 	}
-	return "actual = the workload's recorded replicas as they ran, scored like every policy; cost/actual = cost against it; "
+	return ""
 }
 
 // String is the coverage in words.

@@ -99,6 +99,34 @@ func TestActualRow(t *testing.T) {
 	if !strings.Contains(buf.String(), "cost/actual") {
 		t.Errorf("the screen has no cost/actual column:\n%s", buf.String())
 	}
+	if res.ActualReady != "modelled from the start-up delay: the policy has no queries.ready_replicas" ||
+		!strings.Contains(buf.String(), "its ready pods modelled from the start-up delay") {
+		t.Errorf("actual_ready %q; the screen:\n%s", res.ActualReady, buf.String())
+	}
+
+	// With recorded ready counts the actual row serves with them, not with modelled pods: none
+	// ready, every scored tick with demand is overloaded, whatever the spec.
+	none := make([]float64, len(vals))
+	o.Recorded = map[string]Recorded{tr.Name: {Start: start, Replicas: reps, Ready: none, ReadyQuery: "max(ready)"}}
+	rep, err = RunTraces(context.Background(), []trace.Trace{{Name: tr.Name, StepMinutes: tr.StepMinutes, Values: vals}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rep.Traces[0].Runs {
+		if r.Policy == ActualPolicy && (r.OverloadFraction != 1 || math.Abs(r.MeanReplicas-want) > 0.01) {
+			t.Errorf("actual row with no pod ready: overload %v, mean %v replicas; want 1, %v", r.OverloadFraction, r.MeanReplicas, want)
+		}
+		if r.Policy != ActualPolicy && r.OverloadFraction == 1 {
+			t.Errorf("%s: overload 1: the recorded ready counts reached a policy's row", r.Policy)
+		}
+	}
+	if got := rep.Traces[0].ActualReady; got != "recorded (max(ready))" {
+		t.Errorf("actual_ready %q, want recorded (max(ready))", got)
+	}
+	o.Recorded = map[string]Recorded{tr.Name: {Replicas: reps, Ready: none[:10]}}
+	if _, err := RunTraces(context.Background(), []trace.Trace{{Name: tr.Name, StepMinutes: tr.StepMinutes, Values: vals}}, o); err == nil {
+		t.Error("10 recorded ready counts for 400 samples: no error")
+	}
 	// Too few recorded counts is an error, not a short actual row.
 	o.Recorded = map[string]Recorded{tr.Name: {Replicas: reps[:10]}}
 	if _, err := RunTraces(context.Background(), []trace.Trace{{Name: tr.Name, StepMinutes: tr.StepMinutes, Values: vals}}, o); err == nil {

@@ -54,6 +54,8 @@ type ObjectPolicy struct {
 	Mode string
 	// Paused is spec.debi.paused: the webhook writes nothing for the policy.
 	Paused bool
+	// PausedReplicas is spec.debi.pausedReplicas: the policy is paused held at that count.
+	PausedReplicas *int32
 	// StateTrigger marks the policy of a StateTrigger object (TranslateStateTrigger): its
 	// decisions come from its Tidal's status only, through the webhook's Tidal watch. It must
 	// not be run by the exporter, whose recommendations would fight the Tidal's.
@@ -314,7 +316,7 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 		if d.Mode != "" {
 			op.Mode = string(d.Mode)
 		}
-		op.Paused = d.Paused
+		op.Paused, op.PausedReplicas = d.Paused, d.PausedReplicas
 		p.Model = d.Model
 		if d.LeadTime != nil {
 			p.LeadTime = d.LeadTime.Duration
@@ -491,7 +493,7 @@ func (c *Config) validateWith(ext []ObjectPolicy) (*Config, []error, error) {
 	for _, op := range ext {
 		n.Policies = append(n.Policies, op.Policy)
 		if op.Mode != "" {
-			n.Webhook.Policies = append(n.Webhook.Policies, WebhookPolicy{Name: op.Policy.Name, Mode: op.Mode, Paused: op.Paused})
+			n.Webhook.Policies = append(n.Webhook.Policies, WebhookPolicy{Name: op.Policy.Name, Mode: op.Mode, Paused: op.Paused, PausedReplicas: op.PausedReplicas})
 		}
 	}
 	var errs errList
@@ -746,7 +748,7 @@ func TranslateStateTrigger(es *esv1.ElasticScaler, lookup TidalLookup) (ObjectPo
 		if d.Mode != "" {
 			op.Mode = string(d.Mode)
 		}
-		op.Paused = d.Paused
+		op.Paused, op.PausedReplicas = d.Paused, d.PausedReplicas
 		if d.Model != "" || d.LeadTime != nil || d.HistoryStep != nil {
 			warn("spec.debi", "model, leadTime and historyStep are not used by a StateTrigger (its Tidal gives the replicas)")
 		}

@@ -189,16 +189,32 @@ type WebhookPolicy struct {
 	// Paused stops every write for this policy (decisions are still logged and exported).
 	// An annotation debi.io/paused: "true" on the target does the same from the cluster.
 	Paused bool `yaml:"paused"`
+	// PausedReplicas pauses the policy held at this many replicas, as KEDA's paused-replicas
+	// annotation: the webhook scales the target to it (mode act) and makes no load decision
+	// while it is set, whatever paused says. It may lie outside min_replicas–max_replicas.
+	PausedReplicas *int32 `yaml:"paused_replicas"`
 }
 
-// PausedFor reports whether a policy is paused by the configuration.
+// PausedFor reports whether a policy is paused by the configuration, at a count or not.
 func (w *WebhookConfig) PausedFor(policy string) bool {
 	for _, p := range w.Policies {
 		if p.Name == policy {
-			return p.Paused
+			return p.Paused || p.PausedReplicas != nil
 		}
 	}
 	return false
+}
+
+// PausedReplicasFor is the count a policy is paused at (webhook.policies[].paused_replicas), or
+// nil.
+func (w *WebhookConfig) PausedReplicasFor(policy string) *int32 {
+	for _, p := range w.Policies {
+		if p.Name == policy && p.PausedReplicas != nil {
+			n := *p.PausedReplicas
+			return &n
+		}
+	}
+	return nil
 }
 
 // Defaults of the webhook section.
@@ -434,6 +450,14 @@ func (w *WebhookConfig) validate(c *Config, errs *errList) {
 		}
 		if p.Mode != "" && !validMode(p.Mode) {
 			add(path+".mode", `must be one of act, hpa-floor, shadow, got "`+p.Mode+`"`)
+		}
+		if n := p.PausedReplicas; n != nil {
+			switch {
+			case *n < 0:
+				add(path+".paused_replicas", fmt.Sprintf("must not be negative, got %d", *n))
+			case p.Name != "" && w.ModeFor(p.Name) == ModeHPAFloor:
+				add(path+".paused_replicas", "not with mode hpa-floor: the HPA scales the target, and a floor does not hold it at a count")
+			}
 		}
 	}
 }

@@ -160,6 +160,8 @@ func TestWebhookValidation(t *testing.T) {
 		{"push token and unauthenticated", "allow_unauthenticated: true\n  tidal: {push: {enabled: true, bearer_token_file: /p}}", "webhook.tidal.push.bearer_token_file: conflicts with webhook.allow_unauthenticated"},
 		{"push with Alertmanager's token", "bearer_token_file: /t\n  tidal: {push: {enabled: true, bearer_token_file: /t}}", "webhook.tidal.push.bearer_token_file: must not be webhook.bearer_token_file"},
 		{"override twice", "policies: [{name: web}, {name: web}]", `webhook.policies[1].name: "web" is already overridden by webhook.policies[0]`},
+		{"negative paused_replicas", "policies: [{name: web, paused_replicas: -1}]", "webhook.policies[0].paused_replicas: must not be negative, got -1"},
+		{"paused_replicas with hpa-floor", "mode: hpa-floor\n  policies: [{name: web, paused_replicas: 3}]", "webhook.policies[0].paused_replicas: not with mode hpa-floor"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load([]byte(webhookBase + "webhook:\n  " + tc.section + "\n"))
@@ -167,5 +169,32 @@ func TestWebhookValidation(t *testing.T) {
 				t.Fatalf("error = %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestPausedReplicas: paused_replicas pauses the policy (PausedFor, which the exporter reads)
+// and gives the count, 0 and counts outside min_replicas–max_replicas included (as KEDA's
+// paused-replicas); an ElasticScaler's spec.debi.pausedReplicas becomes the same override.
+func TestPausedReplicas(t *testing.T) {
+	for _, tc := range []struct {
+		section string
+		paused  bool
+		pin     int32 // -1: none
+	}{
+		{"policies: [{name: web, paused_replicas: 3}]", true, 3},
+		{"policies: [{name: web, paused_replicas: 0}]", true, 0},
+		{"policies: [{name: web, paused_replicas: 500}]", true, 500},
+		{"policies: [{name: web, paused: true}]", true, -1},
+		{"policies: [{name: web, paused: true, paused_replicas: 2}]", true, 2},
+		{"policies: [{name: web}]", false, -1},
+	} {
+		c, err := Load([]byte(webhookBase + "webhook:\n  " + tc.section + "\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.section, err)
+		}
+		pin := c.Webhook.PausedReplicasFor("web")
+		if c.Webhook.PausedFor("web") != tc.paused || (pin == nil) != (tc.pin < 0) || (pin != nil && *pin != tc.pin) {
+			t.Errorf("%s: PausedFor %v, PausedReplicasFor %v; want %v, %d", tc.section, c.Webhook.PausedFor("web"), pin, tc.paused, tc.pin)
+		}
 	}
 }

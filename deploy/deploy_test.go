@@ -444,9 +444,8 @@ func checkExporterJob(t *testing.T, objs []*unstructured.Unstructured) {
 		return // nothing to agree with
 	}
 	for _, sm := range findAll(objs, "ServiceMonitor") {
-		// Both keep their own labels: the exporter's namespace/workload name the scaled
-		// workload (renamed exported_namespace, the scale alert would name the exporter's
-		// namespace and the webhook refuse it), the webhook's endpoint is its own.
+		// Both keep their own labels by default: the exporter's namespace/workload name the
+		// scaled workload (as kube-state-metrics' do), the webhook's endpoint is its own.
 		eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 		for i, ep := range eps {
 			if h, _ := ep.(map[string]any)["honorLabels"].(bool); !h {

@@ -35,6 +35,13 @@ type History struct {
 	// replicas): what actually ran, the what-if's "actual" row. Nil when the query has no
 	// sample over the replayed span.
 	Replicas []float64
+	// Ready[i] is the workload's recorded ready replica count at Start + i·Step (queries.
+	// ready_replicas, kube-state-metrics' kube_deployment_status_replicas_ready by default): the
+	// pods that served, which the actual row scores instead of modelling them. Nil when the
+	// query is unset or has no sample over the replayed span (ReadyQuery says which).
+	Ready []float64
+	// ReadyQuery is the ready count's query read ("" when the policy has none).
+	ReadyQuery string
 	// Gaps is the number of grid times inside the replayed span without a demand sample, filled
 	// with the last value before them: the simulator needs a demand at every step.
 	Gaps int
@@ -135,6 +142,14 @@ func DemandHistory(ctx context.Context, q Querier, p *config.Policy, start, end 
 			return h, fmt.Errorf("policy %s: queries.replicas over the range: %w", p.Name, err)
 		}
 		h.Replicas = fill(&rc, reps)
+		h.Coverage = append(h.Coverage, rc)
+	}
+	if p.Queries.Replicas != "" && p.Queries.ReadyReplicas != "" {
+		ready, rc, err := readSeries(ctx, q, "ready", p.Queries.ReadyReplicas, "", r, n)
+		if err != nil {
+			return h, fmt.Errorf("policy %s: queries.ready_replicas over the range: %w", p.Name, err)
+		}
+		h.Ready, h.ReadyQuery = fill(&rc, ready), p.Queries.ReadyReplicas
 		h.Coverage = append(h.Coverage, rc)
 	}
 	h.Request = p.Request

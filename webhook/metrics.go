@@ -24,6 +24,8 @@ type metrics struct {
 	tidalWatchEnabled prometheus.Gauge
 	// paused is 1 per policy that a pause (per policy or on the target) holds.
 	paused *prometheus.GaugeVec
+	// pausedReplicas is the count per policy paused at one (webhook.policies[].paused_replicas).
+	pausedReplicas *prometheus.GaugeVec
 	// policyInfo is 1 per configured policy, with its mode and algorithm.
 	policyInfo *prometheus.GaugeVec
 	// tokenReloadFailures counts token files that changed into something unusable.
@@ -107,6 +109,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "debi_webhook_tidal_watch_enabled",
 			Help: "1 when the Tidal watch is enabled and the API server serves its resources.",
 		}),
+		pausedReplicas: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "debi_webhook_policy_paused_replicas",
+			Help: "The replica count a policy is paused at (webhook.policies[].paused_replicas, spec.debi.pausedReplicas); absent for policies not paused at a count.",
+		}, []string{"policy"}),
 		paused: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "debi_webhook_policy_paused",
 			Help: "1 while a policy is paused (per policy, or by the debi.io/paused annotation on its target).",

@@ -102,6 +102,9 @@ type Outcome struct {
 	Object  string `json:"object,omitempty"`
 	// Conflicts met while writing; each one was decided again from the new size.
 	Conflicts int `json:"conflicts,omitempty"`
+	// PausedReplicas is the count the policy is paused at (webhook.policies[].paused_replicas,
+	// spec.debi.pausedReplicas): the decision was that count, not the load's.
+	PausedReplicas *int32 `json:"paused_replicas,omitempty"`
 }
 
 // Controller decides and acts for the policies of one configuration. It is safe for
@@ -134,6 +137,8 @@ type policyState struct {
 	pol     *config.Policy
 	mode    string
 	paused  bool
+	// pin is the count the policy is paused at (webhook.policies[].paused_replicas), or nil.
+	pin *int32
 	// rule is the algorithm's stateless rule (scaling.RuleOf); stateful says the published
 	// bounds are needed. The rule's Reads say which inputs a decision reads: the webhook knows
 	// no algorithm's inputs.
@@ -214,7 +219,12 @@ func NewController(cfg *config.Config, o ControllerOptions) (*Controller, error)
 			return nil, fmt.Errorf("policies[%d] (%s): %w", i, p.Name, err)
 		}
 		ps := &policyState{pol: p, mode: cfg.Webhook.ModeFor(p.Name), paused: cfg.Webhook.PausedFor(p.Name),
-			rule: scaling.RuleOf(alg), algName: alg.Name(), flights: map[string]*flightGroup{}}
+			pin: cfg.Webhook.PausedReplicasFor(p.Name), rule: scaling.RuleOf(alg), algName: alg.Name(), flights: map[string]*flightGroup{}}
+		if ps.pin != nil {
+			c.m.pausedReplicas.WithLabelValues(p.Name).Set(float64(*ps.pin))
+		} else {
+			c.m.pausedReplicas.DeleteLabelValues(p.Name)
+		}
 		_, ps.stateful = alg.(scaling.Stateful)
 		wq := cfg.Webhook.Queries
 		reads := ps.rule.Reads()
@@ -451,6 +461,35 @@ func (c *Controller) tidalPolicy(e *TidalEvent) (*policyState, error) {
 	return ps, nil
 }
 
+// TriggerPause is the trigger of the decisions Pin makes.
+const TriggerPause = "pause"
+
+// Pin scales every policy paused at a count (webhook.policies[].paused_replicas,
+// spec.debi.pausedReplicas) to that count, as KEDA scales a ScaledObject's target when
+// autoscaling.keda.sh/paused-replicas appears: the webhook calls it when a configuration comes
+// into force, so that a pause takes effect without waiting for an alert. Each is a decision like
+// a trigger's (serialised with them, one Event when it writes); later triggers hold the count.
+func (c *Controller) Pin(ctx context.Context) ([]Outcome, error) {
+	var outs []Outcome
+	var errs []error
+	for _, ps := range c.sortedPolicies() {
+		if ps.pin == nil {
+			continue
+		}
+		out, err := c.coalesce(ctx, ps, TriggerPause, func(ctx context.Context) (Outcome, error) {
+			return c.decide(ctx, ps, TriggerPause, func(ScaleInfo) (decision, error) {
+				// Reached only when the annotation debi.io/paused holds the target: no write.
+				return decision{source: "none", w: math.NaN(), hold: "paused by the annotation " + AnnotationPaused + " on the target"}, nil
+			})
+		})
+		outs = append(outs, out)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("policy %s: %w", ps.pol.Name, err))
+		}
+	}
+	return outs, joinErrors(errs)
+}
+
 func (c *Controller) sortedPolicies() []*policyState {
 	out := make([]*policyState, 0, len(c.policies))
 	for _, p := range c.policies {
@@ -463,9 +502,19 @@ func (c *Controller) sortedPolicies() []*policyState {
 // checkIdentity refuses an alert whose labels name another object than the policy's target:
 // a namespace label, a label named after the target's kind (deployment="..."), workload or
 // workload_type (the labels the exporter's series and alerts carry).
+//
+// The workload's namespace is exported_namespace where the alert has one: Prometheus renames a
+// scraped namespace label so when the target's own namespace label wins (honor_labels false),
+// and the Prometheus Operator's enforcedNamespaceLabel then overwrites namespace on every series
+// and every rule's output with the namespace of the ServiceMonitor and the PrometheusRule
+// (docs/getting-started.md). There namespace names where debi runs, not what it scales.
 func checkIdentity(labels map[string]string, t config.Target) error {
-	if ns, ok := labels["namespace"]; ok && ns != t.Namespace {
-		return fmt.Errorf("label namespace=%q does not match the policy's target namespace %q", ns, t.Namespace)
+	nsLabel := "namespace"
+	if _, ok := labels["exported_namespace"]; ok {
+		nsLabel = "exported_namespace"
+	}
+	if ns, ok := labels[nsLabel]; ok && ns != t.Namespace {
+		return fmt.Errorf("label %s=%q does not match the policy's target namespace %q", nsLabel, ns, t.Namespace)
 	}
 	if wt, ok := labels["workload_type"]; ok && !strings.EqualFold(wt, t.Kind) {
 		return fmt.Errorf("label workload_type=%q does not match the policy's target kind %q", wt, t.Kind)
@@ -542,18 +591,29 @@ func (c *Controller) decideRetrying(ctx context.Context, ps *policyState, trigge
 // errConflict marks a write that met an optimistic-concurrency conflict.
 var errConflict = errors.New("conflict")
 
-// pausedWhy says why writes to the target are paused, or "".
+// ReasonPausedReplicas is the reason of a decision that is the count a policy is paused at.
+const ReasonPausedReplicas = "paused-replicas"
+
+// pausedWhy says why writes to the target are paused, or "". The annotation on the target comes
+// first: it stops every write, a pin's too.
 func pausedWhy(ps *policyState, cur ScaleInfo) string {
 	switch {
+	case annotatedPaused(cur):
+		return "paused by the annotation " + AnnotationPaused + " on the target"
+	case ps.pin != nil:
+		return fmt.Sprintf("paused at %d replicas by the configuration (webhook.policies[].paused_replicas)", *ps.pin)
 	case ps.paused:
 		return "paused by the configuration (webhook.policies[].paused)"
-	case strings.EqualFold(strings.TrimSpace(cur.Annotations[AnnotationPaused]), "true"):
-		return "paused by the annotation " + AnnotationPaused + " on the target"
 	case cur.Replicas == 0:
 		// The HPA's convention: a workload at zero was stopped on purpose.
 		return "paused: the target is at 0 replicas (scaled to zero on purpose)"
 	}
 	return ""
+}
+
+// annotatedPaused reports whether the target carries debi.io/paused: "true".
+func annotatedPaused(cur ScaleInfo) bool {
+	return strings.EqualFold(strings.TrimSpace(cur.Annotations[AnnotationPaused]), "true")
 }
 
 func (c *Controller) decideOnce(ctx context.Context, ps *policyState, trigger string, f func(ScaleInfo) (decision, error)) (Outcome, error) {
@@ -571,12 +631,20 @@ func (c *Controller) decideOnce(ctx context.Context, ps *policyState, trigger st
 	out.Before, out.After = cur.Replicas, cur.Replicas
 	paused := pausedWhy(ps, cur)
 	c.m.paused.WithLabelValues(name).Set(map[bool]float64{true: 1}[paused != ""])
-	d, err := f(cur)
-	if err != nil {
-		return fail(d.source, err)
-	}
-	if d.hold == "" && paused != "" && d.replicas != cur.Replicas {
-		d.hold = paused
+	var d decision
+	if pin := ps.pin; pin != nil && !annotatedPaused(cur) {
+		// Paused at a count (KEDA's paused-replicas): that count is the decision, whatever the
+		// trigger says; no input is read and no load decision is made.
+		d = decision{source: "none", w: math.NaN(), replicas: *pin, reason: ReasonPausedReplicas}
+		n := *pin
+		out.PausedReplicas = &n
+	} else {
+		if d, err = f(cur); err != nil {
+			return fail(d.source, err)
+		}
+		if d.hold == "" && paused != "" && d.replicas != cur.Replicas {
+			d.hold = paused
+		}
 	}
 	out.Source, out.Reason, out.Target = d.source, d.reason, d.target
 	if !math.IsNaN(d.w) && !math.IsInf(d.w, 0) {
@@ -598,7 +666,9 @@ func (c *Controller) decideOnce(ctx context.Context, ps *policyState, trigger st
 	out.After = d.replicas
 	now := c.now()
 	c.m.lastReplicas.WithLabelValues(name, ps.mode).Set(float64(d.replicas))
-	c.m.lastTarget.WithLabelValues(name).Set(d.target)
+	if out.PausedReplicas == nil {
+		c.m.lastTarget.WithLabelValues(name).Set(d.target)
+	}
 	c.m.lastTimestamp.WithLabelValues(name).Set(float64(now.UnixNano()) / 1e9)
 
 	var res WriteResult

@@ -764,7 +764,9 @@ func applyDecision(s *esv1.ElasticScalerStatus, o *Observation, gen int64) {
 	case out.Held != "":
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, esv1.ReasonScalingHeld, fmt.Sprintf("size kept at %d: %s", out.Before, out.Held)
 		s.CurrentReplicas = i32(out.Before)
+		s.PausedReplicas = nil
 	default:
+		s.PausedReplicas = out.PausedReplicas
 		c.Status, c.Reason = metav1.ConditionTrue, esv1.ReasonScalingCalculated
 		c.Message = fmt.Sprintf("%s (mode %s, trigger %s): desired %d from current %d (%s); %s", o.Algorithm, o.Mode, o.Trigger,
 			out.After, out.Before, out.Reason, decisionInputs(out))

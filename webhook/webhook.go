@@ -423,10 +423,18 @@ func (s *Server) endpoints(g *generation) (*endpoints, error) {
 	return ep, nil
 }
 
-// install puts g in force; old is the generation it replaces (nil at start).
+// install puts g in force; old is the generation it replaces (nil at start). Its policies paused
+// at a count are scaled to it in the background (Controller.Pin).
 func (s *Server) install(g *generation, old *generation) {
 	s.current.Store(g)
 	s.live.Store(g.ep)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.Webhook.DecisionTimeout)
+		defer cancel()
+		if _, err := g.ctl.Pin(ctx); err != nil {
+			s.logger.Warn("cannot scale a paused policy to its paused_replicas; the next trigger tries again", "err", err)
+		}
+	}()
 	info := policyInfo(g.cfg)
 	for _, l := range info {
 		s.m.policyInfo.WithLabelValues(l[:]...).Set(1)
@@ -446,7 +454,7 @@ func (s *Server) install(g *generation, old *generation) {
 			continue
 		}
 		l := prometheus.Labels{"policy": p.Name}
-		for _, v := range []*prometheus.GaugeVec{s.m.lastReplicas, s.m.lastLoad, s.m.lastTarget, s.m.lastTimestamp, s.m.paused} {
+		for _, v := range []*prometheus.GaugeVec{s.m.lastReplicas, s.m.lastLoad, s.m.lastTarget, s.m.lastTimestamp, s.m.paused, s.m.pausedReplicas} {
 			v.DeletePartialMatch(l)
 		}
 	}

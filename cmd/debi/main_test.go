@@ -166,7 +166,7 @@ func TestBacktestWhatIf(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = r.ParseForm()
 		q := r.Form.Get("query")
-		if r.URL.Path != "/api/v1/query_range" || q != `sum(demand{app="web"})` && q != "replicas" {
+		if r.URL.Path != "/api/v1/query_range" || q != `sum(demand{app="web"})` && q != "replicas" && q != "ready" {
 			http.Error(w, "unexpected "+r.URL.Path+" "+q, http.StatusBadRequest)
 			return
 		}
@@ -177,8 +177,11 @@ func TestBacktestWhatIf(t *testing.T) {
 			}
 			ts := end.Add(-time.Duration(2015-i) * 5 * time.Minute).Unix()
 			v := 4 + 3*math.Sin(float64(i)/288*2*math.Pi)
-			if q == "replicas" {
+			if q == "replicas" || q == "ready" {
 				v = float64(3 + i/1008) // 3 pods, 4 for the second half
+			}
+			if q == "ready" && i >= 1500 && i < 1512 {
+				v = 1 // an hour with two of the four pods not ready
 			}
 			pts = append(pts, fmt.Sprintf(`[%d,"%g"]`, ts, v))
 		}
@@ -204,10 +207,11 @@ policies:
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	// budget is holtwinters-budget: shown once, under the configuration's name, marked. The
-	// actual row replays the recorded replicas (one change, 3 → 4); the coverage counts the
-	// 10 points without samples as filled.
+	// actual row replays the recorded replicas (one change, 3 → 4) with the recorded ready
+	// counts; the coverage counts the 10 points without samples as filled.
 	for _, want := range []string{`"trace": "web (6d23h55m to 2026-11-24 00:00)"`, `"policy": "holtwinters-budget"`, `"configured": "holtwinters-budget"`,
-		`"policy": "hpa"`, `"policy": "oracle"`, `"policy": "actual"`, `"samples": 2016`, `"class": "recorded"`, `"filled": "50m0s"`, `"start": "2026-11-17T00:05:00Z"`} {
+		`"policy": "hpa"`, `"policy": "oracle"`, `"policy": "actual"`, `"samples": 2016`, `"class": "recorded"`, `"filled": "50m0s"`, `"start": "2026-11-17T00:05:00Z"`,
+		`"series": "ready"`, `"actual_ready": "recorded (ready)"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %s:\n%.3000s", want, out)
 		}
@@ -230,7 +234,7 @@ policies:
 			t.Errorf("plot file %q is not shell-safe (or not named after the policy and range)", b)
 		}
 	}
-	for _, want := range []string{"History read from Prometheus", "demand: covered 6d23h10m of 6d23h55m", "filled 50m", "> holtwinters-budget (yours)", "cost/actual", "  actual  "} {
+	for _, want := range []string{"History read from Prometheus", "demand: covered 6d23h10m of 6d23h55m", "filled 50m", "> holtwinters-budget (yours)", "cost/actual", "  actual  ", "its ready pods recorded (ready)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, out)
 		}

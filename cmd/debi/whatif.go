@@ -86,7 +86,7 @@ func whatIfTraces(ctx context.Context, w whatIf, o backtest.Options) ([]trace.Tr
 	o, _ = backtest.PolicyOptions(p, o, step, h.Request, len(h.Demand))
 	// Short enough for the summary's trace column: the policy, the range and its end.
 	name := fmt.Sprintf("%s (%s to %s)", p.Name, model.Duration(w.rng), end.UTC().Format("2006-01-02 15:04"))
-	rec := backtest.Recorded{Start: h.Start, Replicas: h.Replicas}
+	rec := backtest.Recorded{Start: h.Start, Replicas: h.Replicas, Ready: h.Ready, ReadyQuery: h.ReadyQuery}
 	for _, c := range h.Coverage {
 		rec.Coverage = append(rec.Coverage, backtest.Coverage{Series: c.Series, Query: c.Query, Fallback: c.Fallback,
 			Range: c.Time(c.Points - 1), Covered: c.Time(c.Covered), FromFallback: c.Time(c.FromFallback), Missing: c.Time(c.Missing), Filled: c.Time(c.Filled)})

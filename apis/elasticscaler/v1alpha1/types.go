@@ -20,6 +20,7 @@ import (
 // +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredReplicas`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.debi.mode`
 // +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.debi.paused`
+// +kubebuilder:printcolumn:name="Paused-Replicas",type=integer,JSONPath=`.spec.debi.pausedReplicas`,priority=1
 // +kubebuilder:printcolumn:name="Validated",type=string,JSONPath=`.status.conditions[?(@.type=="Validated")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ElasticScaler struct {
@@ -269,6 +270,13 @@ type DebiSpec struct {
 	// decisions are still made, logged and published.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+	// PausedReplicas pauses the policy held at this many replicas, as KEDA's
+	// autoscaling.keda.sh/paused-replicas annotation: the webhook scales the target to it
+	// (mode act) and makes no load decision while it is set, whatever spec.debi.paused says.
+	// It may lie outside minReplicas–maxReplicas (0 stops the workload), as KEDA's does.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PausedReplicas *int32 `json:"pausedReplicas,omitempty"`
 	// Model is the forecaster of the DEBI and BUDGET algorithms, e.g. holtwinters.
 	// +optional
 	Model string `json:"model,omitempty"`
@@ -363,4 +371,8 @@ type ElasticScalerStatus struct {
 	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`
 	// +optional
 	LastTarget string `json:"lastTarget,omitempty"`
+	// PausedReplicas is the count the last decision held the target at (spec.debi.pausedReplicas,
+	// as KEDA's status.pausedReplicaCount); unset when the policy is not paused at a count.
+	// +optional
+	PausedReplicas *int32 `json:"pausedReplicas,omitempty"`
 }

@@ -96,6 +96,15 @@ func (s *ElasticScaler) Validate() field.ErrorList {
 		default:
 			errs = append(errs, field.NotSupported(dp.Child("mode"), d.Mode, []DebiMode{DebiModeAct, DebiModeHPAFloor, DebiModeShadow}))
 		}
+		if d.PausedReplicas != nil {
+			switch {
+			case *d.PausedReplicas < 0:
+				errs = append(errs, field.Invalid(dp.Child("pausedReplicas"), *d.PausedReplicas, "must not be negative"))
+			case d.Mode == DebiModeHPAFloor:
+				errs = append(errs, field.Invalid(dp.Child("pausedReplicas"), *d.PausedReplicas,
+					"not with mode hpa-floor: the HPA scales the target, and a floor does not hold it at a count"))
+			}
+		}
 		if d.LeadTime != nil && d.LeadTime.Duration < 0 {
 			errs = append(errs, field.Invalid(dp.Child("leadTime"), d.LeadTime.Duration.String(), "must not be negative"))
 		}

@@ -186,6 +186,8 @@ func TestValidateInvalid(t *testing.T) {
 			s.Spec.Trigger.MetricsTrigger = metricsScaler().Spec.Trigger.MetricsTrigger
 		}, "spec.trigger.metricsTrigger", field.ErrorTypeForbidden, "only stateTrigger"},
 		// debi's extension.
+		{"negative debi.pausedReplicas", metricsScaler, func(s *ElasticScaler) { s.Spec.Debi.PausedReplicas = i32(-1) }, "spec.debi.pausedReplicas", field.ErrorTypeInvalid, "must not be negative"},
+		{"debi.pausedReplicas with hpa-floor", metricsScaler, func(s *ElasticScaler) { s.Spec.Debi.Mode, s.Spec.Debi.PausedReplicas = DebiModeHPAFloor, i32(3) }, "spec.debi.pausedReplicas", field.ErrorTypeInvalid, "hpa-floor"},
 		{"unknown debi.mode", metricsScaler, func(s *ElasticScaler) { s.Spec.Debi.Mode = "dry-run" }, "spec.debi.mode", field.ErrorTypeNotSupported, "shadow"},
 		{"negative debi.leadTime", metricsScaler, func(s *ElasticScaler) { s.Spec.Debi.LeadTime.Duration = -time.Second }, "spec.debi.leadTime", field.ErrorTypeInvalid, ""},
 		{"zero debi.historyStep", metricsScaler, func(s *ElasticScaler) { s.Spec.Debi.HistoryStep.Duration = 0 }, "spec.debi.historyStep", field.ErrorTypeInvalid, ""},
