@@ -564,6 +564,20 @@ func (e *kubeEnv) tidalObject(t testing.TB, ns, name string, lbls, targetRef map
 // that predates the spec) and a Ready condition ready ("": none).
 func (e *kubeEnv) tidalObjectStatus(t testing.TB, ns, name string, lbls, targetRef map[string]any, desired, lag int64, ready string) {
 	t.Helper()
+	e.writeTidal(t, ns, name, lbls, targetRef, desired, lag, ready, "")
+}
+
+// tidalFired is tidal with status.lastScheduleTime fired: the firing of the rule in force, as
+// the Tidal controller writes it.
+func (e *kubeEnv) tidalFired(t testing.TB, ns, name, policy string, desired int64, fired string) {
+	t.Helper()
+	e.writeTidal(t, ns, name, map[string]any{LabelScalerName: policy, LabelScalerNamespace: ns},
+		map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "namespace": ns}, desired, 0, "True", fired)
+}
+
+// writeTidal is tidalObjectStatus with status.lastScheduleTime fired ("": none).
+func (e *kubeEnv) writeTidal(t testing.TB, ns, name string, lbls, targetRef map[string]any, desired, lag int64, ready, fired string) {
+	t.Helper()
 	tidals := e.dyn.Resource(schema.GroupVersionResource{Group: "tidal.io", Version: "v1alpha1", Resource: "tidals"}).Namespace(ns)
 	u, err := tidals.Get(context.Background(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -589,6 +603,9 @@ func (e *kubeEnv) tidalObjectStatus(t testing.TB, ns, name string, lbls, targetR
 	if ready != "" {
 		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": "Ready", "status": ready, "reason": "RuleActive",
 			"message": "test", "observedGeneration": gen, "lastTransitionTime": "2026-01-01T00:00:00Z"}}, "status", "conditions")
+	}
+	if fired != "" {
+		_ = unstructured.SetNestedField(u.Object, fired, "status", "lastScheduleTime")
 	}
 	if _, err := tidals.UpdateStatus(context.Background(), u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -92,13 +92,14 @@ type TidalEvent struct {
 	// a pushed event is only a trigger, and the webhook reads the object before acting.
 	fromCluster bool
 	// What the object says besides (set with fromCluster): the resource it was read from,
-	// metadata.generation, status.observedGeneration, the Ready condition and the
-	// debi.io/applied annotation (see tidal.go).
+	// metadata.generation, status.observedGeneration, the Ready condition, the
+	// debi.io/applied annotation and status.lastScheduleTime, the firing (see tidal.go).
 	resource           config.WatchResource
 	generation         int64
 	observedGeneration *int64
 	ready              *tidalCondition
 	applied            string
+	fired              string
 }
 
 // TargetRef names a scaled object.

@@ -5,12 +5,15 @@ package webhook
 // The webhook acts on a Tidal's status only when the status describes the Tidal's current spec
 // (status.observedGeneration = metadata.generation, condition Ready True, the condition's own
 // observedGeneration, when set, the same), and only on a change: the desired count or the
-// binding (policy, target) differs from what the webhook last applied. What it last applied
-// lives on the Tidal itself, in the annotation debi.io/applied, written after the count is
-// applied:
+// binding (policy, target) differs from what the webhook last applied, or a rule fired again
+// (status.lastScheduleTime moved: the morning rule that sets 10 every day acts every day, even
+// when yesterday's was 10 too). What it last applied lives on the Tidal itself, in the
+// annotation debi.io/applied, written after the count is applied:
 //
-//	debi.io/applied: "<metadata.generation>/<desiredReplicas>/<policy>/<target namespace>/<kind>/<name>"
+//	debi.io/applied: "<metadata.generation>/<desiredReplicas>/<policy>/<target namespace>/<kind>/<name>@<lastScheduleTime>"
 //
+// (without "@…" when the status has no lastScheduleTime; a record without it, as written before
+// the firing time was recorded, matches any firing time.)
 // An annotation is metadata: writing it does not bump a custom resource's generation, so the
 // Tidal controller's observedGeneration stays current. It survives a webhook restart, is shared
 // by every replica (the Lease holder's watch and any replica's POST /v1/tidal read the same
@@ -38,8 +41,9 @@ import (
 	"github.com/debi-scaler/debi/config"
 )
 
-// AnnotationTidalApplied, on a Tidal, records the count the webhook last applied from it and
-// to which policy and target: "<generation>/<desiredReplicas>/<policy>/<namespace>/<kind>/<name>".
+// AnnotationTidalApplied, on a Tidal, records the count the webhook last applied from it, to
+// which policy and target, and the firing it came from:
+// "<generation>/<desiredReplicas>/<policy>/<namespace>/<kind>/<name>[@<lastScheduleTime>]".
 const AnnotationTidalApplied = "debi.io/applied"
 
 // conditionReady is the condition the Tidal controller maintains (tidal/controller.ConditionReady).
@@ -91,14 +95,20 @@ func (e *TidalEvent) stale() string {
 	return ""
 }
 
-// appliedValue is the debi.io/applied annotation for want applied from a Tidal at generation to ps.
-func appliedValue(generation int64, want int32, ps *policyState) string {
-	return fmt.Sprintf("%d/%d/%s/%s", generation, want, ps.pol.Name, ps.pol.Target)
+// appliedValue is the debi.io/applied annotation for want applied from a Tidal at generation to
+// ps, from the firing at fired (status.lastScheduleTime; "" when the status has none).
+func appliedValue(generation int64, want int32, ps *policyState, fired string) string {
+	v := fmt.Sprintf("%d/%d/%s/%s", generation, want, ps.pol.Name, ps.pol.Target)
+	if fired != "" {
+		v += "@" + fired
+	}
+	return v
 }
 
 // alreadyApplied reports whether the annotation value v records want applied to ps (its policy
-// and target). The generation is not compared.
-func alreadyApplied(v string, want int32, ps *policyState) bool {
+// and target) from the firing at fired. The generation is not compared; a record without a
+// firing time matches any.
+func alreadyApplied(v string, want int32, ps *policyState, fired string) bool {
 	parts := strings.SplitN(v, "/", 3)
 	if len(parts) != 3 {
 		return false
@@ -106,7 +116,11 @@ func alreadyApplied(v string, want int32, ps *policyState) bool {
 	if _, err := strconv.ParseInt(parts[0], 10, 64); err != nil {
 		return false
 	}
-	return parts[1] == strconv.FormatInt(int64(want), 10) && parts[2] == ps.pol.Name+"/"+ps.pol.Target.String()
+	binding, at, timed := strings.Cut(parts[2], "@")
+	if timed && at != fired {
+		return false
+	}
+	return parts[1] == strconv.FormatInt(int64(want), 10) && binding == ps.pol.Name+"/"+ps.pol.Target.String()
 }
 
 // tidalCheck binds e to its policy and says whether to act on it (act true, with the policy and
@@ -129,7 +143,7 @@ func (c *Controller) tidalCheck(e *TidalEvent) (ps *policyState, want int32, out
 	if want, err = e.Desired(); err != nil {
 		return ps, 0, out, false, err
 	}
-	if alreadyApplied(e.applied, want, ps) {
+	if alreadyApplied(e.applied, want, ps, e.fired) {
 		out.Reason = "applied"
 		out.Held = fmt.Sprintf("tidal %s/%s: desiredReplicas %d already applied to policy %s (%s %q); a Tidal acts on a change only",
 			e.Namespace, e.Name, want, ps.pol.Name, AnnotationTidalApplied, e.applied)
@@ -157,7 +171,7 @@ func (c *Controller) markTidalApplied(ctx context.Context, ps *policyState, e *T
 	if out.Held != "" || ps.mode == config.ModeShadow {
 		return nil
 	}
-	v := appliedValue(e.generation, want, ps)
+	v := appliedValue(e.generation, want, ps, e.fired)
 	if err := c.act.MarkTidal(ctx, e.resource, e.Namespace, e.Name, v); err != nil {
 		c.log.Error("applied the Tidal's count but cannot record it on the Tidal; it will be applied again (can the webhook patch "+e.resource.String()+"?)",
 			"policy", ps.pol.Name, "tidal", e.Namespace+"/"+e.Name, "annotation", AnnotationTidalApplied, "err", err)

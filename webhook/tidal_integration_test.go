@@ -229,6 +229,43 @@ func TestTidalIntegrationResyncAndRestart(t *testing.T) {
 	}
 }
 
+// TestTidalIntegrationRuleFiresAgain: a rule that fires again at the count it set before (the
+// morning rule: 5 every day at 08:00) is a change, though desiredReplicas does not move; the
+// resyncs and a restart that replay one firing are not. Applied (4 → 5), the load scales web up
+// (→ 8), resyncs write nothing, the rule fires again at 5 (a new status.lastScheduleTime): 8 → 5,
+// once, and a restarted webhook writes nothing. Before the firing time was recorded: [4 5 8], the
+// second morning lost.
+func TestTidalIntegrationRuleFiresAgain(t *testing.T) {
+	e := newKubeEnv(t)
+	e.crds(t)
+	e.deployment(t, e.ns, "web", 4)
+	h := watchReplicas(t, e.kube, e.ns)
+	const resync = time.Second
+	const mon, tue = "2026-11-30T08:00:00Z", "2026-12-01T08:00:00Z"
+	w := startTidalWatch(t, e, loadQuery(), resync, nil, "a", nil)
+	e.tidalFired(t, e.ns, "t", "web", 5, mon)
+	poll(t, 20*time.Second, "web at 5", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 5 })
+	up := loadScaleUp(t, w.c)
+	w.waitSyncs(t, w.syncs(), 3, "resyncs after the load scale-up")
+	wantHistory(t, h, 4, 5, up)
+	if a, _, _ := e.tidalApplied(t, "t"); a != "1/5/web/"+e.ns+"/Deployment/web@"+mon {
+		t.Fatalf("debi.io/applied %q, want the firing recorded", a)
+	}
+
+	e.tidalFired(t, e.ns, "t", "web", 5, tue)
+	poll(t, 20*time.Second, "web back at 5", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 5 })
+	w.waitSyncs(t, w.syncs(), 3, "resyncs after the second firing")
+	wantHistory(t, h, 4, 5, up, 5)
+
+	w.stop()
+	w2 := startTidalWatch(t, e, loadQuery(), resync, nil, "a-restarted", nil)
+	w2.waitSyncs(t, 0, 4, "the restarted webhook's initial list and resyncs")
+	wantHistory(t, h, 4, 5, up, 5)
+	if a, _, _ := e.tidalApplied(t, "t"); a != "1/5/web/"+e.ns+"/Deployment/web@"+tue {
+		t.Errorf("debi.io/applied %q after the second firing", a)
+	}
+}
+
 // TestTidalIntegrationRestart: as TestTidalIntegrationResyncAndRestart without resyncs, so that
 // only the restart replays the Tidal: applied (4 → 5), the load scales web up (→ 8), the webhook
 // stops and a new one starts; its initial list writes nothing; a change to 3 writes once. On

@@ -31,6 +31,7 @@ func TidalFromUnstructured(u *unstructured.Unstructured) *TidalEvent {
 		e.observedGeneration = &g
 	}
 	e.ready = readyCondition(u)
+	e.fired, _, _ = unstructured.NestedString(u.Object, "status", "lastScheduleTime")
 	if ref, ok, _ := unstructured.NestedMap(u.Object, "spec", "targetRef"); ok {
 		str := func(k string) string { s, _ := ref[k].(string); return s }
 		e.TargetRef = &TargetRef{APIVersion: str("apiVersion"), Kind: str("kind"), Namespace: str("namespace"), Name: str("name")}
