@@ -327,18 +327,17 @@ func (r *Reader) checkServed(q Query) error {
 	if q.Type == External {
 		gv = ExternalGroupVersion
 	}
+	// Held while discovery answers, so that the workers of a Read ask once, not each.
 	r.mu.Lock()
 	e, ok := r.cache[gv]
-	r.mu.Unlock()
 	if !ok || r.now().Sub(e.at) >= r.opts.DiscoveryTTL {
 		served, err := r.served(gv)
 		e = servedEntry{served: served, err: err, at: r.now()}
 		if err == nil { // an unreachable API server is asked again next time
-			r.mu.Lock()
 			r.cache[gv] = e
-			r.mu.Unlock()
 		}
 	}
+	r.mu.Unlock()
 	switch {
 	case e.err != nil:
 		return fmt.Errorf("discovery of %s: %w", gv, e.err)
