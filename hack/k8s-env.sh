@@ -48,6 +48,13 @@ up_once() {
   openssl req $ec -keyout srv.key -out srv.csr -subj /CN=kube-apiserver 2>/dev/null
   printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > san.ext
   openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext -out srv.crt 2>/dev/null
+  # The front proxy (the aggregator) authenticates to aggregated API servers (tests' metrics
+  # servers) with this client certificate; they trust it through the
+  # extension-apiserver-authentication ConfigMap.
+  openssl req -x509 $ec -keyout front-proxy-ca.key -out front-proxy-ca.crt -days 2 -subj /CN=front-proxy-ca 2>/dev/null
+  openssl req $ec -keyout front-proxy-client.key -out front-proxy-client.csr -subj /CN=front-proxy-client 2>/dev/null
+  printf 'extendedKeyUsage=clientAuth\n' > client.ext
+  openssl x509 -req -in front-proxy-client.csr -CA front-proxy-ca.crt -CAkey front-proxy-ca.key -CAcreateserial -days 2 -extfile client.ext -out front-proxy-client.crt 2>/dev/null
   openssl ecparam -name prime256v1 -genkey -noout -out sa.key; openssl ec -in sa.key -pubout -out sa.pub 2>/dev/null
   local token; token=$(openssl rand -hex 16); echo "$token,admin,admin-uid,system:masters" > tokens.csv
   local ep pp ap; ep=$(free_port); pp=$(free_port); ap=$(free_port)
@@ -62,7 +69,11 @@ up_once() {
     --service-account-issuer=https://kubernetes.default.svc \
     --service-account-key-file=sa.pub --service-account-signing-key-file=sa.key \
     --service-cluster-ip-range=10.0.0.0/24 --authorization-mode=RBAC \
-    --disable-admission-plugins=ServiceAccount >"$STATE/apiserver.log" 2>&1 &
+    --disable-admission-plugins=ServiceAccount \
+    --requestheader-client-ca-file=front-proxy-ca.crt --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file=front-proxy-client.crt --proxy-client-key-file=front-proxy-client.key >"$STATE/apiserver.log" 2>&1 &
   echo $! > "$STATE/apiserver.pid"
   cat > "$STATE/kubeconfig" <<KC
 apiVersion: v1
