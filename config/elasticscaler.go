@@ -304,7 +304,7 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 	for _, w := range mw {
 		warns = append(warns, op.Source+": metadata.annotations: "+w)
 	}
-	p.Metrics = scaling.MetricsPolicy{
+	p.Metrics.MetricsPolicy = scaling.MetricsPolicy{
 		Window: time.Duration(mpol.WindowSeconds) * time.Second, Aggregation: scaling.Aggregation(mpol.AggregationType),
 		MissingData: scaling.MissingData(mpol.MissingDataPolicy), OutlierFilter: mpol.EnableOutlierFilter,
 		OutlierThreshold: mpol.OutlierThreshold,
