@@ -180,7 +180,7 @@ func OverloadedAny(sla float64, ready int32, demands, capacities []float64) bool
 // largest. ok[i] false marks a metric whose input is missing (its query failed, its sample is
 // absent): as the HPA does, a missing metric never lets the others scale down — with any metric
 // missing the decision is at least the current size — and with every metric missing it is the
-// current size (ReasonNoLoad). It returns the decision and the index of the deciding metric
+// current size, b.At (ReasonNoLoad). It returns the decision and the index of the deciding metric
 // (-1 when none decided); ties go to the first metric.
 func DecideMax(rule Algorithm, ins []Input, ok []bool, b Bounds) (Decision, int) {
 	best, at, missing := Decision{}, -1, false
@@ -195,11 +195,7 @@ func DecideMax(rule Algorithm, ins []Input, ok []bool, b Bounds) (Decision, int)
 		}
 	}
 	if at < 0 {
-		var cur int32
-		if len(ins) > 0 {
-			cur = ins[0].Current
-		}
-		return Decision{Replicas: cur, Reason: ReasonNoLoad}, -1
+		return Decision{Replicas: b.At, Reason: ReasonNoLoad}, -1
 	}
 	if missing && best.Replicas < ins[at].Current {
 		best.Replicas, best.Reason = NoScaleDown(best.Replicas, ins[at].Current), ReasonMetricMissing
