@@ -181,17 +181,29 @@ func OverloadedAny(sla float64, ready int32, demands, capacities []float64) bool
 // absent): as the HPA does, a missing metric never lets the others scale down — with any metric
 // missing the decision is at least the current size — and with every metric missing it is the
 // current size, b.At (ReasonNoLoad). It returns the decision and the index of the deciding metric
-// (-1 when none decided); ties go to the first metric.
+// (-1 when none decided). Metrics clamped to the same count are told apart by the rule's own
+// count before the clamp, then by their order.
 func DecideMax(rule Algorithm, ins []Input, ok []bool, b Bounds) (Decision, int) {
 	best, at, missing := Decision{}, -1, false
+	bestRaw := int32(-1) // the rule's own count for best, computed on a tie only
 	for i, in := range ins {
 		if !ok[i] {
 			missing = true
 			continue
 		}
 		d := Decide(rule, in, b)
-		if at < 0 || d.Replicas > best.Replicas {
-			best, at = d, i
+		switch {
+		case at < 0 || d.Replicas > best.Replicas:
+			best, at, bestRaw = d, i, -1
+		case d.Replicas == best.Replicas:
+			// Clamped to the same count (a stabilisation floor, a rate limit): the metric whose
+			// own proposal is the larger decided, as the HPA takes the largest proposal first.
+			if bestRaw < 0 {
+				bestRaw = rule.Recommend(ins[at]).Replicas
+			}
+			if raw := rule.Recommend(in).Replicas; raw > bestRaw {
+				best, at, bestRaw = d, i, raw
+			}
 		}
 	}
 	if at < 0 {
