@@ -22,8 +22,9 @@ import (
 //     and its own stabilisation policy. The decision is the largest replica count over them.
 type PolicyMetrics struct {
 	scaling.MetricsPolicy
-	// List is the several-metrics form (empty for the single-metric form).
-	List []Metric
+	// List is the several-metrics form (empty for the single-metric form): written as the
+	// metrics key's list itself, `metrics: [{name: cpu, …}, {name: rps, …}]`.
+	List []Metric `yaml:"[]"`
 }
 
 // UnmarshalYAML reads either form: a sequence is the list, anything else the stabilisation
