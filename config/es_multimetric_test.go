@@ -10,7 +10,7 @@ import (
 // a policy on both (the metrics list), each at its own target, with the object's metrics policy;
 // nothing is ignored with a warning any more.
 func TestGuideTwoMetrics(t *testing.T) {
-	op, warns := translate(t, guideScaler(t, "guide-two-metrics.yaml"))
+	op, warns := translate(t, guideScaler(t, "../../config/testdata/es-two-metrics.yaml"))
 	for _, w := range warns {
 		if strings.Contains(w, "ignored") {
 			t.Errorf("warning %q: no metric may be ignored", w)
