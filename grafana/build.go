@@ -317,7 +317,7 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			q{expr: `debi_budget_quantile_cores{window="hold", ` + sel + `}`, legend: "{{policy}} quantile over lead time + hold"},
 			q{expr: `debi_budget_forecast_cores{` + sel + `}`, legend: "{{policy}} forecast"},
 			q{expr: `debi_demand_cores{load="w1", ` + sel + `} and ignoring (load, metric) debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} observed"},
-			q{expr: readyCap + ` * debi_target_utilization_ratio{` + sel + `} and debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} ready capacity at u_sla"},
+			q{expr: readyCap + ` * ignoring (metric) group_left () debi_target_utilization_ratio{` + sel + `} and ignoring (metric) debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} ready capacity at u_sla"},
 		).AxisLabel("cores").Min(0)).
 		WithPanel(series(id.next(), "Budget: margin",
 			"The calibrated factor on the forecast (quantile = forecast × margin, left axis): the (1 − α) quantile of the forecast's own recent errors, cold_margin until min_errors errors are in. The number of errors it comes from is on the right axis.",
