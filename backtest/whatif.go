@@ -33,7 +33,7 @@ func PolicyOptions(p *config.Policy, o Options, step time.Duration, request floa
 	o.Policies = dedupePolicies(append([]string{name}, o.Policies...), o.DebiModel)
 	o.Configured = name
 	o.Params = p.Scaling
-	o.Metrics = p.Metrics
+	o.Metrics = p.Metrics.MetricsPolicy
 	o.Model = p.Forecast
 	o.POT = p.EVT
 	o.Calibration = p.Budget

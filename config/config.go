@@ -181,11 +181,14 @@ type Policy struct {
 	// ObservationWindow is the window the demand query averages over (the rate window of
 	// queries.demand: 1m for the shipped recording rule). The budget policy extrapolates the
 	// observation by half of it to the demand now, as the backtest does. Default 1m.
-	ObservationWindow time.Duration         `yaml:"observation_window"`
-	Scaling           scaling.Params        `yaml:"scaling"`
-	Metrics           scaling.MetricsPolicy `yaml:"metrics"`
-	Forecast          forecast.Config       `yaml:"forecast"`
-	EVT               forecast.POTConfig    `yaml:"evt"`
+	ObservationWindow time.Duration  `yaml:"observation_window"`
+	Scaling           scaling.Params `yaml:"scaling"`
+	// Metrics is the stabilisation policy of the one CPU demand (a mapping: window,
+	// aggregation…), or a list of metrics, each with its own query, unit and target: the
+	// decision is then the largest replica count over them, as the HPA's (PolicyMetrics).
+	Metrics  PolicyMetrics      `yaml:"metrics"`
+	Forecast forecast.Config    `yaml:"forecast"`
+	EVT      forecast.POTConfig `yaml:"evt"`
 	// Budget is the model side of a budget policy (METHOD §9): the overload budget b, and how
 	// the forecast's own recent errors turn it into the calibrated upper quantile the policy
 	// sizes for. The decision side (u_sla, hold, min_saving) is scaling.budget.
@@ -604,7 +607,7 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *e
 		p.Metrics.Window = scaling.DefaultMetricsPolicy().Window
 	}
 	var warns []string
-	p.Metrics, warns = p.Metrics.Normalize()
+	p.Metrics.MetricsPolicy, warns = p.Metrics.MetricsPolicy.Normalize()
 	for _, w := range warns {
 		c.warnings = append(c.warnings, fmt.Sprintf("%s.metrics.%s", path, w))
 	}
@@ -676,16 +679,18 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *e
 	}
 	// The default queries are built from the target: with an invalid one, only the queries the
 	// file sets are checked.
+	c.metricDefaults(p, path, targetOK, errs)
 	if targetOK {
 		c.queryDefaults(p)
 	}
+	several := len(p.Metrics.List) > 0
 	for _, q := range []struct{ field, expr string }{
 		{"demand", p.Queries.Demand}, {"replicas", p.Queries.Replicas},
 		{"ready_replicas", p.Queries.ReadyReplicas}, {"request", p.Queries.Request},
 	} {
 		qpath := path + ".queries." + q.field
 		if q.expr == "" {
-			if q.field != "request" && targetOK {
+			if q.field != "request" && targetOK && !(several && q.field == "demand") {
 				errs.addf(qpath, "required: no default query for target kind %q", p.Target.Kind)
 			}
 			continue
@@ -772,10 +777,11 @@ func (c *Config) queryDefaults(p *Policy) {
 	kind := p.Target.WorkloadType()
 	sel := fmt.Sprintf(`namespace=%q,%s=%q`, p.Target.Namespace, kind, p.Target.Name)
 	wsel := fmt.Sprintf(`namespace=%q,workload_type=%q,workload=%q`, p.Target.Namespace, kind, p.Target.Name)
-	if p.Queries.Demand == "" {
+	several := len(p.Metrics.List) > 0 // the metrics carry their own demand and request
+	if p.Queries.Demand == "" && !several {
 		p.Queries.Demand = fmt.Sprintf(`sum(namespace_workload:debi_cpu_usage_cores:rate1m{%s})`, wsel)
 	}
-	if p.Queries.Request == "" && p.Request == 0 {
+	if p.Queries.Request == "" && p.Request == 0 && !several {
 		p.Queries.Request = fmt.Sprintf(`max(namespace_workload:debi_cpu_request_per_pod_cores:avg{%s})`, wsel)
 	}
 	switch kind {
@@ -866,7 +872,7 @@ func (p *Policy) RunnerConfig() (policy.Config, error) {
 		return policy.Config{}, err
 	}
 	rc := policy.DefaultConfig(spec)
-	rc.Params, rc.Metrics, rc.Request, rc.Step = p.Scaling, p.Metrics, p.Request, p.HistoryStep
+	rc.Params, rc.Metrics, rc.Request, rc.Step = p.Scaling, p.Metrics.MetricsPolicy, p.Request, p.HistoryStep
 	rc.LeadSteps, rc.History, rc.Retrain = policy.Horizon(p.LeadTime, p.HistoryStep), p.History, p.Retrain
 	rc.Season, rc.Model, rc.POT, rc.Calibration = p.Season, p.Forecast, p.EVT, p.Budget
 	// The budget policy sizes for the actuation delay itself, not for whole history steps.

@@ -196,10 +196,64 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 	op.paths["algorithm"] = esMetricsTrigger + ".scalingAlgorithm"
 	op.paths["model"] = "spec.debi.model"
 
-	// The metric: debi scales on one load series.
+	// The metrics: one usable metric is the single-metric form, as it has always been
+	// translated; several are the metrics list, the largest count over them deciding.
+	var list []Metric
+	var listPaths []string
+	usable := 0
+	for _, m := range mt.Metrics {
+		switch m.Type {
+		case esv1.ResourceMetricSourceType:
+			if strings.EqualFold(m.Resource.MetricsName, "cpu") {
+				usable++
+			}
+		case esv1.ExternalServerMetricSourceType:
+			usable++
+		}
+	}
 	used := -1
 	var unusable []string
 	for i, m := range mt.Metrics {
+		if usable > 1 {
+			mp := fmt.Sprintf("%s[%d]", esMetrics, i)
+			name, met := "", Metric{}
+			switch m.Type {
+			case esv1.ResourceMetricSourceType:
+				r := m.Resource
+				if !strings.EqualFold(r.MetricsName, "cpu") {
+					unusable = append(unusable, fmt.Sprintf("metrics[%d]: resource %q: debi's resource demand is CPU (the recording rules of rules/); use an ExternalServer metric with a PromQL query for others", i, r.MetricsName))
+					continue
+				}
+				name = "cpu"
+				switch r.Target.Type {
+				case esv1.UtilizationMetricType:
+					u := float64(*r.Target.AverageUtilization)
+					met.Target = MetricTarget{Type: TargetUtilization, AverageUtilization: &u}
+					listPaths = append(listPaths, mp+".resource.target.averageUtilization")
+				default:
+					met.Target = MetricTarget{Type: TargetAverageValue, AverageValue: r.Target.AverageValue.String()}
+					listPaths = append(listPaths, mp+".resource.target.averageValue")
+				}
+			case esv1.ExternalServerMetricSourceType:
+				x := m.ExternalServer
+				name = metricLabel(x.MetricsName, i)
+				met.Unit, met.Query = "items", x.Query
+				met.Target = MetricTarget{Type: TargetAverageValue, AverageValue: strings.TrimSpace(x.Target)}
+				listPaths = append(listPaths, mp+".externalServer.target")
+				warn(mp+".externalServer.endpoint", "not queried: debi runs the query on global.prometheus_url (%s)", x.Endpoint)
+			default:
+				unusable = append(unusable, fmt.Sprintf("metrics[%d]: type %s is not supported by debi yet (it reads PromQL: use ExternalServer, or Resource cpu)", i, m.Type))
+				continue
+			}
+			for _, prev := range list {
+				if prev.Name == name {
+					name = fmt.Sprintf("%s_%d", name, i)
+				}
+			}
+			met.Name = name
+			list = append(list, met)
+			continue
+		}
 		mp := fmt.Sprintf("%s[%d]", esMetrics, i)
 		why := ""
 		switch m.Type {
@@ -253,7 +307,16 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 			warn(mp, "ignored: debi scales on one metric, metrics[%d]", used)
 		}
 	}
-	if used < 0 {
+	if len(list) > 0 {
+		p.Metrics.List = list
+		for j, path := range listPaths {
+			op.paths[fmt.Sprintf("metrics[%d].target", j)] = path
+			op.paths[fmt.Sprintf("metrics[%d]", j)] = path
+		}
+		for _, u := range unusable {
+			warn(esMetrics, "ignored: %s", u)
+		}
+	} else if used < 0 {
 		bad(esMetrics, "no metric debi can use: %s", strings.Join(unusable, "; "))
 	} else {
 		for _, u := range unusable {
@@ -304,10 +367,13 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 	for _, w := range mw {
 		warns = append(warns, op.Source+": metadata.annotations: "+w)
 	}
-	p.Metrics = scaling.MetricsPolicy{
+	p.Metrics.MetricsPolicy = scaling.MetricsPolicy{
 		Window: time.Duration(mpol.WindowSeconds) * time.Second, Aggregation: scaling.Aggregation(mpol.AggregationType),
 		MissingData: scaling.MissingData(mpol.MissingDataPolicy), OutlierFilter: mpol.EnableOutlierFilter,
 		OutlierThreshold: mpol.OutlierThreshold,
+	}
+	for j := range p.Metrics.List {
+		p.Metrics.List[j].Stabilization = p.Metrics.MetricsPolicy // the object's one metrics policy
 	}
 
 	// debi's extension.
@@ -377,6 +443,24 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 		return op, warns, errors.Join(errs...)
 	}
 	return op, warns, nil
+}
+
+// metricLabel is an ExternalServer metric's name as a metric label value (lower case, '_' for
+// anything else), or metric<i> when nothing is left.
+func metricLabel(name string, i int) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9' && b.Len() > 0:
+			b.WriteRune(r)
+		case b.Len() > 0:
+			b.WriteByte('_')
+		}
+	}
+	if b.Len() == 0 {
+		return fmt.Sprintf("metric%d", i)
+	}
+	return strings.TrimRight(b.String(), "_")
 }
 
 // parseDuration reads 5m, 1h30m or a bare number of seconds.

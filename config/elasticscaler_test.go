@@ -185,7 +185,7 @@ func TestGuideMetricsPolicy(t *testing.T) {
 	op, _ := translate(t, guideScaler(t, "guide-metrics-policy.yaml"))
 	want := scaling.MetricsPolicy{Window: 120 * time.Second, Aggregation: scaling.AggMax, MissingData: scaling.MissingIgnore,
 		OutlierFilter: true, OutlierThreshold: 2.5}
-	if op.Policy.Metrics != want {
+	if op.Policy.Metrics.MetricsPolicy != want {
 		t.Fatalf("metrics %+v, want %+v", op.Policy.Metrics, want)
 	}
 	es := guideScaler(t, "guide-metrics-policy.yaml")
@@ -198,7 +198,7 @@ func TestGuideMetricsPolicy(t *testing.T) {
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
-	if got, _ := c.PolicyByName(op.Policy.Name); got.Metrics != (scaling.MetricsPolicy{Window: time.Minute, Aggregation: scaling.AggMax,
+	if got, _ := c.PolicyByName(op.Policy.Name); got.Metrics.MetricsPolicy != (scaling.MetricsPolicy{Window: time.Minute, Aggregation: scaling.AggMax,
 		MissingData: scaling.MissingIgnore, OutlierFilter: true, OutlierThreshold: 2.5}) {
 		t.Fatalf("after defaults %+v", got.Metrics)
 	}

@@ -183,7 +183,7 @@ policies:
 	// 450 QPS at 100 per pod on 2 pods: utilization 2.25; APA at target 1 → ceil(2 × 2.25) = 5,
 	// within ×2 of the current 2 → 4 (maxScaleUpRate 2).
 	d = waitFor("the object's recommendation", func(b string) bool {
-		return strings.Contains(b, `debi_request_cores{namespace="ai-inference",`+policy+`,workload="vllm",workload_type="deployment"} 100`) &&
+		return strings.Contains(b, `debi_request_cores{metric="cpu",namespace="ai-inference",`+policy+`,workload="vllm",workload_type="deployment"} 100`) &&
 			strings.Contains(b, `debi_recommended_replicas{namespace="ai-inference",`+policy+`,workload="vllm",workload_type="deployment"} 4`)
 	})
 	t.Logf("its first recommendation (4: 450 QPS / 100 per pod, APA's ×2 rate limit from 2) %v later", d.Round(time.Millisecond))

@@ -32,6 +32,16 @@ const (
 
 var queryNames = [numQueries]string{"replicas", "ready_replicas", "request", "demand"}
 
+// The queries of a policy are the two sizes, then two per metric: its capacity's base
+// (request) and its demand, metric i's at qRequest+2i and qDemand+2i. A policy with one
+// metric has exactly the four above.
+func metricQuery(k int) (metric int, name string) {
+	if k < qRequest {
+		return -1, queryNames[k]
+	}
+	return (k - qRequest) / 2, queryNames[qRequest+(k-qRequest)%2]
+}
+
 // Exporter runs the policies of one shard: every interval it queries each policy's inputs,
 // steps its policy.Runner and publishes the results through a Collector over an atomically
 // swapped snapshot.
@@ -110,19 +120,27 @@ type policyState struct {
 	cfg    *config.Policy
 	path   string   // policies[i] in the configuration file, for errors
 	labels []string // policy, namespace, workload_type, workload
-	runner *policy.Runner
+	// runner steps the policy's metrics (one runner each, one decision over them).
+	runner *policy.Multi
+	// metrics are the policy's metrics and their loop state, in the order of the runner's.
+	metrics []*metricState
+	// decision is the policy's last decision over the metrics, deciding the index of the
+	// metric that made it (-1: none).
+	decision scaling.Decision
+	deciding int
 	// histStep is the history step (the runner's Config.Step); lead the horizon h in history
 	// steps; horizon the same in seconds.
 	histStep time.Duration
 	lead     int
 	horizon  float64
 
-	request float64 // last known CPU request per pod (0: none yet)
 	current int32
 	ready   int32
 	known   bool // current and ready were seen at least once
 
-	last        *policy.Result // last result with loads
+	haveLast    bool // a step with loads has been taken (the metrics' last results are set)
+	floor       int32
+	ceiling     int32
 	recommended int32
 	stale       bool
 	lastSuccess time.Time
@@ -134,8 +152,8 @@ type policyState struct {
 	lastTrain     time.Time
 	trainDuration time.Duration
 	trainFailures float64
-	queryErrors   [numQueries]float64
-	failing       bool // for logging transitions only
+	queryErrors   []float64 // by query index (metricQuery)
+	failing       bool      // for logging transitions only
 
 	// failed is the configuration problem that marks the policy failed (nil: healthy): a query
 	// returned several series or Prometheus rejected it as bad data. A failed policy holds and
@@ -145,19 +163,28 @@ type policyState struct {
 	// historyWarned: a failed history load was logged at warn level; later ones go to debug.
 	historyWarned bool
 
+	// The overload-budget policy's side (budget true): u_sla and the budget's burn, in live
+	// seconds observed and overloaded (any metric above u_sla × ready × its capacity).
+	budget            bool
+	sla               float64
+	observedSeconds   float64
+	overloadedSeconds float64
+}
+
+// metricState is the loop's state of one metric of a policy.
+type metricState struct {
+	spec config.ScaleMetric
+	// base is the last known base of the capacity (the request query's value, or the fixed
+	// capacity; 0: none yet), capacity the capacity per pod at the last step.
+	base, capacity float64
+	last           *policy.Result // last result with loads
+	// lastWDown is the load the budget's scale-down gate read at the step of last (the quantile
+	// over the lead time plus the hold, as utilization at that step's size).
+	lastWDown float64
 	// forecasts is a ring of the point forecasts of D(k+h) made at history step k, at k % lead:
 	// at history step k+h the one made h history steps earlier is scored.
 	forecasts []pastForecast
 	mae       maeWindow
-
-	// The overload-budget policy's side (budget true): u_sla; the load its scale-down gate read
-	// at the step of last (the quantile over the lead time plus the hold, as utilization at that
-	// step's size); and the budget's burn, in live seconds observed and overloaded.
-	budget            bool
-	sla               float64
-	lastWDown         float64
-	observedSeconds   float64
-	overloadedSeconds float64
 }
 
 // pastForecast is the point forecast made at history step index (NaN: none).
@@ -298,35 +325,44 @@ func unapplied(cfg *config.Config, name string) bool {
 
 // newPolicyState builds the loop's state of policy p of cfg: a new runner, no history yet.
 func (e *Exporter) newPolicyState(cfg *config.Config, p *config.Policy) (*policyState, error) {
-	rc, err := p.RunnerConfig()
+	rcs, names, err := p.RunnerConfigs()
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", p.Name, err)
 	}
+	rc := rcs[0]
 	if rc.Step < e.interval || rc.Step%e.interval != 0 {
 		// config.Load guarantees it; a hand-built configuration might not.
 		return nil, fmt.Errorf("policy %q: history_step %v is not a positive multiple of the interval %v", p.Name, rc.Step, e.interval)
 	}
-	rc.AsyncTraining = !e.syncTraining
-	rc.Unapplied = unapplied(cfg, p.Name)
-	rc.Logger = e.log.With("policy", p.Name) // the runner warns when its model needs more history than it is given
-	r, err := policy.New(rc)
+	for i := range rcs {
+		rcs[i].AsyncTraining = !e.syncTraining
+		rcs[i].Unapplied = unapplied(cfg, p.Name)
+		rcs[i].Logger = e.log.With("policy", p.Name) // the runner warns when its model needs more history than it is given
+		if len(rcs) > 1 {
+			rcs[i].Logger = rcs[i].Logger.With("metric", names[i])
+		}
+	}
+	r, err := policy.NewMulti(rcs, names)
 	if err != nil {
 		return nil, fmt.Errorf("policy %q: %w", p.Name, err)
 	}
 	ps := &policyState{
 		cfg: p, path: configPath(cfg, p.Name), runner: r, histStep: rc.Step, lead: rc.LeadSteps,
-		labels:    []string{p.Name, p.Target.Namespace, p.Target.WorkloadType(), p.Target.Name},
-		horizon:   (time.Duration(rc.LeadSteps) * rc.Step).Seconds(),
-		request:   p.Request,
-		forecasts: make([]pastForecast, rc.LeadSteps),
-		mae:       newMAEWindow(cfg.Exporter.MAEWindow),
-		budget:    rc.Spec.Load == policy.LoadBudget,
-		sla:       rc.Params.Budget.SLAUtilization,
-		lastWDown: math.NaN(),
+		labels:   []string{p.Name, p.Target.Namespace, p.Target.WorkloadType(), p.Target.Name},
+		horizon:  (time.Duration(rc.LeadSteps) * rc.Step).Seconds(),
+		budget:   rc.Spec.Load == policy.LoadBudget,
+		sla:      rc.Params.Budget.SLAUtilization,
+		deciding: -1,
 	}
-	for j := range ps.forecasts {
-		ps.forecasts[j] = pastForecast{math.MinInt64, math.NaN()}
+	for _, m := range p.ScaleMetrics() {
+		ms := &metricState{spec: m, base: m.Capacity, lastWDown: math.NaN(),
+			forecasts: make([]pastForecast, rc.LeadSteps), mae: newMAEWindow(cfg.Exporter.MAEWindow)}
+		for j := range ms.forecasts {
+			ms.forecasts[j] = pastForecast{math.MinInt64, math.NaN()}
+		}
+		ps.metrics = append(ps.metrics, ms)
 	}
+	ps.queryErrors = make([]float64, qRequest+2*len(ps.metrics))
 	if need, _ := r.ModelHistory(); need > rc.History && need == rc.LeadSteps+1 {
 		// The runner warns when the model's own minimum exceeds the history; the horizon can
 		// as well.
@@ -511,9 +547,22 @@ func (e *Exporter) checkPolicy(ctx context.Context, ps *policyState, t time.Time
 	return errors.Join(errs...), unanswered
 }
 
-// queryError names the field path of query k of the policy, e.g. policies[2].queries.demand.
+// queryError names the field path of query k of the policy, e.g. policies[2].queries.demand or
+// policies[2].metrics[1].query.
 func (ps *policyState) queryError(k int, err error) error {
-	return fmt.Errorf("%s.queries.%s (policy %q): %w", ps.path, queryNames[k], ps.cfg.Name, err)
+	return fmt.Errorf("%s.%s (policy %q): %w", ps.path, ps.queryPath(k), ps.cfg.Name, err)
+}
+
+// queryPath is the field path of query k relative to the policy.
+func (ps *policyState) queryPath(k int) string {
+	i, name := metricQuery(k)
+	switch {
+	case i < 0:
+		return "queries." + name
+	case name == "demand":
+		return ps.metrics[i].spec.QueryPath
+	}
+	return ps.metrics[i].spec.CapacityPath
 }
 
 // setFailed records the configuration problem found at a step or check (nil: none), logs the
@@ -535,9 +584,14 @@ func (e *Exporter) setFailed(ps *policyState, err error) {
 	}
 }
 
-func (ps *policyState) queries() [numQueries]string {
+func (ps *policyState) queries() []string {
 	q := ps.cfg.Queries
-	return [numQueries]string{q.Replicas, q.ReadyReplicas, q.Request, q.Demand}
+	out := make([]string, 0, qRequest+2*len(ps.metrics))
+	out = append(out, q.Replicas, q.ReadyReplicas)
+	for _, m := range ps.metrics {
+		out = append(out, m.spec.CapacityQuery, m.spec.Query)
+	}
+	return out
 }
 
 // instant runs one input query, timing it and counting its errors (empty results included).
@@ -550,7 +604,8 @@ func (e *Exporter) instant(ctx context.Context, ps *policyState, k int, expr str
 	// the samples from before it are not current).
 	v, err := instantValue(ctx, e.q, expr, t, v1.WithLookbackDelta(e.lookback))
 	if !batched { // the batch's own query was timed
-		e.metrics.queryDuration.WithLabelValues(queryNames[k], "instant").Observe(time.Since(start).Seconds())
+		_, name := metricQuery(k)
+		e.metrics.queryDuration.WithLabelValues(name, "instant").Observe(time.Since(start).Seconds())
 	}
 	if err != nil {
 		ps.queryErrors[k]++
@@ -643,15 +698,18 @@ func (e *Exporter) Step(ctx context.Context, t time.Time) {
 	e.metrics.lastLoop.Set(float64(t.UnixMilli()) / 1e3)
 }
 
-// inputs are one step's query results; a nil error means the value is usable.
+// inputs are one step's query results, by query index; a nil error means the value is usable.
 type inputs struct {
-	val [numQueries]float64
-	err [numQueries]error
+	val []float64
+	err []error
 }
 
+func newInputs(n int) inputs { return inputs{val: make([]float64, n), err: make([]error, n)} }
+
 func (e *Exporter) stepPolicy(ctx context.Context, ps *policyState, t time.Time) {
-	var in inputs
-	for k, expr := range ps.queries() {
+	qs := ps.queries()
+	in := newInputs(len(qs))
+	for k, expr := range qs {
 		if expr == "" {
 			in.err[k] = ErrEmpty
 			continue
@@ -710,8 +768,9 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 		return true, nil
 	}
 	r := v1.Range{Start: start, End: end, Step: ps.histStep}
-	var series [numQueries]map[int64]float64
-	for k, expr := range ps.queries() {
+	qs := ps.queries()
+	series := make([]map[int64]float64, len(qs))
+	for k, expr := range qs {
 		if expr == "" {
 			continue
 		}
@@ -721,7 +780,8 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 		m, err := rangeValues(qctx, e.q, expr, r)
 		cancel()
 		if !batched { // the batch's own queries were timed
-			e.metrics.queryDuration.WithLabelValues(queryNames[k], "range").Observe(time.Since(t0).Seconds())
+			_, name := metricQuery(k)
+			e.metrics.queryDuration.WithLabelValues(name, "range").Observe(time.Since(t0).Seconds())
 		}
 		if err != nil {
 			ps.queryErrors[k]++
@@ -733,7 +793,7 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 				log = e.log.Debug
 			}
 			ps.historyWarned = true
-			log("history not loaded; trying again at the next step", "policy", ps.cfg.Name, "query", queryNames[k], "err", err)
+			log("history not loaded; trying again at the next step", "policy", ps.cfg.Name, "query", ps.queryPath(k), "err", err)
 			return false, nil
 		}
 		series[k] = m
@@ -776,8 +836,8 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 	}
 	n := 0
 	for ts := start; !ts.After(end); ts = ts.Add(ps.histStep) {
-		var in inputs
-		for k := range numQueries {
+		in := newInputs(len(qs))
+		for k := range qs {
 			v, ok := series[k][ts.UnixMilli()]
 			in.val[k] = v
 			if !ok {
@@ -816,8 +876,10 @@ func (e *Exporter) restartPolicy(ps *policyState) error {
 	ps.observedSeconds, ps.overloadedSeconds = old.observedSeconds, old.overloadedSeconds
 	ps.lastTrain, ps.trainDuration = old.lastTrain, old.trainDuration
 	ps.failing, ps.failed, ps.historyWarned = old.failing, old.failed, old.historyWarned
-	if old.request > 0 {
-		ps.request = old.request
+	for i, m := range old.metrics {
+		if m.base > 0 && i < len(ps.metrics) {
+			ps.metrics[i].base = m.base
+		}
 	}
 	return nil
 }
@@ -854,11 +916,22 @@ func historyRange(t time.Time, histStep time.Duration, history int, maxLookback 
 //     never below the current size. Without any usable sample in the window the last values
 //     are kept and the recommendation is the current size.
 func (e *Exporter) feed(ctx context.Context, ps *policyState, t time.Time, in *inputs, history bool) bool {
-	if in.err[qRequest] == nil {
-		if in.val[qRequest] > 0 {
-			ps.request = in.val[qRequest]
-		} else {
-			in.err[qRequest] = fmt.Errorf("%w: request is %v cores", ErrEmpty, in.val[qRequest])
+	// The capacities' bases: a request query's last positive value, or the fixed capacity.
+	var noCapacity error
+	capacityKnown := 0
+	for i, m := range ps.metrics {
+		k := qRequest + 2*i
+		if in.err[k] == nil {
+			if in.val[k] > 0 {
+				m.base = in.val[k]
+			} else {
+				in.err[k] = fmt.Errorf("%w: request is %v", ErrEmpty, in.val[k])
+			}
+		}
+		if m.base > 0 {
+			capacityKnown++
+		} else if noCapacity == nil {
+			noCapacity = fmt.Errorf("%s: %w", ps.queryPath(k), in.err[k])
 		}
 	}
 	var missing error
@@ -867,8 +940,12 @@ func (e *Exporter) feed(ctx context.Context, ps *policyState, t time.Time, in *i
 		missing = fmt.Errorf("replicas: %w", in.err[qReplicas])
 	case in.val[qReplicas] < 0 || in.val[qReplicas] > math.MaxInt32:
 		missing = fmt.Errorf("replicas: %w: %v is not a replica count", ErrEmpty, in.val[qReplicas])
-	case ps.request <= 0:
-		missing = fmt.Errorf("request: %w", in.err[qRequest])
+	case capacityKnown == 0:
+		if len(ps.metrics) == 1 {
+			missing = fmt.Errorf("request: %w", in.err[qRequest])
+		} else {
+			missing = noCapacity
+		}
 	}
 	if missing != nil {
 		ps.stale = true
@@ -886,76 +963,111 @@ func (e *Exporter) feed(ctx context.Context, ps *policyState, t time.Time, in *i
 		ps.ready = int32(math.Round(in.val[qReady]))
 	}
 	ps.known = true
-	if err := ps.runner.SetRequest(ps.request); err != nil {
-		ps.stale = true
-		return false
-	}
-	demand := in.val[qDemand]
-	if in.err[qDemand] != nil {
-		demand = math.NaN()
-	}
-	res, err := ps.runner.Step(ctx, policy.Observation{Time: t, Demand: demand, Current: ps.current, Ready: ps.ready})
-	ps.steps++
-	wDown := math.NaN()
-	if res.Budget != nil {
-		// The runner's own state, valid until its next step: ps.last must keep this step's.
-		b := *res.Budget
-		res.Budget = &b
-		// The load budget's scale-down gate read, with the runner's own arithmetic (the
-		// quantile over the capacity at the current size), so that the webhook, which reads it
-		// back as load="down", decides exactly as the runner did.
-		wDown = res.Budget.QuantileDown / (float64(max(ps.current, 1)) * ps.request)
-	}
-	if ps.budget && !history && !math.IsNaN(demand) && !math.IsInf(demand, 0) && demand >= 0 {
-		// The budget's burn, live steps only (the start-up history is one point per history
-		// step, not time the exporter observed): the step's interval is observed, and
-		// overloaded when the demand exceeded u_sla·Nr·R, the runner's test, at max_replicas too.
-		ps.observedSeconds += e.interval.Seconds()
-		if scaling.Overloaded(demand, ps.sla, ps.ready, ps.request) {
-			ps.overloadedSeconds += e.interval.Seconds()
+	demands := make([]float64, len(ps.metrics))
+	capacities := make([]float64, len(ps.metrics))
+	var demandErr error // the first metric whose demand is missing: no scale-down
+	for i, m := range ps.metrics {
+		k := qDemand + 2*i
+		demands[i] = in.val[k]
+		if in.err[k] != nil {
+			demands[i] = math.NaN()
+			if demandErr == nil {
+				demandErr = fmt.Errorf("%s: %w", m.spec.QueryPath, in.err[k])
+			}
+		}
+		if m.base <= 0 {
+			// No capacity for this metric yet: it is missing, the others decide.
+			demands[i] = math.NaN()
+			if demandErr == nil {
+				demandErr = fmt.Errorf("%s: %w", ps.queryPath(k-1), in.err[k-1])
+			}
+			continue
+		}
+		m.capacity = m.spec.CapacityPerPod(m.base, ps.current)
+		capacities[i] = m.capacity
+		if err := ps.runner.Runner(i).SetRequest(m.capacity); err != nil {
+			ps.stale = true
+			return false
 		}
 	}
-	if res.Training != nil {
-		ps.lastTrain, ps.trainDuration = t, res.Training.Duration
+	mr, err := ps.runner.Step(ctx, t, demands, ps.current, ps.ready)
+	ps.steps++
+	if ps.budget && !history {
+		// The budget's burn, live steps only (the start-up history is one point per history
+		// step, not time the exporter observed): the step's interval is observed when a metric
+		// has a demand, and overloaded when any metric's demand exceeded u_sla·Nr·its capacity,
+		// the runners' test, at max_replicas too.
+		observed := false
+		for _, d := range demands {
+			observed = observed || (!math.IsNaN(d) && !math.IsInf(d, 0) && d >= 0)
+		}
+		if observed {
+			ps.observedSeconds += e.interval.Seconds()
+			if scaling.OverloadedAny(ps.sla, ps.ready, demands, capacities) {
+				ps.overloadedSeconds += e.interval.Seconds()
+			}
+		}
 	}
-	if res.TrainError != nil {
-		ps.trainFailures++
+	for i, m := range ps.metrics {
+		res := &mr.Results[i]
+		if res.Training != nil {
+			ps.lastTrain, ps.trainDuration = t, res.Training.Duration
+		}
+		if res.TrainError != nil {
+			ps.trainFailures++
+		}
+		if err != nil || mr.Errs[i] != nil {
+			continue // this metric has no loads this step: its last ones stand
+		}
+		wDown := math.NaN()
+		if res.Budget != nil {
+			// The runner's own state, valid until its next step: last must keep this step's.
+			b := *res.Budget
+			res.Budget = &b
+			// The load the budget's scale-down gate read, with the runner's own arithmetic (the
+			// quantile over the capacity at the current size), so that the webhook, which reads
+			// it back as load="down", decides exactly as the runner did.
+			wDown = res.Budget.QuantileDown / (float64(max(ps.current, 1)) * m.capacity)
+		}
+		m.last, m.lastWDown = res, wDown
+		// Rolling forecast error, once per history step: the point forecast of D(k) made h
+		// history steps earlier against the demand the history took at k. Between history
+		// steps the forecast stands and nothing is scored.
+		if res.NewSample {
+			k := t.UnixNano() / int64(ps.histStep) // the runner's history-step index
+			slot := int(k % int64(ps.lead))
+			if f := m.forecasts[slot]; f.index == k-int64(ps.lead) && !math.IsNaN(f.value) && !math.IsNaN(res.Demand) {
+				m.mae.add(math.Abs(res.Demand - f.value))
+			}
+			m.forecasts[slot] = pastForecast{k, res.DemandForecastEnd}
+		}
 	}
 	switch {
 	case err != nil:
-		// No usable sample in the window: keep the last values, do not move.
+		// No usable sample in any metric's window: keep the last values, do not move.
 		ps.stale = true
 		ps.recommended = ps.current
 		if !history {
 			e.logFailure(ps, err)
 		}
-	case in.err[qDemand] != nil:
+	case demandErr != nil:
 		ps.stale = true
-		ps.last, ps.lastWDown = &res, wDown
-		ps.recommended = scaling.NoScaleDown(res.Decision.Replicas, ps.current)
+		ps.haveLast, ps.decision, ps.deciding = true, mr.Decision, mr.Metric
+		ps.floor, ps.ceiling = mr.Floor, mr.Ceiling
+		ps.recommended = scaling.NoScaleDown(mr.Decision.Replicas, ps.current)
 		if !history {
-			e.logFailure(ps, fmt.Errorf("demand: %w", in.err[qDemand]))
+			e.logFailure(ps, fmt.Errorf("demand: %w", demandErr))
 		}
 	default:
 		ps.stale = false
-		ps.last, ps.lastWDown = &res, wDown
-		ps.recommended = res.Decision.Replicas
+		ps.haveLast, ps.decision, ps.deciding = true, mr.Decision, mr.Metric
+		ps.floor, ps.ceiling = mr.Floor, mr.Ceiling
+		ps.recommended = mr.Decision.Replicas
 		ps.lastSuccess = t
 		if ps.failing && !history {
 			e.log.Info("policy inputs are back", "policy", ps.cfg.Name)
 		}
 		ps.failing = false
-	}
-	// Rolling forecast error, once per history step: the point forecast of D(k) made h history
-	// steps earlier against the demand the history took at k. Between history steps the
-	// forecast stands and nothing is scored.
-	if err == nil && res.NewSample {
-		k := t.UnixNano() / int64(ps.histStep) // the runner's history-step index
-		slot := int(k % int64(ps.lead))
-		if f := ps.forecasts[slot]; f.index == k-int64(ps.lead) && !math.IsNaN(f.value) && !math.IsNaN(res.Demand) {
-			ps.mae.add(math.Abs(res.Demand - f.value))
-		}
-		ps.forecasts[slot] = pastForecast{k, res.DemandForecastEnd}
 	}
 	return true
 }

@@ -173,7 +173,7 @@ const BudgetRow = "Overload budget"
 func policyDashboard() (dashboard.Dashboard, error) {
 	var id ids
 	// capacity of the ready replicas in cores, Nr·R; both series carry the same policy labels.
-	readyCap := `debi_ready_replicas{` + sel + `} * debi_request_cores{` + sel + `}`
+	readyCap := `debi_ready_replicas{` + sel + `} * ignoring (metric) group_right () debi_request_cores{` + sel + `}`
 	// observed demand D without its load label, so it matches the replica and request series.
 	demand := `max without (load) (debi_demand_cores{load="w1", ` + sel + `})`
 	// onWorkload keeps the series of every policy on the workload(s) of $policy (the acting one
@@ -243,7 +243,7 @@ func policyDashboard() (dashboard.Dashboard, error) {
 		WithPanel(singleStat(id.next(), "Cost (core-minutes)",
 			"Requested CPU over the time range, replicas × request per pod (the backtest's cost R·ΣN).",
 			"short", 6,
-			q{expr: `sum(avg_over_time((debi_current_replicas{` + sel + `} * debi_request_cores{` + sel + `})[$__range:])) * $__range_s / 60`, instant: true},
+			q{expr: `sum(avg_over_time((debi_current_replicas{` + sel + `} * ignoring (metric) group_right () debi_request_cores{` + sel + `})[$__range:])) * $__range_s / 60`, instant: true},
 		).Decimals(0)).
 		WithPanel(singleStat(id.next(), "Overload (fraction of time)",
 			"Share of the time range with demand above u_sla × ready replicas × request (the backtest's overload).",
@@ -277,7 +277,7 @@ func policyDashboard() (dashboard.Dashboard, error) {
 		WithPanel(singleStat(id.extra(), "Counterfactual overload of every policy on the workload",
 			"Share of the time range with the observed demand above u_sla × the policy's recommended replicas × request: for a shadow policy the overload it would have had, had it been applied, without start-up delay (the acting policy's own overload, at the ready replicas, is \"Overload (fraction of time)\").",
 			"percentunit", 8,
-			q{expr: `max by (policy, algorithm) (avg_over_time((max without (load) (debi_demand_cores{load="w1"}) > bool $sla * debi_recommended_replicas * debi_request_cores)[$__range:])` + withAlg + onWorkload + `)`, legend: "{{policy}} ({{algorithm}})", instant: true},
+			q{expr: `max by (policy, algorithm) (avg_over_time((max without (load) (debi_demand_cores{load="w1"}) > bool $sla * debi_recommended_replicas * ignoring (metric) group_right () debi_request_cores)[$__range:])` + withAlg + onWorkload + `)`, legend: "{{policy}} ({{algorithm}})", instant: true},
 		).Decimals(1)).
 		WithPanel(singleStat(id.extra(), "Cost against the baseline",
 			"The selected policy's replica-minutes over the time range ÷ those of the hpa-algorithm policy on the same workload (the cheapest, if there are several): below 100 % the selected policy costs less than the HPA would have. Empty without an hpa policy on the workload: add one in shadow (docs/exporter.md, \"A live HPA baseline\").",
@@ -316,8 +316,8 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			q{expr: `debi_budget_quantile_cores{window="lead", ` + sel + `}`, legend: "{{policy}} quantile over the lead time"},
 			q{expr: `debi_budget_quantile_cores{window="hold", ` + sel + `}`, legend: "{{policy}} quantile over lead time + hold"},
 			q{expr: `debi_budget_forecast_cores{` + sel + `}`, legend: "{{policy}} forecast"},
-			q{expr: `debi_demand_cores{load="w1", ` + sel + `} and ignoring (load) debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} observed"},
-			q{expr: readyCap + ` * debi_target_utilization_ratio{` + sel + `} and debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} ready capacity at u_sla"},
+			q{expr: `debi_demand_cores{load="w1", ` + sel + `} and ignoring (load, metric) debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} observed"},
+			q{expr: readyCap + ` * ignoring (metric) group_left () debi_target_utilization_ratio{` + sel + `} and ignoring (metric) debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} ready capacity at u_sla"},
 		).AxisLabel("cores").Min(0)).
 		WithPanel(series(id.next(), "Budget: margin",
 			"The calibrated factor on the forecast (quantile = forecast × margin, left axis): the (1 − α) quantile of the forecast's own recent errors, cold_margin until min_errors errors are in. The number of errors it comes from is on the right axis.",
@@ -398,11 +398,11 @@ func fleetDashboard() (dashboard.Dashboard, error) {
 		WithPanel(singleStat(id.next(), "Scale alerts firing", "DebiScaleRecommended alerts firing: policies whose recommendation differs from the current size.", "short", 4,
 			q{expr: `count(ALERTS{alertname="DebiScaleRecommended", alertstate="firing"}) or vector(0)`, instant: true})).
 		WithPanel(singleStat(id.next(), "Overloaded policies", "Policies whose demand is above u_sla × ready replicas × request now.", "short", 4,
-			q{expr: `count(max without (load) (debi_demand_cores{load="w1"}) > $sla * debi_ready_replicas * debi_request_cores) or vector(0)`, instant: true})).
+			q{expr: `count(max without (load) (debi_demand_cores{load="w1"}) > $sla * debi_ready_replicas * ignoring (metric) group_right () debi_request_cores) or vector(0)`, instant: true})).
 		WithPanel(singleStat(id.next(), "Fleet cost (replica-minutes)", "Replica-minutes of every policy's workload over the dashboard's time range, each workload once (its shadow baselines publish the same spec replicas).", "short", 4,
 			q{expr: `sum(max by (namespace, workload_type, workload) (avg_over_time(debi_current_replicas[$__range]))) * $__range_s / 60`, instant: true}).Decimals(0)).
 		WithPanel(singleStat(id.next(), "Fleet overload (fraction of time)", "Share of policy-steps over the time range with demand above u_sla × ready capacity.", "percentunit", 4,
-			q{expr: `avg(avg_over_time((max without (load) (debi_demand_cores{load="w1"}) > bool $sla * debi_ready_replicas * debi_request_cores)[$__range:]))`, instant: true}).Decimals(1)).
+			q{expr: `avg(avg_over_time((max without (load) (debi_demand_cores{load="w1"}) > bool $sla * debi_ready_replicas * ignoring (metric) group_right () debi_request_cores)[$__range:]))`, instant: true}).Decimals(1)).
 		WithPanel(policyTable(id.next())).
 		WithPanel(baselineTable(id.extra())).
 		WithRow(row(&id, "Replicas and load")).

@@ -488,6 +488,17 @@ func (r *Runner) History() []float64 { return append([]float64(nil), r.history..
 // tick: the history (and so the forecast and the high-water fit) advances once per Config.Step,
 // at the first call of each step, and between steps the latest forecast stands.
 func (r *Runner) Step(ctx context.Context, obs Observation) (Result, error) {
+	res, in, err := r.prepare(ctx, obs)
+	if err != nil {
+		return res, err
+	}
+	r.decide(&res, in, scaling.BoundsOf(r.alg, r.cfg.Params, in.Time, in.Current))
+	return res, nil
+}
+
+// prepare records the observation and computes the step's loads and the rule's input, without
+// deciding: Step decides on it alone, Multi over several metrics. An error wraps ErrNoData.
+func (r *Runner) prepare(ctx context.Context, obs Observation) (Result, scaling.Input, error) {
 	res := Result{Time: obs.Time, DemandForecast: math.NaN(), DemandForecastEnd: math.NaN(), HighWater: math.NaN(),
 		W2: math.NaN(), W3: math.NaN(), WindowW: math.NaN()}
 	r.samples = append(r.samples, scaling.Sample{Time: obs.Time, Value: obs.Demand})
@@ -511,7 +522,7 @@ func (r *Runner) Step(ctx context.Context, obs Observation) (Result, error) {
 		res.Demand, res.W1, res.W = math.NaN(), math.NaN(), math.NaN()
 		res.Decision = scaling.Decision{Replicas: obs.Current, Reason: scaling.ReasonNoLoad}
 		r.collectTraining(&res)
-		return res, fmt.Errorf("%w: %w", ErrNoData, err)
+		return res, scaling.Input{}, fmt.Errorf("%w: %w", ErrNoData, err)
 	}
 	res.Demand = demand
 	r.lastTime = obs.Time
@@ -555,21 +566,31 @@ func (r *Runner) Step(ctx context.Context, obs Observation) (Result, error) {
 		res.W = scaling.EffectiveLoad(res.W1, res.W2, res.W3)
 	}
 	in.W = res.W
-	// The decision is the one composition the webhook runs too (scaling.Decide); the stateful
-	// algorithm's own Recommend only advances its state, and equals it by construction
-	// (scaling.TestStatefulSplit). A disagreement is a bug, logged, and the composition stands.
-	b := scaling.BoundsOf(r.alg, r.cfg.Params, in.Time, in.Current)
+	return res, in, nil
+}
+
+// decide takes the step's decision on in within the bounds b of the algorithm's state and
+// advances that state.
+//
+// The decision is the one composition the webhook runs too (scaling.Decide); the stateful
+// algorithm's own Recommend only advances its state, and equals it by construction
+// (scaling.TestStatefulSplit). A disagreement is a bug, logged, and the composition stands.
+func (r *Runner) decide(res *Result, in scaling.Input, b scaling.Bounds) {
 	res.Floor, res.Ceiling = b.Lo, b.Hi
 	res.Decision = scaling.Decide(r.rule, in, b)
+	r.advanceState(in, res.Decision)
+	res.Term = decidingTerm(res)
+}
+
+// advanceState runs the stateful algorithm on in, the input of the decision d, so that its
+// state records d.
+func (r *Runner) advanceState(in scaling.Input, d scaling.Decision) {
 	if _, ok := r.alg.(scaling.Stateful); ok {
-		if adv := r.alg.Recommend(in); adv.Replicas != res.Decision.Replicas {
+		if adv := r.alg.Recommend(in); adv.Replicas != d.Replicas {
 			r.log.Error("the algorithm's state disagrees with its rule clamped into its bounds; using the composition",
-				"policy", r.cfg.Spec.Name, "state", adv.Replicas, "composition", res.Decision.Replicas,
-				"floor", b.Lo, "ceiling", b.Hi)
+				"policy", r.cfg.Spec.Name, "state", adv.Replicas, "composition", d.Replicas)
 		}
 	}
-	res.Term = decidingTerm(&res)
-	return res, nil
 }
 
 // observeBudget counts this step against the budget (was the observed demand above u_sla·Nr·R?),

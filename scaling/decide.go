@@ -158,3 +158,78 @@ func NoScaleDown(n, current int32) int32 { return max(n, current) }
 func Overloaded(demand, sla float64, ready int32, request float64) bool {
 	return demand > sla*float64(ready)*request
 }
+
+// OverloadedAny is Overloaded over several metrics of one workload: overloaded when any metric's
+// demand is above u_sla·ready·its capacity per pod. demands[i] and capacities[i] are metric i's;
+// a metric with no usable demand (NaN, ±Inf, negative) counts as not overloaded, as a missing
+// sample is no overload for one metric either.
+func OverloadedAny(sla float64, ready int32, demands, capacities []float64) bool {
+	for i, d := range demands {
+		if i >= len(capacities) || math.IsNaN(d) || math.IsInf(d, 0) || d < 0 {
+			continue
+		}
+		if Overloaded(d, sla, ready, capacities[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// DecideMax is the decision over several metrics, as the Kubernetes HPA combines its metrics:
+// each metric's count is Decide(rule, ins[i], b), the one composition, and the decision is the
+// largest. ok[i] false marks a metric whose input is missing (its query failed, its sample is
+// absent): as the HPA does, a missing metric never lets the others scale down — with any metric
+// missing the decision is at least the current size — and with every metric missing it is the
+// current size, b.At (ReasonNoLoad). It returns the decision and the index of the deciding metric
+// (-1 when none decided). Metrics clamped to the same count are told apart by the rule's own
+// count before the clamp, then by their order.
+func DecideMax(rule Algorithm, ins []Input, ok []bool, b Bounds) (Decision, int) {
+	best, at, missing := Decision{}, -1, false
+	bestRaw := int32(-1) // the rule's own count for best, computed on a tie only
+	for i, in := range ins {
+		if !ok[i] {
+			missing = true
+			continue
+		}
+		d := Decide(rule, in, b)
+		switch {
+		case at < 0 || d.Replicas > best.Replicas:
+			best, at, bestRaw = d, i, -1
+		case d.Replicas == best.Replicas:
+			// Clamped to the same count (a stabilisation floor, a rate limit): the metric whose
+			// own proposal is the larger decided, as the HPA takes the largest proposal first.
+			if bestRaw < 0 {
+				bestRaw = rule.Recommend(ins[at]).Replicas
+			}
+			if raw := rule.Recommend(in).Replicas; raw > bestRaw {
+				best, at, bestRaw = d, i, raw
+			}
+		}
+	}
+	if at < 0 {
+		return Decision{Replicas: b.At, Reason: ReasonNoLoad}, -1
+	}
+	if missing && best.Replicas < ins[at].Current {
+		best.Replicas, best.Reason = NoScaleDown(best.Replicas, ins[at].Current), ReasonMetricMissing
+	}
+	return best, at
+}
+
+// ReasonMetricMissing: a policy with several metrics held its size because a metric's input is
+// missing while the others ask for less (never a scale-down on missing data, as the HPA).
+const ReasonMetricMissing = "metric-missing"
+
+// ReferenceUtilization is the utilization a policy's per-metric target (autoscaling/v2's
+// averageValue, value or averageUtilization) is meant at: the fixed target of hpa and apa, the
+// upper bound of debi's dynamic target, budget's u_sla. A metric whose pods should each carry
+// averageValue at that utilization has the capacity averageValue / ReferenceUtilization per pod,
+// so that the rule, applying its target to every metric alike, holds each at its own target.
+func ReferenceUtilization(algorithm string, p Params) float64 {
+	switch algorithm {
+	case "debi":
+		return p.Upper
+	case "budget":
+		return p.Budget.SLAUtilization
+	}
+	return p.Target
+}

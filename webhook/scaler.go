@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	promlabels "github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -94,6 +96,9 @@ type Outcome struct {
 	Before int32    `json:"before"`
 	After  int32    `json:"after"`
 	Reason string   `json:"reason"`
+	// Metric is the metric whose replica count decided, for a policy with several metrics (the
+	// largest count over them, as the HPA's).
+	Metric string `json:"metric,omitempty"`
 	// Held says why nothing was decided: an input stale, missing or ambiguous, the target
 	// paused. The size is kept.
 	Held string `json:"held,omitempty"`
@@ -147,6 +152,9 @@ type policyState struct {
 	stateful bool
 	// inputs are the rendered queries this policy reads, by input name.
 	inputs []input
+	// metrics are the names of a policy's metrics in the several-metrics form (nil for the
+	// single-metric form): its load inputs are read per metric, as "<input>@<metric>".
+	metrics []string
 	// lastRead is what the decision in progress read from Prometheus (under mu), for observe.
 	lastRead *inputs
 }
@@ -228,6 +236,11 @@ func NewController(cfg *config.Config, o ControllerOptions) (*Controller, error)
 		_, ps.stateful = alg.(scaling.Stateful)
 		wq := cfg.Webhook.Queries
 		reads := ps.rule.Reads()
+		if len(p.Metrics.List) > 0 {
+			for _, m := range p.ScaleMetrics() {
+				ps.metrics = append(ps.metrics, m.Name)
+			}
+		}
 		for _, q := range []struct {
 			name, tmpl string
 			read       bool
@@ -250,6 +263,17 @@ func NewController(cfg *config.Config, o ControllerOptions) (*Controller, error)
 			expr, err := config.RenderQuery(q.tmpl, p)
 			if err != nil {
 				return nil, fmt.Errorf("policies[%d] (%s): webhook.queries.%s: %w", i, p.Name, q.name, err)
+			}
+			if ps.metrics != nil && perMetricInput(q.name) {
+				// One query per metric: the exporter's per-metric series carry the metric label.
+				for _, m := range ps.metrics {
+					mexpr, err := withMetric(expr, m)
+					if err != nil {
+						return nil, fmt.Errorf("policies[%d] (%s): webhook.queries.%s: %w", i, p.Name, q.name, err)
+					}
+					ps.inputs = append(ps.inputs, input{q.name + "@" + m, mexpr})
+				}
+				continue
 			}
 			ps.inputs = append(ps.inputs, input{q.name, expr})
 		}
@@ -535,6 +559,7 @@ type decision struct {
 	target   float64
 	replicas int32
 	reason   string
+	metric   string // the deciding metric of a policy with several metrics
 	note     string
 	hold     string
 }
@@ -646,7 +671,7 @@ func (c *Controller) decideOnce(ctx context.Context, ps *policyState, trigger st
 			d.hold = paused
 		}
 	}
-	out.Source, out.Reason, out.Target = d.source, d.reason, d.target
+	out.Source, out.Reason, out.Target, out.Metric = d.source, d.reason, d.target, d.metric
 	if !math.IsNaN(d.w) && !math.IsInf(d.w, 0) {
 		w := d.w
 		out.W = &w
@@ -654,6 +679,9 @@ func (c *Controller) decideOnce(ctx context.Context, ps *policyState, trigger st
 	}
 	logArgs := []any{"policy", name, "mode", ps.mode, "trigger", trigger, "source", d.source, "w", d.w,
 		"target_utilization", d.target, "before", cur.Replicas, "after", d.replicas, "reason", d.reason}
+	if d.metric != "" {
+		logArgs = append(logArgs, "metric", d.metric)
+	}
 	if d.note != "" {
 		logArgs = append(logArgs, "note", d.note)
 	}
@@ -874,7 +902,7 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 	if in.outage != nil {
 		return c.fallbackDecision(ps, a, cur, in.outage)
 	}
-	if len(in.bad) > 0 {
+	if len(in.bad) > 0 && !ps.onlyMetricsBad(in.bad) {
 		d.hold = "inputs missing or ambiguous: " + strings.Join(in.bad, "; ")
 		return d, nil
 	}
@@ -904,6 +932,28 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 	d.w = get(inLoad)
 	sin := decisionInput(c.now(), cur)
 	sin.W, sin.WindowW, sin.WNow, sin.WDown = d.w, get(inWindow), get(inNow), get(inDown)
+	// Several metrics: one input per metric, each complete or missing.
+	var ins []scaling.Input
+	var oks []bool
+	for _, m := range ps.metrics {
+		mi := sin
+		ok := true
+		for _, f := range []struct {
+			name string
+			dst  *float64
+		}{{inLoad, &mi.W}, {inWindow, &mi.WindowW}, {inNow, &mi.WNow}, {inDown, &mi.WDown}} {
+			key := f.name + "@" + m
+			if !ps.reads(key) {
+				continue
+			}
+			v, have := in.val[key]
+			if !have {
+				ok = false
+			}
+			*f.dst = v * conv
+		}
+		ins, oks = append(ins, mi), append(oks, ok)
+	}
 	var notes []string
 	reads := ps.rule.Reads()
 	if reads.Has(scaling.InputNow | scaling.InputDown) {
@@ -928,10 +978,86 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 		}
 		notes = append(notes, fmt.Sprintf("state allows [%d, %d] at %d replicas", b.Lo, b.Hi, b.At))
 	}
+	if ps.metrics != nil {
+		// The largest count over the metrics, each through the one composition (scaling.Decide);
+		// a missing metric never lets the others scale down (the HPA's rule).
+		dec, at := scaling.DecideMax(ps.rule, ins, oks, b)
+		d.replicas, d.target, d.reason = dec.Replicas, dec.Target, dec.Reason
+		var per []string
+		for j, m := range ps.metrics {
+			if !oks[j] {
+				per = append(per, m+": missing")
+				continue
+			}
+			per = append(per, fmt.Sprintf("%s: %d", m, scaling.Decide(ps.rule, ins[j], b).Replicas))
+		}
+		if at >= 0 {
+			d.metric, d.w = ps.metrics[at], ins[at].W
+			notes = append(notes, "metric "+d.metric+" decided ("+strings.Join(per, ", ")+")")
+		} else {
+			d.hold = "no metric has its inputs: " + strings.Join(in.bad, "; ")
+		}
+		d.note = strings.Join(notes, ", ")
+		return d, nil
+	}
 	dec := scaling.Decide(ps.rule, sin, b)
 	d.replicas, d.target, d.reason = dec.Replicas, dec.Target, dec.Reason
 	d.note = strings.Join(notes, ", ")
 	return d, nil
+}
+
+// perMetricInput says whether input name is read per metric: the loads.
+func perMetricInput(name string) bool {
+	switch name {
+	case inLoad, inWindow, inNow, inDown:
+		return true
+	}
+	return false
+}
+
+// reads says whether the policy reads input key.
+func (ps *policyState) reads(key string) bool {
+	for _, q := range ps.inputs {
+		if q.name == key {
+			return true
+		}
+	}
+	return false
+}
+
+// onlyMetricsBad says that every bad input is a metric's load (a policy with several metrics
+// then decides on the others, never scaling down).
+func (ps *policyState) onlyMetricsBad(bad []string) bool {
+	if ps.metrics == nil {
+		return false
+	}
+	for _, b := range bad {
+		name, _, _ := strings.Cut(b, ":")
+		if !strings.Contains(name, "@") {
+			return false
+		}
+	}
+	return true
+}
+
+// withMetric adds the matcher metric="m" to every selector of the exporter's series (debi_…)
+// in expr: the per-metric series of a policy with several metrics carry it.
+func withMetric(expr, m string) (string, error) {
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		return "", err
+	}
+	matcher, err := promlabels.NewMatcher(promlabels.MatchEqual, "metric", m)
+	if err != nil {
+		return "", err
+	}
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok && strings.HasPrefix(vs.Name, "debi_") {
+			vs.LabelMatchers = append(vs.LabelMatchers, matcher)
+		}
+		return nil
+	})
+	return e.String(), nil
 }
 
 // decisionInput is the part of a decision's input the target itself says: the time, the

@@ -768,8 +768,12 @@ func applyDecision(s *esv1.ElasticScalerStatus, o *Observation, gen int64) {
 	default:
 		s.PausedReplicas = out.PausedReplicas
 		c.Status, c.Reason = metav1.ConditionTrue, esv1.ReasonScalingCalculated
+		reason := out.Reason
+		if out.Metric != "" {
+			reason += ", deciding metric " + out.Metric
+		}
 		c.Message = fmt.Sprintf("%s (mode %s, trigger %s): desired %d from current %d (%s); %s", o.Algorithm, o.Mode, o.Trigger,
-			out.After, out.Before, out.Reason, decisionInputs(out))
+			out.After, out.Before, reason, decisionInputs(out))
 		s.DesiredReplicas = i32(out.After)
 		s.CurrentReplicas = i32(out.Before)
 		if out.Written && o.Mode == config.ModeAct {

@@ -211,8 +211,31 @@ func (g *gen) section(b *bytes.Buffer, path string, t reflect.Type, v reflect.Va
 		v    reflect.Value
 	}
 	var subs []nested
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
+	// An embedded struct's fields are the type's own (PolicyMetrics embeds the stabilisation
+	// policy of its single-metric form).
+	type field struct {
+		f     reflect.StructField
+		owner reflect.Type
+		v     reflect.Value
+	}
+	var fields []field
+	var flatten func(t reflect.Type, v reflect.Value)
+	flatten = func(t reflect.Type, v reflect.Value) {
+		for i := 0; i < t.NumField(); i++ {
+			fv := reflect.Value{}
+			if v.IsValid() {
+				fv = v.Field(i)
+			}
+			if f := t.Field(i); f.Anonymous && f.Type.Kind() == reflect.Struct {
+				flatten(f.Type, fv)
+				continue
+			}
+			fields = append(fields, field{t.Field(i), t, fv})
+		}
+	}
+	flatten(t, v)
+	for _, fl := range fields {
+		f, fv := fl.f, fl.v
 		if !f.IsExported() {
 			continue
 		}
@@ -220,9 +243,10 @@ func (g *gen) section(b *bytes.Buffer, path string, t reflect.Type, v reflect.Va
 		if name == "-" || name == "" {
 			continue
 		}
-		fv := reflect.Value{}
-		if v.IsValid() {
-			fv = v.Field(i)
+		t := fl.owner
+		d, err := g.docs(t.PkgPath())
+		if err != nil {
+			return err
 		}
 		ft := f.Type
 		p := join(path, name)

@@ -1,0 +1,73 @@
+package config
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/debi-scaler/debi/scaling"
+)
+
+// TestMetricsList: the several-metrics form loads with its defaults, and each metric's capacity
+// per pod is its autoscaling/v2 target over the policy's reference utilization (hpa: its
+// target), so that the rule holds every metric at its own target.
+func TestMetricsList(t *testing.T) {
+	c, err := LoadFile("testdata/good-metrics-list.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &c.Policies[0]
+	ms := p.ScaleMetrics()
+	if len(ms) != 4 {
+		t.Fatalf("%d metrics, want 4", len(ms))
+	}
+	cpu, rps, queue, mem := ms[0], ms[1], ms[2], ms[3]
+	if cpu.Unit != "cores" || !strings.Contains(cpu.Query, "namespace_workload:debi_cpu_usage_cores:rate1m") ||
+		!strings.Contains(cpu.CapacityQuery, "debi_cpu_request_per_pod_cores") {
+		t.Errorf("cpu defaults: %+v", cpu)
+	}
+	// cpu: 60 % of the request at the rule's target 0.5 → capacity = request × 0.6 / 0.5.
+	if got := cpu.CapacityPerPod(0.25, 4); math.Abs(got-0.25*0.6/0.5) > 1e-12 {
+		t.Errorf("cpu capacity %v, want %v", got, 0.25*0.6/0.5)
+	}
+	// rps: 100 per pod at target 0.5 → 200 per pod at load 1.
+	if got := rps.CapacityPerPod(rps.Capacity, 4); got != 200 {
+		t.Errorf("rps capacity %v, want 200", got)
+	}
+	if rps.Stabilization.Window.Minutes() != 2 || rps.Stabilization.Aggregation != scaling.AggMax {
+		t.Errorf("rps stabilization %+v", rps.Stabilization)
+	}
+	// queue: 1000 in total at target 0.5 → 2000/4 per pod at 4 replicas.
+	if got := queue.CapacityPerPod(queue.Capacity, 4); got != 500 {
+		t.Errorf("queue capacity %v, want 500", got)
+	}
+	// memory: 512 MiB per pod at 0.5.
+	if mem.Unit != "bytes" || mem.CapacityPerPod(mem.Capacity, 1) != 2*512*1024*1024 || !strings.Contains(mem.Query, "memory") {
+		t.Errorf("memory %+v", mem)
+	}
+	if p.Queries.Demand != "" || p.Queries.Request != "" {
+		t.Errorf("the metrics list leaves queries.demand and queries.request empty, got %q %q", p.Queries.Demand, p.Queries.Request)
+	}
+	rcs, names, err := p.RunnerConfigs()
+	if err != nil || len(rcs) != 4 || names[1] != "rps" || rcs[1].Request != 200 || rcs[1].Metrics.Aggregation != scaling.AggMax {
+		t.Fatalf("runner configs %v %v %v", names, err, rcs)
+	}
+}
+
+// TestSingleMetricForm: the single-metric form is one metric named cpu in cores, on the
+// policy's queries and request, with the policy's stabilisation policy.
+func TestSingleMetricForm(t *testing.T) {
+	c, err := LoadFile("testdata/good-metrics-fallback.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &c.Policies[0]
+	ms := p.ScaleMetrics()
+	if len(ms) != 1 || ms[0].Name != "cpu" || ms[0].Unit != "cores" || ms[0].Query != p.Queries.Demand ||
+		ms[0].CapacityQuery != p.Queries.Request || ms[0].Factor != 1 || ms[0].Stabilization != p.Metrics.MetricsPolicy {
+		t.Fatalf("single metric %+v (policy %+v)", ms, p.Queries)
+	}
+	if ms[0].QueryPath != "queries.demand" {
+		t.Errorf("query path %q", ms[0].QueryPath)
+	}
+}

@@ -1,0 +1,139 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/debi-scaler/debi/scaling"
+)
+
+// Multi steps one policy that scales on several metrics, as the Kubernetes HPA does: each
+// metric has its own Runner — its own history, forecast (W2), high-water level (W3) and budget
+// calibration, in its own unit with its own capacity per pod (Config.Request) — and the
+// decision is the largest replica count over the metrics, each count composed by the one
+// decision function (scaling.Decide, through scaling.DecideMax) within the bounds of one
+// algorithm state: the first metric's runner's, advanced with the deciding metric's input, so
+// that a stateful algorithm (HPA stabilisation and rate limits, the budget's hold) sees the
+// policy's decisions, not one per metric. A policy with one metric is one Runner and decides as
+// Runner.Step does.
+type Multi struct {
+	runners []*Runner
+	names   []string
+	ins     []scaling.Input
+	ok      []bool
+}
+
+// MultiResult is one step of a Multi.
+type MultiResult struct {
+	// Results are the metrics' own results, in the order of the configuration; each one's
+	// Decision is that metric's count within the shared bounds.
+	Results []Result
+	// Errs are the metrics' errors (wrapping ErrNoData when a metric has no usable sample).
+	Errs []error
+	// Decision is the policy's: the largest count over the metrics with a usable load.
+	Decision scaling.Decision
+	// Metric is the index of the deciding metric, -1 when none could decide.
+	Metric int
+	// Floor and Ceiling are the bounds the algorithm's state allowed the decision.
+	Floor, Ceiling int32
+}
+
+// NewMulti builds the runners of a policy with one Config per metric, named by names (the
+// metrics' names, for logs). The configurations must share the algorithm and its parameters:
+// the first one's state decides.
+func NewMulti(cfgs []Config, names []string) (*Multi, error) {
+	if len(cfgs) == 0 || len(cfgs) != len(names) {
+		return nil, errors.New("a policy needs at least one metric, each with a name")
+	}
+	m := &Multi{names: names, ins: make([]scaling.Input, len(cfgs)), ok: make([]bool, len(cfgs))}
+	for i, c := range cfgs {
+		if i > 0 && (c.Spec.Algorithm != cfgs[0].Spec.Algorithm || c.Params != cfgs[0].Params) {
+			return nil, fmt.Errorf("metric %q: its algorithm and parameters differ from metric %q's: one policy has one rule", names[i], names[0])
+		}
+		r, err := New(c)
+		if err != nil {
+			m.Close()
+			return nil, fmt.Errorf("metric %q: %w", names[i], err)
+		}
+		m.runners = append(m.runners, r)
+	}
+	return m, nil
+}
+
+// Len is the number of metrics.
+func (m *Multi) Len() int { return len(m.runners) }
+
+// Runner returns metric i's runner.
+func (m *Multi) Runner(i int) *Runner { return m.runners[i] }
+
+// Names are the metrics' names.
+func (m *Multi) Names() []string { return m.names }
+
+// Step records one observation per metric at t — demands[i] is metric i's value in its unit
+// (NaN: missing), current and ready the workload's sizes — and decides. It returns an error
+// wrapping ErrNoData, and the current size, when no metric has a usable sample; a metric
+// without one never lets the others scale down (scaling.DecideMax).
+func (m *Multi) Step(ctx context.Context, t time.Time, demands []float64, current, ready int32) (MultiResult, error) {
+	out := MultiResult{Results: make([]Result, len(m.runners)), Errs: make([]error, len(m.runners)), Metric: -1}
+	var errs []error
+	for i, r := range m.runners {
+		d := math.NaN()
+		if i < len(demands) {
+			d = demands[i]
+		}
+		out.Results[i], m.ins[i], out.Errs[i] = r.prepare(ctx, Observation{Time: t, Demand: d, Current: current, Ready: ready})
+		m.ok[i] = out.Errs[i] == nil
+		if out.Errs[i] != nil {
+			errs = append(errs, fmt.Errorf("metric %q: %w", m.names[i], out.Errs[i]))
+		}
+	}
+	r0 := m.runners[0]
+	b := scaling.BoundsOf(r0.alg, r0.cfg.Params, t, current)
+	out.Floor, out.Ceiling = b.Lo, b.Hi
+	out.Decision, out.Metric = scaling.DecideMax(r0.rule, m.ins, m.ok, b)
+	if out.Metric < 0 {
+		return out, errors.Join(errs...)
+	}
+	for i := range m.runners {
+		if !m.ok[i] {
+			continue
+		}
+		res := &out.Results[i]
+		res.Floor, res.Ceiling = b.Lo, b.Hi
+		res.Decision = scaling.Decide(r0.rule, m.ins[i], b)
+		res.Term = decidingTerm(res)
+	}
+	r0.advanceState(m.ins[out.Metric], out.Results[out.Metric].Decision)
+	return out, nil
+}
+
+// ModelHistory is the largest need and the smallest history over the metrics' models.
+func (m *Multi) ModelHistory() (needed, have int) {
+	for i, r := range m.runners {
+		n, h := r.ModelHistory()
+		if i == 0 || n > needed {
+			needed = n
+		}
+		if i == 0 || h < have {
+			have = h
+		}
+	}
+	return needed, have
+}
+
+// Wait waits for every metric's background training.
+func (m *Multi) Wait() {
+	for _, r := range m.runners {
+		r.Wait()
+	}
+}
+
+// Close stops every metric's background training.
+func (m *Multi) Close() {
+	for _, r := range m.runners {
+		r.Close()
+	}
+}
