@@ -60,19 +60,7 @@ import (
 
 var kubeconfigPath string // set by TestMain
 
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
-
-func testMain(m *testing.M) int {
-	var stop func()
-	var err error
-	kubeconfigPath, stop, err = testenv.MainAPIServer()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer stop()
-	return m.Run()
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunWithAPIServer(m, &kubeconfigPath)) }
 
 var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 

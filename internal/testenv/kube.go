@@ -68,3 +68,16 @@ func MainAPIServer() (kubeconfig string, stop func(), err error) {
 	}
 	return StartAPIServer(assets)
 }
+
+// RunWithAPIServer is a package's TestMain body: it sets *kubeconfig from MainAPIServer, runs
+// the tests and stops the server; its result is the exit code (1 when the server cannot start).
+func RunWithAPIServer(m *testing.M, kubeconfig *string) int {
+	k, stop, err := MainAPIServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer stop()
+	*kubeconfig = k
+	return m.Run()
+}
