@@ -51,20 +51,22 @@ func (m PolicyMetrics) MarshalYAML() (any, error) {
 // Metric is one metric of a policy in the several-metrics form.
 type Metric struct {
 	// Name names the metric in the series (label metric), the reason and the status: a label
-	// value, unique in the policy. "cpu" has default queries and unit, "memory" a default unit.
+	// value, unique in the policy. "cpu" and "memory" have default units (cores, bytes) and
+	// queries (the recording rules of rules/debi.rules.yaml: CPU used, memory working set, and
+	// the request of one pod for a Utilization target).
 	Name string `yaml:"name"`
 	// Unit is the unit of the query's value: cores, bytes, requests_per_second or items (a
 	// queue's length). Default cores for cpu, bytes for memory; required otherwise.
 	Unit string `yaml:"unit"`
 	// Query is PromQL returning one series: the workload's total of the metric (cores used,
 	// bytes in use, requests per second, messages queued). Default for cpu the recording rule's
-	// CPU demand; required otherwise.
+	// CPU demand, for memory its working set; required otherwise.
 	Query string `yaml:"query"`
 	// Target is what one pod should carry, as autoscaling/v2 says it (type Utilization,
 	// AverageValue or Value).
 	Target MetricTarget `yaml:"target"`
 	// Request and RequestQuery are, for a Utilization target, the request of one pod in the
-	// metric's unit: fixed, or PromQL. Default for cpu the recording rules' request.
+	// metric's unit: fixed, or PromQL. Default for cpu and memory the recording rules' request.
 	Request      float64 `yaml:"request"`
 	RequestQuery string  `yaml:"request_query"`
 	// Stabilization is the metric's stabilisation policy (the Elastic Scaler's metrics policy):
@@ -246,6 +248,9 @@ func (c *Config) metricDefaults(p *Policy, path string, targetOK bool, errs *err
 			switch {
 			case m.Query == "" && m.Name == "cpu":
 				m.Query = fmt.Sprintf(`sum(namespace_workload:debi_cpu_usage_cores:rate1m{%s})`, wsel)
+			case m.Query == "" && m.Name == "memory" && m.Unit == "bytes":
+				// The working set, as the HPA's memory metric (rules/debi.rules.yaml).
+				m.Query = fmt.Sprintf(`sum(namespace_workload:debi_memory_working_set_bytes:sum{%s})`, wsel)
 			}
 		}
 		if m.Query == "" {
@@ -271,6 +276,12 @@ func (c *Config) metricDefaults(p *Policy, path string, targetOK bool, errs *err
 				switch m.Name {
 				case "cpu":
 					m.RequestQuery = fmt.Sprintf(`max(namespace_workload:debi_cpu_request_per_pod_cores:avg{%s})`, wsel)
+				case "memory":
+					if m.Unit == "bytes" {
+						m.RequestQuery = fmt.Sprintf(`max(namespace_workload:debi_memory_request_per_pod_bytes:avg{%s})`, wsel)
+						break
+					}
+					errs.addf(mp+".request_query", "required with a Utilization target: the request of one pod in %s (or a fixed request)", m.Unit)
 				default:
 					errs.addf(mp+".request_query", "required with a Utilization target: the request of one pod in %s (or a fixed request)", m.Unit)
 				}

@@ -71,3 +71,44 @@ func TestSingleMetricForm(t *testing.T) {
 		t.Errorf("query path %q", ms[0].QueryPath)
 	}
 }
+
+// TestMemoryDefaults: a metric named memory needs no query: the recording rules' working set,
+// and with a Utilization target their memory request of one pod, as cpu has its rules'.
+func TestMemoryDefaults(t *testing.T) {
+	c, err := Load([]byte(`
+policies:
+  - name: web
+    target: {namespace: shop, name: web}
+    algorithm: hpa
+    metrics:
+      - name: cpu
+        target: {type: Utilization}
+      - name: memory
+        target: {type: Utilization, averageUtilization: 80}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := c.Policies[0].ScaleMetrics()[1]
+	sel := `{namespace="shop",workload_type="deployment",workload="web"}`
+	if mem.Unit != "bytes" || mem.Query != "sum(namespace_workload:debi_memory_working_set_bytes:sum"+sel+")" ||
+		mem.CapacityQuery != "max(namespace_workload:debi_memory_request_per_pod_bytes:avg"+sel+")" {
+		t.Errorf("memory defaults: %+v", mem)
+	}
+	// In another unit, memory is a name like any other: its query, and its request with a
+	// Utilization target, are required.
+	for _, tc := range []struct{ metric, want string }{
+		{"{name: memory, unit: items, target: {type: Utilization}}", "policies[0].metrics[0].query"},
+		{"{name: memory, unit: items, query: sum(q), target: {type: Utilization}}", "policies[0].metrics[0].request_query"},
+	} {
+		_, err := Load([]byte(`
+policies:
+  - name: web
+    target: {namespace: shop, name: web}
+    metrics:
+      - ` + tc.metric + "\n"))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v; want one naming %s", tc.metric, err, tc.want)
+		}
+	}
+}

@@ -251,6 +251,10 @@ func (g *gen) section(b *bytes.Buffer, path string, t reflect.Type, v reflect.Va
 		ft := f.Type
 		p := join(path, name)
 		r := row{field: "`" + name + "`", typ: g.typeName(ft), desc: d.fields[t.Name()][f.Name]}
+		listForm := name == "[]" && ft.Kind() == reflect.Slice // the key written as a list itself (config.PolicyMetrics)
+		if listForm {
+			p, r.field = path, "(the key as a list)"
+		}
 		if enum := g.enum(ft); len(enum) > 0 {
 			r.desc = strings.TrimSpace(r.desc + " One of: `" + strings.Join(enum, "`, `") + "`.")
 		}
@@ -277,6 +281,11 @@ func (g *gen) section(b *bytes.Buffer, path string, t reflect.Type, v reflect.Va
 			subs = append(subs, nested{p, ft, fv})
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
 			r.typ = "list of [" + g.typeName(ft.Elem()) + "](#" + anchor(p+"[]") + ")"
+			if listForm {
+				// Its section's heading, p[], has the slug of p's own (brackets dropped): the
+				// second heading of a slug is slug-1.
+				r.typ = "list of [" + g.typeName(ft.Elem()) + "](#" + anchor(p+"[]") + "-1)"
+			}
 			ev := reflect.Value{}
 			if fv.IsValid() && fv.Len() > 0 && name == "policies" && path == "" {
 				ev = fv.Index(0) // the example policy's defaults

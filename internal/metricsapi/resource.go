@@ -20,13 +20,12 @@ type ResourceQueries struct {
 //
 // debi reads Resource metrics from Prometheus, over cAdvisor and kube-state-metrics series,
 // not from metrics.k8s.io: the forecasts need history, which metrics-server does not keep, and
-// Prometheus already scrapes the same cAdvisor figures metrics-server serves. cpu reuses the
-// recording rules of rules/debi.rules.yaml (namespace_workload:debi_cpu_usage_cores:rate1m and
-// namespace_workload:debi_cpu_request_per_pod_cores:avg), the same series the policies' default
-// queries read; memory, which has no recording rule, sums container_memory_working_set_bytes
-// (what metrics-server and the HPA call a pod's memory use) over the workload's containers
-// through the pod-to-workload rule namespace_workload_pod:debi_kube_pod_owner:relabel, and
-// averages kube_pod_container_resource_requests{resource="memory"} the same way.
+// Prometheus already scrapes the same cAdvisor figures metrics-server serves. Both reuse the
+// recording rules of rules/debi.rules.yaml, the same series the policies' default queries read:
+// namespace_workload:debi_cpu_usage_cores:rate1m and namespace_workload:debi_cpu_request_per_pod_cores:avg
+// for cpu, namespace_workload:debi_memory_working_set_bytes:sum (container_memory_working_set_bytes,
+// what metrics-server and the HPA call a pod's memory use) and
+// namespace_workload:debi_memory_request_per_pod_bytes:avg for memory.
 func ResourceQueriesFor(resource, namespace, workloadType, workload string) (ResourceQueries, error) {
 	if namespace == "" || workloadType == "" || workload == "" {
 		return ResourceQueries{}, fmt.Errorf("resource metric %q: namespace, workload type and workload are required", resource)
@@ -39,14 +38,9 @@ func ResourceQueriesFor(resource, namespace, workloadType, workload string) (Res
 			RequestPerPod: fmt.Sprintf(`max(namespace_workload:debi_cpu_request_per_pod_cores:avg{%s})`, wsel),
 		}, nil
 	case "memory":
-		// Container cgroups only: the pod-level cgroup (container="") would double the figure
-		// and the pause container (container="POD") is not the workload's, as in the cpu rule.
-		owner := fmt.Sprintf(`namespace_workload_pod:debi_kube_pod_owner:relabel{%s}`, wsel)
 		return ResourceQueries{
-			Usage: fmt.Sprintf(`sum(sum by (namespace, pod) (container_memory_working_set_bytes{namespace=%q, container!="", container!="POD", image!=""}) * on (namespace, pod) %s)`,
-				namespace, owner),
-			RequestPerPod: fmt.Sprintf(`avg(sum by (namespace, pod) (kube_pod_container_resource_requests{namespace=%q, resource="memory"}) * on (namespace, pod) %s)`,
-				namespace, owner),
+			Usage:         fmt.Sprintf(`sum(namespace_workload:debi_memory_working_set_bytes:sum{%s})`, wsel),
+			RequestPerPod: fmt.Sprintf(`max(namespace_workload:debi_memory_request_per_pod_bytes:avg{%s})`, wsel),
 		}, nil
 	}
 	return ResourceQueries{}, fmt.Errorf("resource metric %q: debi reads cpu and memory only", resource)
