@@ -12,7 +12,7 @@ import (
 
 // Multi steps one policy that scales on several metrics, as the Kubernetes HPA does: each
 // metric has its own Runner — its own history, forecast (W2), high-water level (W3) and budget
-// calibration, in its own unit with its own capacity per pod (Config.Request) — and the
+// errors and margin, in its own unit with its own capacity per pod (Config.Request) — and the
 // decision is the largest replica count over the metrics, each count composed by the one
 // decision function (scaling.Decide, through scaling.DecideMax) within the bounds of one
 // algorithm state: the first metric's runner's, advanced with the deciding metric's input, so
