@@ -160,7 +160,21 @@ type Options struct {
 	// Recorded holds, by trace name, what Prometheus recorded beside the trace's demand: an
 	// actual row (ActualPolicy) is scored for each trace with recorded replicas.
 	Recorded map[string]Recorded `json:"-"`
+	// Capacity is, by metric name, the capacity of one pod in a multi-metric trace's own unit of
+	// that metric (trace.Trace.Metrics): the metric is scaled so that this capacity is R. A
+	// metric without one is scaled as a one-metric trace is (PeakUtilization, Scale).
+	Capacity map[string]float64 `json:"trace_capacity,omitempty"`
+	// MetricCalibration is how a budget policy on several metrics calibrates its quantile
+	// levels: CalibrationJoint (default, "") on the policy's overload, CalibrationPerMetric each
+	// metric on its own (policy.Multi.SetJointCalibration).
+	MetricCalibration string `json:"metric_calibration,omitempty"`
 }
+
+// MetricCalibration values of Options.MetricCalibration.
+const (
+	CalibrationJoint     = "joint"
+	CalibrationPerMetric = "per-metric"
+)
 
 // DefaultOptions are the paper's parameters on the yardstick of METHOD §7.
 func DefaultOptions() Options {
@@ -260,6 +274,14 @@ func (o Options) Validate() error {
 			return fmt.Errorf("policies: %w", err)
 		}
 	}
+	if c := o.MetricCalibration; c != "" && c != CalibrationJoint && c != CalibrationPerMetric {
+		return fmt.Errorf("budget.metric-calibration: must be %q or %q, got %q", CalibrationJoint, CalibrationPerMetric, c)
+	}
+	for name, c := range o.Capacity {
+		if !(c > 0) || math.IsInf(c, 0) {
+			return fmt.Errorf("trace.capacity: %s: must be a positive number, got %v", name, c)
+		}
+	}
 	if o.DownGate != "" && o.DownGate != policy.DownGateHold && o.DownGate != policy.DownGateLead {
 		return fmt.Errorf("budget.down-gate: must be %q or %q, got %q", policy.DownGateHold, policy.DownGateLead, o.DownGate)
 	}
@@ -328,6 +350,29 @@ type Metrics struct {
 	// Ticks is the number of scored ticks; Seconds the scored time.
 	Ticks   int     `json:"ticks"`
 	Seconds float64 `json:"seconds"`
+	// MetricOverload is, on a trace with several metrics, each metric's share of the overload:
+	// the ticks it was above u_sla·Nr·its capacity per pod (nil on a one-metric trace).
+	MetricOverload []MetricOverload `json:"metric_overload,omitempty"`
+}
+
+// MetricOverload is one metric's overload in a run on a trace with several metrics: a tick is
+// overloaded when any metric is, so the metrics' ticks add up to at least the run's.
+type MetricOverload struct {
+	Metric string `json:"metric"`
+	// Ticks are the scored ticks this metric was overloaded, Fraction their share of the scored
+	// ticks, Alone the ticks it was the only overloaded metric.
+	Ticks    int     `json:"ticks"`
+	Fraction float64 `json:"fraction"`
+	Alone    int     `json:"alone"`
+}
+
+// MetricScale is how one metric of a trace with several became demand in cores of R.
+type MetricScale struct {
+	Metric string `json:"metric"`
+	// Scale is the factor from the trace's values to cores; Capacity the capacity of one pod in
+	// the trace's unit, R/Scale (given by Options.Capacity, or what the demand scale implies).
+	Scale    float64 `json:"scale"`
+	Capacity float64 `json:"capacity"`
 }
 
 // Series are a run's per-tick values over the whole trace, warm-up included (with
@@ -365,8 +410,10 @@ type TraceResult struct {
 	// Samples is the number of trace samples used; SamplePeriod their spacing.
 	Samples      int           `json:"samples"`
 	SamplePeriod time.Duration `json:"sample_period"`
-	// Scale is the factor from trace values to cores.
-	Scale float64 `json:"scale"`
+	// Scale is the factor from trace values to cores (the first metric's, on a trace with
+	// several; Metrics has each one's).
+	Scale   float64       `json:"scale"`
+	Metrics []MetricScale `json:"metrics,omitempty"`
 	// Start is the time of the first sample of a recorded trace (zero for others).
 	Start time.Time `json:"start,omitempty"`
 	// WarmupTime is the unscored start; Ticks the whole run's ticks.
@@ -444,7 +491,17 @@ type World struct {
 	Period time.Duration // sample period
 	Tick   time.Duration
 	// Inst is the demand at each tick; Obs the mean over the metric window before it (cores).
+	// On a trace with several metrics they are the first metric's.
 	Inst, Obs []float64
+	// Metrics names the metrics of a trace with several (nil: one); MInst and MObs hold each
+	// metric's Inst and Obs, in cores of the one request R (each metric is scaled so that its
+	// capacity per pod is R), MInst[0] being Inst. Peak is the largest of the metrics' demands
+	// at each tick (Inst itself for one metric): since every metric's capacity is R, a tick is
+	// overloaded when Peak is above u_sla·Nr·R — when any metric is — and Peak is what the
+	// unserved demand, the oracle and the need are scored on.
+	Metrics     []string
+	MInst, MObs [][]float64
+	Peak        []float64
 	// Warm is the first scored tick.
 	Warm int
 	// Recorded are the recorded spec replica counts per sample (nil: none), which the actual
@@ -455,7 +512,7 @@ type World struct {
 // Unavoidable is the share of scored ticks whose demand exceeds u_sla·N_max·R.
 func (w *World) Unavoidable(o Options) float64 {
 	n, k := 0, 0
-	for _, d := range w.Inst[w.Warm:] {
+	for _, d := range w.peak()[w.Warm:] {
 		k++
 		if d > o.SLAUtilization*float64(o.Params.MaxReplicas)*o.Request {
 			n++
@@ -465,6 +522,46 @@ func (w *World) Unavoidable(o Options) float64 {
 		return 0
 	}
 	return float64(n) / float64(k)
+}
+
+// peak is Peak, or Inst for a World built without it.
+func (w *World) peak() []float64 {
+	if w.Peak != nil {
+		return w.Peak
+	}
+	return w.Inst
+}
+
+// multi says whether the world has several metrics.
+func (w *World) multi() bool { return len(w.Metrics) > 1 }
+
+// NewWorldMetrics lays the samples of several metrics (cores of R each, columns[k] metric
+// names[k]'s) with one sample period on the tick grid of o. One metric is NewWorld.
+func NewWorldMetrics(names []string, columns [][]float64, period time.Duration, o Options) (*World, error) {
+	if len(columns) == 0 || len(names) != len(columns) {
+		return nil, fmt.Errorf("%d metric names for %d columns", len(names), len(columns))
+	}
+	w, err := NewWorld(columns[0], period, o)
+	if err != nil || len(columns) == 1 {
+		return w, err
+	}
+	w.Metrics = names
+	w.MInst, w.MObs = [][]float64{w.Inst}, [][]float64{w.Obs}
+	w.Peak = slices.Clone(w.Inst)
+	for k, c := range columns[1:] {
+		if len(c) != len(columns[0]) {
+			return nil, fmt.Errorf("metric %s: %d samples, metric %s has %d", names[k+1], len(c), names[0], len(columns[0]))
+		}
+		wk, err := NewWorld(c, period, o)
+		if err != nil {
+			return nil, fmt.Errorf("metric %s: %w", names[k+1], err)
+		}
+		w.MInst, w.MObs = append(w.MInst, wk.Inst), append(w.MObs, wk.Obs)
+		for i, d := range wk.Inst {
+			w.Peak[i] = math.Max(w.Peak[i], d)
+		}
+	}
+	return w, nil
 }
 
 // NewWorld lays samples (cores) with the given sample period on the tick grid of o.
@@ -559,16 +656,27 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 		if period == 0 {
 			period = time.Duration(max(t.StepMinutes, 1)) * time.Minute
 		}
-		scale, err := o.ScaleFor(vals)
-		if err != nil {
-			return nil, fmt.Errorf("trace %s: %w", t.Name, err)
-		}
-		d := make([]float64, len(vals))
-		for j, v := range vals {
-			d[j] = v * scale
-		}
-		if worlds[i], err = NewWorld(d, period, o); err != nil {
-			return nil, fmt.Errorf("trace %s: %w", t.Name, err)
+		var (
+			scale  float64
+			scales []MetricScale
+			err    error
+		)
+		if len(t.Metrics) > 1 {
+			if scales, worlds[i], err = metricWorld(t, period, o); err != nil {
+				return nil, fmt.Errorf("trace %s: %w", t.Name, err)
+			}
+			scale = scales[0].Scale
+		} else {
+			if scale, err = o.ScaleFor(vals); err != nil {
+				return nil, fmt.Errorf("trace %s: %w", t.Name, err)
+			}
+			d := make([]float64, len(vals))
+			for j, v := range vals {
+				d[j] = v * scale
+			}
+			if worlds[i], err = NewWorld(d, period, o); err != nil {
+				return nil, fmt.Errorf("trace %s: %w", t.Name, err)
+			}
 		}
 		rec := o.Recorded[t.Name]
 		if rec.Replicas != nil {
@@ -583,7 +691,7 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 				worlds[i].RecordedReady = rec.Ready[:len(vals)]
 			}
 		}
-		rep.Traces[i] = TraceResult{Trace: t.Name, Class: t.Class, Samples: len(vals), SamplePeriod: period, Scale: scale,
+		rep.Traces[i] = TraceResult{Trace: t.Name, Class: t.Class, Samples: len(vals), SamplePeriod: period, Scale: scale, Metrics: scales,
 			Start: rec.Start, WarmupTime: time.Duration(o.Warmup) * period, Ticks: len(worlds[i].Inst), OracleFrontierRatio: math.NaN(),
 			Unavoidable: worlds[i].Unavoidable(o), ActualReady: actualReady(rec)}
 		rep.Coverage = append(rep.Coverage, rec.Coverage...)
@@ -689,6 +797,7 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 	for i := range rep.Traces {
 		finishTrace(&rep.Traces[i])
 		rep.notes(&rep.Traces[i])
+		rep.metricNotes(&rep.Traces[i])
 	}
 	for s := range rep.Startup {
 		for i := range rep.Startup[s].Traces {
@@ -732,6 +841,55 @@ func HistoryWarnings(traces []trace.Trace, o Options) []string {
 		}
 	}
 	return out
+}
+
+// metricWorld scales each metric of t (truncated to Options.MaxSteps) to cores of R — by its
+// capacity per pod where Options.Capacity gives one, else as a one-metric trace is — and lays
+// them on the tick grid.
+func metricWorld(t trace.Trace, period time.Duration, o Options) ([]MetricScale, *World, error) {
+	for name := range o.Capacity {
+		if !slices.Contains(t.Metrics, name) {
+			return nil, nil, fmt.Errorf("trace.capacity: no metric %q (the trace's: %s)", name, strings.Join(t.Metrics, ", "))
+		}
+	}
+	scales := make([]MetricScale, len(t.Metrics))
+	cols := make([][]float64, len(t.Metrics))
+	for k, name := range t.Metrics {
+		vals := t.Columns[k]
+		if o.MaxSteps > 0 && len(vals) > o.MaxSteps {
+			vals = vals[:o.MaxSteps]
+		}
+		scale := o.Request / o.Capacity[name]
+		if _, ok := o.Capacity[name]; !ok {
+			var err error
+			if scale, err = o.ScaleFor(vals); err != nil {
+				return nil, nil, fmt.Errorf("metric %s: %w", name, err)
+			}
+		}
+		scales[k] = MetricScale{Metric: name, Scale: scale, Capacity: o.Request / scale}
+		cols[k] = make([]float64, len(vals))
+		for j, v := range vals {
+			cols[k][j] = v * scale
+		}
+	}
+	w, err := NewWorldMetrics(t.Metrics, cols, period, o)
+	return scales, w, err
+}
+
+// metricNotes names, on a trace with several metrics, how many overloaded ticks each metric
+// caused in each policy's run.
+func (rep *Report) metricNotes(tr *TraceResult) {
+	for _, r := range tr.Runs {
+		if r.MetricOverload == nil {
+			continue
+		}
+		parts := make([]string, len(r.MetricOverload))
+		for k, m := range r.MetricOverload {
+			parts[k] = fmt.Sprintf("%s %.2f%% (%d ticks, %d alone)", m.Metric, 100*m.Fraction, m.Ticks, m.Alone)
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s/%s: overloaded %.2f%% of the scored ticks (any metric); by metric: %s",
+			tr.Trace, r.Policy, 100*r.OverloadFraction, strings.Join(parts, ", ")))
+	}
 }
 
 // notes says what a reader of the trace's figures must know.
@@ -850,7 +1008,7 @@ func EnvelopeCost(env []FrontierPoint, x float64) (cost float64, clamped bool) {
 // Simulate runs one policy over one world and scores it. Every policy starts at the size the
 // HPA target gives the first demand, all pods ready.
 func Simulate(ctx context.Context, w *World, policyName string, o Options) (Run, error) {
-	return SimulateFrom(ctx, w, policyName, o, initialReplicas(w.Inst[0], o))
+	return SimulateFrom(ctx, w, policyName, o, initialReplicas(w.peak()[0], o))
 }
 
 // runnerConfig is the runner of a policy on a trace: the configured policy's own (Options.Runner,
@@ -919,6 +1077,8 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 		switch {
 		case err != nil:
 			return Run{}, err
+		case clair && w.multi():
+			err = fmt.Errorf("policy %s: a clairvoyant forecaster runs on one-metric traces only", policyName)
 		case clair:
 			spec, fc, err = clairvoyantConfig(policyName, d, w, &now)
 		default:
@@ -928,6 +1088,13 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 			return Run{}, err
 		}
 		run.Policy = spec.Name
+		if w.multi() {
+			decide, err = multiDecider(spec, w, o)
+			if err != nil {
+				return Run{}, err
+			}
+			return simulate(ctx, w, run.Policy, o, initial, decide, spec.Model != "", 0, nil)
+		}
 		cfg := runnerConfig(spec, w, o)
 		cfg.Forecaster, cfg.DownGate, cfg.Anchor, cfg.NowcastSpan = fc, o.DownGate, o.Anchor, o.NowcastSpan
 		cfg.PathBetween, cfg.AnchorSpan, cfg.ScoreLate = o.PathBetween, o.AnchorSpan, o.ScoreLate
@@ -948,6 +1115,52 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 	return simulate(ctx, w, run.Policy, o, initial, decide, hasModel, run.ModelHistory, nil)
 }
 
+// multiDecider runs the policy spec on every metric of w with policy.Multi: one runner per
+// metric, each on its own demand in cores of R (so each with the request R), the decision the
+// largest count, the budget calibrated jointly unless Options.MetricCalibration says per metric.
+// Its result is the deciding metric's (the first metric's when none decided) with the
+// policy's decision, the training runs of every metric.
+func multiDecider(spec policy.Spec, w *World, o Options) (decider, error) {
+	cfgs := make([]policy.Config, len(w.Metrics))
+	for k := range cfgs {
+		cfg := runnerConfig(spec, w, o)
+		cfg.DownGate, cfg.Anchor, cfg.NowcastSpan = o.DownGate, o.Anchor, o.NowcastSpan
+		cfg.PathBetween, cfg.AnchorSpan, cfg.ScoreLate = o.PathBetween, o.AnchorSpan, o.ScoreLate
+		cfgs[k] = cfg
+	}
+	m, err := policy.NewMulti(cfgs, w.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	m.SetJointCalibration(o.MetricCalibration != CalibrationPerMetric)
+	demands := make([]float64, len(w.Metrics))
+	return func(ctx context.Context, i int, obs policy.Observation) (policy.Result, error) {
+		for k := range demands {
+			demands[k] = w.MObs[k][i]
+		}
+		mr, err := m.Step(ctx, obs.Time, demands, obs.Current, obs.Ready)
+		at := max(mr.Metric, 0)
+		res := mr.Results[at]
+		res.Decision = mr.Decision
+		res.Training, res.TrainError = nil, nil
+		for _, r := range mr.Results {
+			if r.TrainError != nil && res.TrainError == nil {
+				res.TrainError = r.TrainError
+			}
+			if r.Training == nil {
+				continue
+			}
+			if res.Training == nil {
+				t := *r.Training
+				res.Training = &t
+				continue
+			}
+			res.Training.Duration += r.Training.Duration
+		}
+		return res, err
+	}, nil
+}
+
 // simulate runs decide over w from the initial size and scores it. ready, when set, gives the
 // pods serving at each tick instead of the cluster's model (the actual row's recorded ready
 // counts).
@@ -955,7 +1168,12 @@ func simulate(ctx context.Context, w *World, name string, o Options, initial int
 	run := Run{Metrics: Metrics{Policy: name, ForecastCoverage: math.NaN(), BudgetHeadroom: math.NaN(), BudgetLevel: math.NaN(), ModelHistory: modelHistory}}
 	n := len(w.Inst)
 	if o.KeepSeries {
-		run.Series = &Series{Tick: w.Tick, Demand: w.Inst, Replicas: make([]int32, n), Ready: make([]int32, n)}
+		run.Series = &Series{Tick: w.Tick, Demand: w.peak(), Replicas: make([]int32, n), Ready: make([]int32, n)}
+	}
+	peak := w.peak()
+	var metricTicks, metricAlone []int
+	if w.multi() {
+		metricTicks, metricAlone = make([]int, len(w.Metrics)), make([]int, len(w.Metrics))
 	}
 	c := newCluster(initial, o.StartupDelay)
 	start := time.Unix(0, 0).UTC()
@@ -1019,7 +1237,7 @@ func simulate(ctx context.Context, w *World, name string, o Options, initial int
 		if !scored {
 			continue
 		}
-		d := w.Inst[i]
+		d := peak[i] // every metric's capacity is R: the largest demand decides overload and need
 		m.Ticks++
 		cp := float64(nr) * o.Request
 		replicaSum += float64(nSpec)
@@ -1027,6 +1245,18 @@ func simulate(ctx context.Context, w *World, name string, o Options, initial int
 		capacity += float64(nSpec) * o.Request
 		if scaling.Overloaded(d, o.SLAUtilization, nr, o.Request) {
 			overTicks++
+		}
+		if metricTicks != nil {
+			over, last := 0, 0
+			for k := range w.MInst {
+				if scaling.Overloaded(w.MInst[k][i], o.SLAUtilization, nr, o.Request) {
+					metricTicks[k]++
+					over, last = over+1, k
+				}
+			}
+			if over == 1 {
+				metricAlone[last]++
+			}
 		}
 		m.Unserved += math.Max(0, d-cp) * tick
 		if hasModel && !math.IsNaN(res.W2) {
@@ -1062,6 +1292,10 @@ func simulate(ctx context.Context, w *World, name string, o Options, initial int
 		if marginN > 0 {
 			m.BudgetHeadroom, m.BudgetLevel = marginSum/float64(marginN), levelSum/float64(marginN)
 		}
+		for j := range metricTicks {
+			m.MetricOverload = append(m.MetricOverload, MetricOverload{Metric: w.Metrics[j], Ticks: metricTicks[j],
+				Fraction: float64(metricTicks[j]) / k, Alone: metricAlone[j]})
+		}
 	}
 	if capacity > 0 {
 		m.Utilization = served / capacity
@@ -1091,8 +1325,9 @@ func oracle(w *World, o Options) decider {
 	k := ticks(o.DecisionDelay) + ticks(o.StartupDelay)
 	return func(_ context.Context, i int, obs policy.Observation) (policy.Result, error) {
 		var n int32
-		for j := i; j <= min(i+k, len(w.Inst)-1); j++ {
-			n = max(n, needAt(w.Inst[j], o))
+		peak := w.peak()
+		for j := i; j <= min(i+k, len(peak)-1); j++ {
+			n = max(n, needAt(peak[j], o)) // the smallest count that carries every metric
 		}
 		return policy.Result{W2: math.NaN(), Decision: scaling.Decision{Replicas: n, Reason: "oracle"}}, nil
 	}

@@ -201,7 +201,7 @@ func (rep *Report) jsonView() any {
 		for _, tr := range trs {
 			runs := make([]map[string]any, 0, len(tr.Runs))
 			for _, r := range tr.Runs {
-				runs = append(runs, map[string]any{
+				run := map[string]any{
 					"policy": r.Policy, "cost": num(r.Cost), "cost_ratio": num(r.CostRatio), "actual_ratio": num(r.ActualRatio),
 					"configured":     r.Policy == rep.Options.Configured,
 					"frontier_ratio": num(r.FrontierRatio), "frontier_clamped": r.FrontierClamped, "gap_closed": num(r.GapClosed), "gap_at_overload": num(r.GapAtOverload),
@@ -212,14 +212,22 @@ func (rep *Report) jsonView() any {
 					"budget_headroom": num(r.BudgetHeadroom), "budget_level": num(r.BudgetLevel),
 					"train_seconds": num(r.TrainSeconds), "decide_seconds": num(r.DecideSeconds), "ticks_per_second": num(r.TicksPerSecond()),
 					"trainings": r.Trainings, "train_stops": r.TrainStops, "ticks": r.Ticks, "seconds": r.Seconds,
-				})
+				}
+				if r.MetricOverload != nil {
+					run["metric_overload"] = r.MetricOverload
+				}
+				runs = append(runs, run)
 			}
-			traces = append(traces, map[string]any{
+			t := map[string]any{
 				"trace": tr.Trace, "class": tr.Class, "samples": tr.Samples, "sample_period": tr.SamplePeriod.String(), "start": startOrNil(tr.Start),
 				"scale": num(tr.Scale), "ticks": tr.Ticks, "warmup_time": tr.WarmupTime.String(),
 				"oracle_frontier_ratio": num(tr.OracleFrontierRatio), "unavoidable_overload": num(tr.Unavoidable),
 				"runs": runs, "frontier": tr.Frontier, "sweep_error": tr.SweepFailed, "actual_ready": tr.ActualReady,
-			})
+			}
+			if tr.Metrics != nil {
+				t["metrics"] = tr.Metrics
+			}
+			traces = append(traces, t)
 		}
 		return traces
 	}

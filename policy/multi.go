@@ -12,19 +12,35 @@ import (
 
 // Multi steps one policy that scales on several metrics, as the Kubernetes HPA does: each
 // metric has its own Runner — its own history, forecast (W2), high-water level (W3) and budget
-// calibration, in its own unit with its own capacity per pod (Config.Request) — and the
+// errors and margin, in its own unit with its own capacity per pod (Config.Request) — and the
 // decision is the largest replica count over the metrics, each count composed by the one
 // decision function (scaling.Decide, through scaling.DecideMax) within the bounds of one
 // algorithm state: the first metric's runner's, advanced with the deciding metric's input, so
 // that a stateful algorithm (HPA stabilisation and rate limits, the budget's hold) sees the
 // policy's decisions, not one per metric. A policy with one metric is one Runner and decides as
 // Runner.Step does.
+//
+// The budget is the policy's, not each metric's: a tick is overloaded when any metric is, and
+// with each metric calibrating its quantile's level on its own misses a policy with k metrics
+// could spend up to k times its budget. So by default the calibration is joint: every metric's
+// calibrator observes the policy's miss (any metric above u_sla·ready·its capacity, as each
+// metric's calibration judges its own), so that their levels move as one shared level α —
+// adaptive conformal inference on the event the budget is about — while each metric reads its
+// margin at that level from its own errors. SetJointCalibration(false) calibrates each metric
+// on its own misses instead (measured beside it in docs/results-budget.md).
 type Multi struct {
 	runners []*Runner
 	names   []string
 	ins     []scaling.Input
 	ok      []bool
+	// perMetric calibrates each metric's budget on its own misses (SetJointCalibration(false)).
+	perMetric bool
 }
+
+// SetJointCalibration chooses how a budget policy with several metrics calibrates: jointly on
+// the policy's overload (true, the default) or each metric on its own (false). A policy with
+// one metric decides the same either way.
+func (m *Multi) SetJointCalibration(joint bool) { m.perMetric = !joint }
 
 // MultiResult is one step of a Multi.
 type MultiResult struct {
@@ -79,12 +95,31 @@ func (m *Multi) Names() []string { return m.names }
 func (m *Multi) Step(ctx context.Context, t time.Time, demands []float64, current, ready int32) (MultiResult, error) {
 	out := MultiResult{Results: make([]Result, len(m.runners)), Errs: make([]error, len(m.runners)), Metric: -1}
 	var errs []error
-	for i, r := range m.runners {
+	obs := func(i int) Observation {
 		d := math.NaN()
 		if i < len(demands) {
 			d = demands[i]
 		}
-		out.Results[i], m.ins[i], out.Errs[i] = r.prepare(ctx, Observation{Time: t, Demand: d, Current: current, Ready: ready})
+		return Observation{Time: t, Demand: d, Current: current, Ready: ready}
+	}
+	if !m.perMetric && len(m.runners) > 1 {
+		// The policy's miss at t, judged before any metric steps (budgetMiss changes nothing):
+		// every metric's calibration observes it.
+		miss := false
+		for i, r := range m.runners {
+			miss = r.budgetMiss(obs(i)) || miss
+		}
+		for _, r := range m.runners {
+			r.jointMiss = &miss
+		}
+		defer func() {
+			for _, r := range m.runners {
+				r.jointMiss = nil
+			}
+		}()
+	}
+	for i, r := range m.runners {
+		out.Results[i], m.ins[i], out.Errs[i] = r.prepare(ctx, obs(i))
 		m.ok[i] = out.Errs[i] == nil
 		if out.Errs[i] != nil {
 			errs = append(errs, fmt.Errorf("metric %q: %w", m.names[i], out.Errs[i]))

@@ -107,3 +107,53 @@ func TestMultiMissingMetric(t *testing.T) {
 		t.Fatalf("no metric: %+v %v", res, err)
 	}
 }
+
+// TestMultiJointCalibration: with the joint calibration (the default) every metric's level
+// moves on the policy's misses, so that a miss of the second metric alone lowers the first
+// one's level too and the two levels stay one; calibrated per metric, the first metric's level
+// never sees the second's misses. The world is fixed at 2 ready pods: cpu (1 core per pod)
+// stays at 1 core, never above u_sla·2·1 = 1.8; rps (100 per pod) runs at 100 with a burst to
+// 300 (above 180) for 4 ticks of every 40.
+func TestMultiJointCalibration(t *testing.T) {
+	for _, joint := range []bool{true, false} {
+		m, err := NewMulti([]Config{multiConfig(t, "naive-budget", 1), multiConfig(t, "naive-budget", 100)}, []string{"cpu", "rps"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !joint {
+			m.SetJointCalibration(false)
+		}
+		t0 := time.Unix(1_700_000_000, 0)
+		var cpuAlpha, rpsAlpha float64
+		misses := 0
+		for i := range 400 {
+			rps := 100.0
+			if i%40 >= 36 {
+				rps = 300
+			}
+			res, err := m.Step(context.Background(), t0.Add(time.Duration(i)*15*time.Second), []float64{1, rps}, 2, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cpuAlpha, rpsAlpha = res.Results[0].Budget.Alpha, res.Results[1].Budget.Alpha
+			if joint && cpuAlpha != rpsAlpha {
+				t.Fatalf("joint, tick %d: levels cpu %v, rps %v: want one level", i, cpuAlpha, rpsAlpha)
+			}
+			if ex, _ := m.Runner(1).calUp.Exceeded(); ex > misses {
+				misses = ex
+			}
+		}
+		// The bursts are misses: 4 of every 40 ticks, 10 % against a 1 % budget, so the level
+		// that sees them falls far below the budget, the one that does not rises above it.
+		if misses == 0 {
+			t.Fatal("no burst was a miss: the test's world is wrong")
+		}
+		budget := multiConfig(t, "naive-budget", 1).Calibration.Budget
+		switch {
+		case joint && !(cpuAlpha < budget):
+			t.Errorf("joint: cpu's level %v did not fall below the budget %v on rps's misses", cpuAlpha, budget)
+		case !joint && !(cpuAlpha > budget && rpsAlpha < budget):
+			t.Errorf("per metric: levels cpu %v, rps %v; want cpu above the budget %v (no misses of its own), rps below", cpuAlpha, rpsAlpha, budget)
+		}
+	}
+}

@@ -368,6 +368,11 @@ type Runner struct {
 	fUp, fDown     []float64 // rings indexed by history step
 	budget         BudgetState
 	tb             tickBudget
+	// jointMiss, when set (by a Multi that calibrates jointly, for the one step it is set for),
+	// is the policy's overload at this step over all its metrics: the budget calibration
+	// observes it instead of this metric's own, so that every metric's level moves on the
+	// policy's misses.
+	jointMiss *bool
 
 	model       atomic.Pointer[modelBox]
 	training    atomic.Bool
@@ -597,6 +602,9 @@ func (r *Runner) advanceState(in scaling.Input, d scaling.Decision) {
 // adapts the calibration and sizes the quantiles with the current margins.
 func (r *Runner) observeBudget(obs Observation) {
 	exceeded := scaling.Overloaded(obs.Demand, r.cfg.Params.Budget.SLAUtilization, obs.Ready, r.cfg.Request)
+	if r.jointMiss != nil {
+		exceeded = *r.jointMiss
+	}
 	// An overload at max_replicas is no miss of the quantile: no size could have avoided it,
 	// and counting it would only drive the level down until every other hour pays for it.
 	if !(exceeded && obs.Current >= r.cfg.Params.MaxReplicas) {
@@ -893,13 +901,16 @@ func (tb *tickBudget) maxOver(a, b time.Time) float64 {
 	return m
 }
 
-func (r *Runner) tickBudget(obs Observation) {
+// tickJudged is what tickBudget judges the step obs on, without changing any state: the demand
+// now d (the nowcast), the time dt since the last step, and the actual demand, the time and the
+// ready count the forecasts and the exceedance are judged against.
+func (r *Runner) tickJudged(obs Observation) (d float64, dt time.Duration, actual float64, judged time.Time, ready int32) {
 	tb := &r.tb
-	d := obs.Demand
+	d = obs.Demand
 	// The observation is a mean over the last ObservationWindow: under a trend the demand now is
 	// about half a window ahead of it. The trend is the last tick's (measured against the trend
 	// over half a window, which lags at the samples' corners: docs/results-budget.md).
-	dt := 15 * time.Second
+	dt = 15 * time.Second
 	if !tb.prev.IsZero() && obs.Time.After(tb.prev) {
 		dt = obs.Time.Sub(tb.prev)
 		span := r.cfg.ObservationWindow / 2
@@ -910,21 +921,57 @@ func (r *Runner) tickBudget(obs Observation) {
 			d = math.Max(0, d+(d-tb.prevObs)*float64(span)/float64(dt))
 		}
 	}
-	tb.prev, tb.prevObs = obs.Time, obs.Demand
 	// What the forecasts and the exceedances are judged on: the nowcast now, or (ScoreLate) the
-	// observation as the demand half a window ago, with the ready count of then.
-	actual, judged, ready := d, obs.Time, obs.Ready
+	// observation as the demand half a window ago, with the ready count of then: the last one
+	// recorded at or before then (the oldest kept if none is), this step's included.
+	actual, judged, ready = d, obs.Time, obs.Ready
 	if r.cfg.ScoreLate && r.cfg.ObservationWindow > 0 {
 		actual, judged = obs.Demand, obs.Time.Add(-r.cfg.ObservationWindow/2)
+		at := func(k int) readyAt {
+			if k < len(tb.ready) {
+				return tb.ready[k]
+			}
+			return readyAt{obs.Time, obs.Ready}
+		}
+		k := 0
+		for k+1 < len(tb.ready)+1 && !at(k+1).t.After(judged) {
+			k++
+		}
+		ready = at(k).ready
+	}
+	return d, dt, actual, judged, ready
+}
+
+// budgetMiss reports whether the step obs is an exceedance for this metric's budget
+// calibration (its demand, as the calibration judges it, above u_sla·ready·R), without changing
+// any state: what a Multi that calibrates jointly combines over its metrics before they step.
+func (r *Runner) budgetMiss(obs Observation) bool {
+	if r.cfg.Spec.Load != LoadBudget {
+		return false
+	}
+	if r.cfg.Calibration.Scoring != forecast.ScoringTick {
+		return scaling.Overloaded(obs.Demand, r.cfg.Params.Budget.SLAUtilization, obs.Ready, r.cfg.Request)
+	}
+	_, _, actual, _, ready := r.tickJudged(obs)
+	return scaling.Overloaded(actual, r.cfg.Params.Budget.SLAUtilization, ready, r.cfg.Request)
+}
+
+func (r *Runner) tickBudget(obs Observation) {
+	tb := &r.tb
+	d, dt, actual, judged, ready := r.tickJudged(obs)
+	tb.prev, tb.prevObs = obs.Time, obs.Demand
+	if r.cfg.ScoreLate && r.cfg.ObservationWindow > 0 {
 		tb.ready = append(tb.ready, readyAt{obs.Time, obs.Ready})
 		k := 0
 		for k+1 < len(tb.ready) && !tb.ready[k+1].t.After(judged) {
 			k++
 		}
 		tb.ready = tb.ready[k:]
-		ready = tb.ready[0].ready
 	}
 	exceeded := scaling.Overloaded(actual, r.cfg.Params.Budget.SLAUtilization, ready, r.cfg.Request)
+	if r.jointMiss != nil {
+		exceeded = *r.jointMiss
+	}
 	if !(exceeded && obs.Current >= r.cfg.Params.MaxReplicas) {
 		r.calUp.Observe(exceeded)
 		r.calDown.Observe(exceeded)

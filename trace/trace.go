@@ -1,4 +1,5 @@
-// Package trace reads workload traces: CSV files of `minute,value` rows, one row per step, the
+// Package trace reads workload traces: CSV files of `minute,value` rows (or, under a header
+// `minute,<metric1>,<metric2>,…`, one value per metric), one row per step, the
 // format of the project's shared trace collection. A trace's class (periodic, smooth, bursty)
 // comes from the collection's index.csv beside the files. Three CC-BY-4.0 traces are embedded,
 // with their rows of that index, so that the backtest and the core tests run with no download
@@ -38,8 +39,13 @@ type Trace struct {
 	Class string `json:"class,omitempty"`
 	// StepMinutes is the spacing of the minute column (1 or 5 in the shared traces).
 	StepMinutes int `json:"step_minutes"`
-	// Values are the samples, oldest first.
+	// Values are the samples, oldest first (the first metric's, in a trace with several).
 	Values []float64 `json:"-"`
+	// Metrics names the metrics of a trace with several (its header minute,<metric1>,<metric2>,…;
+	// nil for a one-metric trace), and Columns holds each one's samples in that order:
+	// Columns[0] is Values.
+	Metrics []string    `json:"metrics,omitempty"`
+	Columns [][]float64 `json:"-"`
 }
 
 // Entry is one row of a collection's index.
@@ -235,6 +241,10 @@ func (t *Trace) classify(idx Index, file, source string) error {
 // class is the collection index's (LoadFile, Embedded). Every error names the source and
 // the line: a value that is not a number, NaN or infinite, negative, a minute column that does
 // not advance by a constant step, or a file with no rows.
+//
+// A header with more than one value column, `minute,<metric1>,<metric2>,…`, makes a trace with
+// several metrics (Trace.Metrics, Trace.Columns): every row then has a value per metric, and an
+// error in a value names its column by number and metric too (file.csv:12: column 3 (rps): …).
 func Parse(r io.Reader, source string) (Trace, error) {
 	base := filepath.Base(strings.TrimPrefix(source, "embedded:"))
 	name := strings.TrimSuffix(base, filepath.Ext(base))
@@ -250,6 +260,9 @@ func Parse(r io.Reader, source string) (Trace, error) {
 			continue
 		}
 		fields := strings.Split(text, ",")
+		if len(fields) > 2 && len(t.Values) == 0 && prevMinute < 0 && isHeader(fields) {
+			return parseMetrics(sc, source, t, fields, line)
+		}
 		if len(fields) != 2 {
 			return Trace{}, fmt.Errorf("%s:%d: want 2 comma-separated fields (minute,value), got %d", source, line, len(fields))
 		}
@@ -298,6 +311,79 @@ func Parse(r io.Reader, source string) (Trace, error) {
 		step = 1
 	}
 	t.StepMinutes = int(step)
+	return t, nil
+}
+
+// parseMetrics reads the rows of a trace with several metrics after its header (head, on line
+// line of sc): minute, then one value per metric, each checked as Parse checks its one value.
+func parseMetrics(sc *bufio.Scanner, source string, t Trace, head []string, line int) (Trace, error) {
+	if m := strings.TrimSpace(head[0]); !strings.EqualFold(m, "minute") {
+		return Trace{}, fmt.Errorf("%s:%d: column 1: header %q, want minute (minute,<metric1>,<metric2>,…)", source, line, m)
+	}
+	seen := map[string]int{}
+	for i, h := range head[1:] {
+		h = strings.TrimSpace(h)
+		switch _, dup := seen[h]; {
+		case h == "":
+			return Trace{}, fmt.Errorf("%s:%d: column %d: empty metric name", source, line, i+2)
+		case dup:
+			return Trace{}, fmt.Errorf("%s:%d: column %d: metric %q named twice (column %d)", source, line, i+2, h, seen[h])
+		}
+		seen[h] = i + 2
+		t.Metrics = append(t.Metrics, h)
+	}
+	t.Columns = make([][]float64, len(t.Metrics))
+	var prevMinute, step int64 = -1, 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		fields := strings.Split(text, ",")
+		if len(fields) != len(head) {
+			return Trace{}, fmt.Errorf("%s:%d: want %d comma-separated fields (minute,%s), got %d", source, line, len(head), strings.Join(t.Metrics, ","), len(fields))
+		}
+		minute, err := strconv.ParseInt(strings.TrimSpace(fields[0]), 10, 64)
+		if err != nil {
+			return Trace{}, fmt.Errorf("%s:%d: column 1 (minute): %q is not an integer", source, line, fields[0])
+		}
+		for k, f := range fields[1:] {
+			col := func(format string, a ...any) error {
+				return fmt.Errorf("%s:%d: column %d (%s): %s", source, line, k+2, t.Metrics[k], fmt.Sprintf(format, a...))
+			}
+			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			switch {
+			case err != nil:
+				return Trace{}, col("value %q is not a number", f)
+			case math.IsNaN(v) || math.IsInf(v, 0):
+				return Trace{}, col("value is %v; traces must be finite", v)
+			case v < 0:
+				return Trace{}, col("value %v is negative; demand cannot be", v)
+			}
+			t.Columns[k] = append(t.Columns[k], v)
+		}
+		if prevMinute >= 0 {
+			d := minute - prevMinute
+			if d <= 0 {
+				return Trace{}, fmt.Errorf("%s:%d: column 1 (minute): %d does not advance past %d", source, line, minute, prevMinute)
+			}
+			if step == 0 {
+				step = d
+			} else if d != step {
+				return Trace{}, fmt.Errorf("%s:%d: column 1 (minute): %d breaks the step of %d minutes (a gap or a duplicate)", source, line, minute, step)
+			}
+		}
+		prevMinute = minute
+	}
+	if err := sc.Err(); err != nil {
+		return Trace{}, fmt.Errorf("%s:%d: %w", source, line, err)
+	}
+	if len(t.Columns[0]) == 0 {
+		return Trace{}, fmt.Errorf("%s: no data rows", source)
+	}
+	t.Values = t.Columns[0]
+	t.StepMinutes = int(max(step, 1))
 	return t, nil
 }
 

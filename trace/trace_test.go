@@ -184,3 +184,81 @@ func TestHalves(t *testing.T) {
 		t.Errorf("%d + %d of %d traces", len(a), len(b), len(shared))
 	}
 }
+
+// TestParseMetricsErrorsNameColumn: in a trace with several metrics every error names the file,
+// the line and the column (by number and metric), so a bad value in a 20,000-row file is found
+// at once.
+func TestParseMetricsErrorsNameColumn(t *testing.T) {
+	const head = "minute,cpu,rps\n"
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"not a number", head + "0,1,2\n5,1,abc\n", "m.csv:3: column 3 (rps): value \"abc\" is not a number"},
+		{"NaN in the first metric", head + "0,NaN,2\n", "m.csv:2: column 2 (cpu): value is NaN"},
+		{"Inf", head + "0,1,2\n5,1,+Inf\n", "m.csv:3: column 3 (rps): value is +Inf"},
+		{"negative", head + "# a comment\n0,1,-2\n", "m.csv:3: column 3 (rps): value -2 is negative"},
+		{"short row", head + "0,1,2\n5,1\n", "m.csv:3: want 3 comma-separated fields (minute,cpu,rps), got 2"},
+		{"bad minute", head + "0,1,2\nx,1,2\n", "m.csv:3: column 1 (minute): \"x\" is not an integer"},
+		{"gap", head + "0,1,2\n5,1,2\n15,1,2\n", "m.csv:4: column 1 (minute): 15 breaks the step of 5"},
+		{"backwards", head + "0,1,2\n0,1,2\n", "m.csv:3: column 1 (minute): 0 does not advance past 0"},
+		{"duplicate metric", "minute,cpu,cpu\n0,1,2\n", "m.csv:1: column 3: metric \"cpu\" named twice (column 2)"},
+		{"empty metric name", "minute,cpu,\n0,1,2\n", "m.csv:1: column 3: empty metric name"},
+		{"first column not minute", "time,cpu,rps\n0,1,2\n", "m.csv:1: column 1: header \"time\", want minute"},
+		{"no rows", head, "m.csv: no data rows"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(tc.in), "m.csv")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestParseMetrics reads a header with two metrics into one column each, the first also as
+// Values, so that every one-metric consumer sees the first metric.
+func TestParseMetrics(t *testing.T) {
+	tr, err := Parse(strings.NewReader("minute, cpu ,rps\n0,1.5,10\n5,2,20\n10,0,30\n"), "two.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.StepMinutes != 5 || strings.Join(tr.Metrics, "|") != "cpu|rps" || len(tr.Columns) != 2 {
+		t.Fatalf("%+v", tr)
+	}
+	if tr.Columns[0][1] != 2 || tr.Columns[1][2] != 30 || &tr.Values[0] != &tr.Columns[0][0] {
+		t.Fatalf("columns %v, values %v", tr.Columns, tr.Values)
+	}
+	// A one-metric file keeps no metric names: nothing changes for it.
+	one, err := Parse(strings.NewReader("minute,value\n0,1\n5,2\n"), "one.csv")
+	if err != nil || one.Metrics != nil || one.Columns != nil {
+		t.Fatalf("one metric: %+v, %v", one, err)
+	}
+}
+
+// TestTwoMetricTestdata: the shipped two-metric trace is the two embedded series it says it
+// pairs by time index (testdata/README.md), unchanged, cut to the shorter one.
+func TestTwoMetricTestdata(t *testing.T) {
+	tr, err := LoadFile(filepath.Join("testdata", "azure2019_google2019_cpu_5min.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb, err := Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := map[string][]float64{}
+	for _, e := range emb {
+		src[e.Name] = e.Values
+	}
+	for k, name := range []string{"azure_vm2019_total_cpu_5min", "google2019_cell_avg_cpu_5min"} {
+		col, s := tr.Columns[k], src[name]
+		if len(col) != min(len(src["azure_vm2019_total_cpu_5min"]), len(src["google2019_cell_avg_cpu_5min"])) {
+			t.Fatalf("%s: %d rows", tr.Metrics[k], len(col))
+		}
+		for i := range col {
+			if col[i] != s[i] {
+				t.Fatalf("%s row %d: %v, %s has %v", tr.Metrics[k], i, col[i], name, s[i])
+			}
+		}
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +43,34 @@ func (f *floatList) Set(v string) error {
 		out = append(out, x)
 	}
 	*f = out
+	return nil
+}
+
+// capacityList is a comma-separated list of metric=capacity pairs.
+type capacityList map[string]float64
+
+func (c *capacityList) String() string {
+	parts := make([]string, 0, len(*c))
+	for k, v := range *c {
+		parts = append(parts, k+"="+strconv.FormatFloat(v, 'g', -1, 64))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+func (c *capacityList) Set(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(p, "=")
+		name = strings.TrimSpace(name)
+		x, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if !ok || name == "" || err != nil || !(x > 0) || math.IsInf(x, 0) {
+			return fmt.Errorf("%q is not metric=capacity with a positive capacity (e.g. rps=120)", p)
+		}
+		(*c)[name] = x
+	}
 	return nil
 }
 
@@ -190,7 +220,9 @@ func (v namedValue) Set(s string) error {
 func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]string, policies, format, plots *string, finish func()) {
 	f := flagger{cmd}
 	traces = new([]string)
-	cmd.Flag("trace", "Trace CSV file (minute,value); repeat for several. Default: the embedded CC-BY-4.0 traces.").PlaceHolder("FILE").StringsVar(traces)
+	cmd.Flag("trace", "Trace CSV file (minute,value, or minute,<metric1>,<metric2>,… for a policy on several metrics); repeat for several. Default: the embedded CC-BY-4.0 traces.").PlaceHolder("FILE").StringsVar(traces)
+	capacity := capacityList{}
+	f.cmd.Flag("trace.capacity", "Capacity of one pod per metric of a multi-metric trace, in the trace's unit (e.g. rps=120,cpu=0.5); a metric without one is scaled as a one-metric trace (--peak-utilization).").PlaceHolder("METRIC=V,…").SetValue(namedValue{"trace.capacity", &capacity})
 	policies, format, plots = new(string), new(string), new(string)
 	*policies, *format = strings.Join(o.Policies, ","), "summary"
 	f.str("policies", "Comma-separated policies: hpa, apa, debi, oracle, <model>-debi, <model>-hpa, evt-<model>-hpa; models: "+strings.Join(forecast.Names(), ", ")+" (the oracle and the HPA sweep always run).", policies)
@@ -246,6 +278,7 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.str("budget.spend", "How the calibration spends the budget: level (the quantile's level α, adaptive conformal inference) or size (α at the budget, a factor on the quantile). Backtest only.", &c.Spend)
 	f.int("budget.buckets", "Condition the quantile on the time of day: errors kept per 24h/buckets slot (0: one pool). Backtest only.", &c.Buckets)
 	f.int("budget.local-span", "Errors whose mean absolute value is the local scale of --budget.errors local (0: 240, 1 h of 15 s ticks). Backtest only.", &c.LocalSpan)
+	f.str("budget.metric-calibration", "On a trace with several metrics: calibrate the budget jointly on the policy's overload (joint, the default when empty) or each metric on its own (per-metric).", &o.MetricCalibration)
 	f.str("budget.down-gate", "Scale-down gate: hold (the hold window's own calibrated quantile) or lead (the largest forecast over lead + hold with the lead-time margin). Backtest only.", &o.DownGate)
 	f.str("budget.anchor", "Where the forecast path is anchored at each tick: nowcast (the observation plus half a window of its trend), observed, or path (not anchored). Backtest only.", &o.Anchor)
 	f.dur("budget.anchor-span", "Smooth the anchor of the forecast path (nowcast − path) by an exponential mean over this time (0: the last tick's). Backtest only.", &o.AnchorSpan)
@@ -263,6 +296,9 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	finish = func() {
 		o.SweepTargets = sweep
 		o.StartupSweep = sweepStartup
+		if len(capacity) > 0 {
+			o.Capacity = capacity
+		}
 	}
 	return
 }

@@ -41,6 +41,71 @@ func TestBacktestEmbeddedJSON(t *testing.T) {
 	}
 }
 
+// twoMetricTrace is the shipped two-metric trace (trace/testdata/README.md).
+var twoMetricTrace = filepath.Join("..", "..", "trace", "testdata", "azure2019_google2019_cpu_5min.csv")
+
+// TestBacktestSeveralMetrics: `debi backtest --trace` takes a trace with several metrics and
+// replays every policy on all of them; the report names each metric's scale and capacity (the
+// one given by --trace.capacity, in the trace's unit) and each run's overloaded ticks per metric,
+// which add up to at least the run's own (any metric).
+func TestBacktestSeveralMetrics(t *testing.T) {
+	code, out, stderr := runCmd("backtest", "--trace", twoMetricTrace, "--max-steps", "1500", "--policies", "hpa,budget",
+		"--trace.capacity", "google_cpu=0.02", "--budget.metric-calibration", "per-metric", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var doc struct {
+		Parameters struct {
+			Capacity    map[string]float64 `json:"trace_capacity"`
+			Calibration string             `json:"metric_calibration"`
+		} `json:"parameters"`
+		Traces []struct {
+			Metrics []struct {
+				Metric          string
+				Scale, Capacity float64
+			} `json:"metrics"`
+			Runs []struct {
+				Policy         string  `json:"policy"`
+				Overload       float64 `json:"overload_fraction"`
+				Ticks          int     `json:"ticks"`
+				MetricOverload []struct {
+					Metric string
+					Ticks  int
+				} `json:"metric_overload"`
+			} `json:"runs"`
+		} `json:"traces"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, out)
+	}
+	if doc.Parameters.Capacity["google_cpu"] != 0.02 || doc.Parameters.Calibration != "per-metric" {
+		t.Errorf("parameters %+v", doc.Parameters)
+	}
+	tr := doc.Traces[0]
+	// R = 5 cores: a capacity of 0.02 per pod is a scale of 5/0.02 = 250.
+	if len(tr.Metrics) != 2 || tr.Metrics[0].Metric != "azure_cpu" || tr.Metrics[1].Metric != "google_cpu" ||
+		math.Abs(tr.Metrics[1].Scale-250) > 1e-9 || tr.Metrics[1].Capacity != 0.02 {
+		t.Fatalf("metrics %+v", tr.Metrics)
+	}
+	if len(tr.Runs) != 3 {
+		t.Fatalf("want hpa, budget and the oracle, got %d runs", len(tr.Runs))
+	}
+	for _, r := range tr.Runs {
+		if len(r.MetricOverload) != 2 {
+			t.Fatalf("%s: per-metric overload %+v", r.Policy, r.MetricOverload)
+		}
+		over := int(math.Round(r.Overload * float64(r.Ticks)))
+		if sum := r.MetricOverload[0].Ticks + r.MetricOverload[1].Ticks; sum < over || over < max(r.MetricOverload[0].Ticks, r.MetricOverload[1].Ticks) {
+			t.Errorf("%s: %d overloaded ticks, per metric %+v", r.Policy, over, r.MetricOverload)
+		}
+	}
+	// The screen says it per metric too.
+	code, out, stderr = runCmd("backtest", "--trace", twoMetricTrace, "--max-steps", "1200", "--policies", "hpa", "--sweep", "0.5")
+	if code != 0 || !strings.Contains(out, "azure2019_google2019_cpu_5min/hpa: overloaded") || !strings.Contains(out, "google_cpu") {
+		t.Fatalf("exit %d: %s\n%s", code, stderr, out)
+	}
+}
+
 func TestBacktestPlots(t *testing.T) {
 	dir := t.TempDir()
 	code, _, stderr := runCmd("backtest", "--max-steps", "1000", "--policies", "hpa,apa", "--plots", dir, "--sweep", "0.4,0.6")
@@ -65,6 +130,8 @@ func TestBadInput(t *testing.T) {
 	os.WriteFile(bad, []byte("minute,value\n0,1\n1,oops\n"), 0o644)
 	short := filepath.Join(dir, "short.csv")
 	os.WriteFile(short, []byte("minute,value\n0,1\n1,2\n"), 0o644)
+	badMulti := filepath.Join(dir, "multi.csv")
+	os.WriteFile(badMulti, []byte("minute,cpu,rps\n0,1,2\n5,1,x\n"), 0o644)
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -86,6 +153,10 @@ func TestBadInput(t *testing.T) {
 		{"bad rounding", []string{"backtest", "--debi.rounding", "up"}, 1, "rounding"},
 		{"stray arg", []string{"backtest", "trace.csv"}, 2, "--trace"},
 		{"unknown command", []string{"scale"}, 2, "unknown command"},
+		{"malformed multi-metric csv", []string{"backtest", "--trace", badMulti}, 1, "multi.csv:3: column 3 (rps): value \"x\" is not a number"},
+		{"capacity of no metric", []string{"backtest", "--trace", twoMetricTrace, "--trace.capacity", "rps=100"}, 1, "no metric \"rps\""},
+		{"capacity not a pair", []string{"backtest", "--trace.capacity", "rps"}, 2, "--trace.capacity"},
+		{"bad metric calibration", []string{"backtest", "--budget.metric-calibration", "both"}, 1, "--budget.metric-calibration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCmd(tc.args...)
