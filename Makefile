@@ -54,7 +54,7 @@ rules-check: ## promtool check rules
 rules-test: ## promtool test rules
 	hack/rules-test.sh test
 
-bench-fleet: ## the exporter at fleet scale against a real Prometheus: make bench-fleet N=1000 (or N=10000) prints policies=… loop_seconds=… queries_per_interval=… (hack/bench-fleet.sh)
+bench-fleet: ## the exporter at fleet scale against a real Prometheus: make bench-fleet N=1000 (or N=10000; METRICS=2 for two metrics per policy) prints policies=… loop_seconds=… queries_per_interval=… (hack/bench-fleet.sh)
 	hack/bench-fleet.sh $(or $(N),1000)
 
 hpa-diff: ## differential test of scaling.HPA against the real Kubernetes v1.37.2 HPA controller (hack/hpadiff)

@@ -190,7 +190,7 @@ webhook:
 	killed := time.Now()
 	defer func() {
 		if t.Failed() {
-			logSeries(t, promURL, killed.Add(-10*time.Second), time.Now())
+			logSeries(t, promURL, "web", killed.Add(-10*time.Second), time.Now())
 		}
 	}()
 	t.Logf("demand %.1f → %.1f cores at step %d; Prometheus killed at step %d, size %d (Algorithm 2 at %.1f cores: %d)",
@@ -657,13 +657,13 @@ func notify(ctx context.Context, t *testing.T, whURL, tokenFile string, current 
 
 // logSeries logs, one line per series at 1 s resolution, what the loop's decisions rested on
 // between from and to: the demand as measured, the exporter's loads, sizes and staleness.
-func logSeries(t *testing.T, promURL string, from, to time.Time) {
+func logSeries(t *testing.T, promURL, policy string, from, to time.Time, extra ...string) {
 	t.Helper()
-	for _, q := range []string{
-		`debi_e2e_demand_cores`, `debi_load_ratio{policy="web"}`, `debi_current_replicas{policy="web"}`,
-		`debi_recommended_replicas{policy="web"}`, `debi_policy_stale{policy="web"}`, `kube_deployment_spec_replicas`,
-		`kube_deployment_status_replicas_ready`,
-	} {
+	for _, q := range append([]string{
+		`debi_e2e_demand_cores`, fmt.Sprintf(`debi_load_ratio{policy=%q}`, policy), fmt.Sprintf(`debi_current_replicas{policy=%q}`, policy),
+		fmt.Sprintf(`debi_recommended_replicas{policy=%q}`, policy), fmt.Sprintf(`debi_policy_stale{policy=%q}`, policy),
+		`kube_deployment_spec_replicas`, `kube_deployment_status_replicas_ready`,
+	}, extra...) {
 		v := url.Values{"query": {q}, "start": {ts(from)}, "end": {ts(to)}, "step": {"1"}}
 		body, err := fetchMetrics(context.Background(), promURL+"/api/v1/query_range?"+v.Encode())
 		var r struct {
@@ -686,7 +686,7 @@ func logSeries(t *testing.T, promURL string, from, to time.Time) {
 				f, _ := strconv.ParseFloat(val, 64)
 				fmt.Fprintf(&b, " %+.0f:%.3g", sec-float64(from.Unix()), f)
 			}
-			t.Logf("%s %s:%s", q, s.Metric["load"], b.String())
+			t.Logf("%s %s%s:%s", q, s.Metric["metric"], s.Metric["load"], b.String())
 		}
 	}
 }

@@ -22,11 +22,14 @@ import (
 // replica count from the API server's scale subresource at each tick, as a ReplicaSet
 // controller would, and serves the series Prometheus scrapes.
 type Sim struct {
-	Client       kubernetes.Interface
-	Namespace    string
-	Deployment   string
-	Request      float64 // cores per pod
-	Demand       []float64
+	Client     kubernetes.Interface
+	Namespace  string
+	Deployment string
+	Request    float64 // cores per pod
+	Demand     []float64
+	// RPS, when set, is a second demand, in requests per second (one value per tick, as Demand):
+	// served as the counter http_requests_total of each ready pod, shared among them as the CPU.
+	RPS          []float64
 	StartupDelay int
 
 	mu      sync.Mutex
@@ -35,6 +38,7 @@ type Sim struct {
 	pods    []simPod
 	nextID  int
 	cpu     map[string]float64 // cumulative CPU seconds per pod at lastTick
+	reqs    map[string]float64 // cumulative requests per pod at lastTick (RPS)
 	last    time.Time          // time of the last tick
 	records []Record
 }
@@ -49,6 +53,7 @@ type Record struct {
 	Step     int
 	Time     time.Time
 	Demand   float64
+	RPS      float64
 	Replicas int32
 	Ready    int32
 }
@@ -64,6 +69,7 @@ func (s *Sim) Records() []Record {
 func (s *Sim) Run(ctx context.Context, interval time.Duration) error {
 	s.mu.Lock()
 	s.cpu = map[string]float64{}
+	s.reqs = map[string]float64{}
 	s.mu.Unlock()
 	tk := time.NewTicker(interval)
 	defer tk.Stop()
@@ -106,11 +112,12 @@ func (s *Sim) tick(ctx context.Context, i int, interval time.Duration) error {
 	if int32(len(s.pods)) > n {
 		for _, p := range s.pods[n:] {
 			delete(s.cpu, p.name)
+			delete(s.reqs, p.name)
 		}
 		s.pods = s.pods[:n]
 	}
 	s.step, s.spec = i, n
-	s.records = append(s.records, Record{Step: i, Time: time.Now(), Demand: s.Demand[i], Replicas: n, Ready: s.readyLocked(i)})
+	s.records = append(s.records, Record{Step: i, Time: time.Now(), Demand: s.Demand[i], RPS: s.rpsAt(i), Replicas: n, Ready: s.readyLocked(i)})
 	return nil
 }
 
@@ -124,8 +131,19 @@ func (s *Sim) accrueLocked(step int, now time.Time) {
 	for _, p := range s.pods {
 		if p.readyAt <= step {
 			s.cpu[p.name] += s.Demand[step] / float64(ready) * dt
+			if s.RPS != nil {
+				s.reqs[p.name] += s.rpsAt(step) / float64(ready) * dt
+			}
 		}
 	}
+}
+
+// rpsAt is the request rate at step (0 without RPS).
+func (s *Sim) rpsAt(step int) float64 {
+	if step < len(s.RPS) {
+		return s.RPS[step]
+	}
+	return 0
 }
 
 func (s *Sim) readyLocked(step int) int32 {
@@ -173,6 +191,16 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 			v += s.Demand[s.step] / float64(ready) * since
 		}
 		fmt.Fprintf(&b, "container_cpu_usage_seconds_total{namespace=%q,pod=%q,container=\"app\",image=\"sim\"} %g\n", ns, n, v)
+	}
+	if s.RPS != nil {
+		b.WriteString("# TYPE http_requests_total counter\n")
+		for _, p := range s.pods {
+			v := s.reqs[p.name]
+			if isReady[p.name] && ready > 0 {
+				v += s.rpsAt(s.step) / float64(ready) * since
+			}
+			fmt.Fprintf(&b, "http_requests_total{namespace=%q,pod=%q,deployment=%q} %g\n", ns, p.name, dep, v)
+		}
 	}
 	b.WriteString("# TYPE kube_deployment_spec_replicas gauge\n")
 	fmt.Fprintf(&b, "kube_deployment_spec_replicas{namespace=%q,deployment=%q} %d\n", ns, dep, s.spec)

@@ -18,7 +18,7 @@ import (
 // has made the latest forecast.
 const budgetCfg = `
 global: {interval: 15s}
-# Acting: the recommendations count as applied (the hold restarts at each of them).
+# Acting: the exporter's state follows the observed changes of size (the hold restarts at each).
 webhook: {mode: act, allow_unauthenticated: true}
 policies:
   - name: web
@@ -41,7 +41,16 @@ policies:
 // decision from the published series alone, as the webhook does: scaling.Budget fed W
 // (load="w"), WNow (load="w1") and WDown (load="down") decides what the runner decided.
 func TestBudgetSeries(t *testing.T) {
-	replicas := func(ts time.Time) float64 { return float64(max(4, 4+int(ts.Sub(t0)/step/9))) } // 4 … 7
+	// The size moves every 3 live steps (45 s, inside the 1 m hold): 4 5 6 7 4 5 …, 4 over the
+	// history. The exporter's state follows the observed changes of size (observedSizes), so
+	// these changes are what restarts the hold.
+	replicas := func(ts time.Time) float64 {
+		i := int(ts.Sub(t0) / step)
+		if i < 0 {
+			return 4
+		}
+		return float64(4 + (i/3)%4)
+	}
 	ready := func(ts time.Time) float64 { return replicas(ts) - 1 }
 	f := &fakeQuerier{byExpr: map[string]series{
 		"demand":   func(ts time.Time) (float64, bool, error) { return demandTrace(ts), true, nil },
@@ -153,7 +162,7 @@ func TestBudgetSeries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alg.(scaling.Unapplied).SetUnapplied(unapplied(e.cfg, p.Name))
+	alg.(scaling.Unapplied).SetUnapplied(observedSizes)
 	reasons := map[string]int{}
 	for _, ts := range schedule {
 		r, ok := ref[ts.UnixMilli()]

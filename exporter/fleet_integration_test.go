@@ -47,6 +47,14 @@ func fleetCPU(i int, t time.Time) float64 {
 	return (base*x - amp/w*math.Cos(w*x+phase) + amp/w) / fleetPods
 }
 
+// fleetRPS is workload i's request rate at t: proportional to its CPU demand, at 0.5 to 1.5
+// times the rate that would need as many pods as the CPU does (200 per core: a core is two
+// pods' request, a pod carries 100), so that CPU decides for some workloads and requests per
+// second for the others.
+func fleetRPS(i int, t time.Time) float64 {
+	return 200 * fleetDemand(i, t) * (0.5 + 0.125*float64(i%9))
+}
+
 func fleetShape(i int) (base, amp, phase float64) {
 	return 0.4 + float64(i%17)/10, 0.3 + float64(i%5)/10, float64(i%97) / 97 * 2 * math.Pi
 }
@@ -92,6 +100,11 @@ func (f fleetTarget) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	fam("kube_deployment_spec_replicas", "gauge", func(i int, ns, dep string) {
 		fmt.Fprintf(bw, "kube_deployment_spec_replicas{namespace=%q,deployment=%q} %d\n", ns, dep, fleetPods)
 	})
+	// The second metric of DEBI_FLEET_METRICS=2: each workload's request rate, as a gauge an
+	// application (or a recording rule) exports.
+	fam("app_requests_per_second", "gauge", func(i int, ns, dep string) {
+		fmt.Fprintf(bw, "app_requests_per_second{namespace=%q,deployment=%q} %.4f\n", ns, dep, fleetRPS(i, now))
+	})
 	fam("kube_deployment_status_replicas_ready", "gauge", func(i int, ns, dep string) {
 		fmt.Fprintf(bw, "kube_deployment_status_replicas_ready{namespace=%q,deployment=%q} %d\n", ns, dep, fleetPods)
 	})
@@ -120,6 +133,9 @@ func fleetHistory(t *testing.T, file string, n int, start, end time.Time, step t
 	})
 	family("namespace_workload:debi_cpu_request_per_pod_cores:avg", func(i int, ns, dep string, ts time.Time) {
 		fmt.Fprintf(bw, "namespace_workload:debi_cpu_request_per_pod_cores:avg{namespace=%q,workload_type=\"deployment\",workload=%q} %g %d\n", ns, dep, fleetRequest, ts.Unix())
+	})
+	family("app_requests_per_second", func(i int, ns, dep string, ts time.Time) {
+		fmt.Fprintf(bw, "app_requests_per_second{namespace=%q,deployment=%q} %.4f %d\n", ns, dep, fleetRPS(i, ts), ts.Unix())
 	})
 	family("kube_deployment_spec_replicas", func(i int, ns, dep string, ts time.Time) {
 		fmt.Fprintf(bw, "kube_deployment_spec_replicas{namespace=%q,deployment=%q} %d %d\n", ns, dep, fleetPods, ts.Unix())
@@ -243,11 +259,14 @@ func countOf(mf map[string]*dto.MetricFamily, name string, v float64) int {
 // loaded and every model trained, it measures the loop time, the queries sent per interval,
 // the process's CPU and memory per policy and Prometheus's time per query, and prints them as
 // one line. It asserts that every policy is published fresh, that the queries per interval are
-// at most 10 per template, and that the models were trained.
+// at most 10 per template, and that the models were trained. With DEBI_FLEET_METRICS=2 every
+// policy scales on CPU and on requests per second (a runner each, five query templates), and
+// it asserts that both metrics decide, each for some of the policies.
 //
-// make bench-fleet N=1000 (or N=10000) runs it at scale (hack/bench-fleet.sh); the test suite
-// runs it with DEBI_FLEET_N unset (300 policies, a 5 s interval). DEBI_FLEET_SOAK=1h runs the
-// fleet that long and writes heap profiles from before and after into DEBI_FLEET_OUT.
+// make bench-fleet N=1000 (or N=10000; METRICS=2) runs it at scale (hack/bench-fleet.sh); the
+// test suite runs it with DEBI_FLEET_N unset (300 policies, a 5 s interval, two metrics each).
+// DEBI_FLEET_SOAK=1h runs the fleet that long and writes heap profiles from before and after
+// into DEBI_FLEET_OUT.
 func TestFleet(t *testing.T) {
 	dir := testenv.Env(t, "DEBI_PROMETHEUS_DIR", "a directory with prometheus and promtool 3.x")
 	n := envInt(t, "DEBI_FLEET_N", 300)
@@ -256,6 +275,10 @@ func TestFleet(t *testing.T) {
 	soak := envDuration(t, "DEBI_FLEET_SOAK", 0)
 	retrain := envInt(t, "DEBI_FLEET_RETRAIN", 10)    // history steps (of 1 m) between trainings
 	batch := os.Getenv("DEBI_FLEET_BATCH") != "false" // false: per-policy queries, for the A/B
+	metrics := envInt(t, "DEBI_FLEET_METRICS", 1)     // 2: every policy scales on CPU and requests per second
+	if metrics > 2 {
+		t.Fatalf("DEBI_FLEET_METRICS=%d: 1 or 2", metrics)
+	}
 	out := os.Getenv("DEBI_FLEET_OUT")
 	if soak > 0 && out == "" {
 		t.Fatal("DEBI_FLEET_SOAK needs DEBI_FLEET_OUT, a directory for the heap profiles")
@@ -276,7 +299,7 @@ func TestFleet(t *testing.T) {
 		t.Fatalf("promtool tsdb create-blocks-from openmetrics: %v\n%s", err, out)
 	}
 	os.Remove(om)
-	t.Logf("history: %d points of 3 series for %d workloads imported in %v", history, n, time.Since(t0).Round(time.Millisecond))
+	t.Logf("history: %d points of 4 series for %d workloads imported in %v", history, n, time.Since(t0).Round(time.Millisecond))
 
 	target := listen(t)
 	srv := &http.Server{Handler: fleetTarget{n}, ReadHeaderTimeout: 5 * time.Second}
@@ -338,8 +361,13 @@ scrape_configs:
 	fmt.Fprintf(&cfg, "exporter: {history_lookback: %s, batch_queries: %v}\npolicies:\n", model.Duration(history*historyStep), batch)
 	for i := range n {
 		ns, dep := fleetName(i)
-		fmt.Fprintf(&cfg, "  - {name: %s.%s, target: {namespace: %s, name: %s}, model: holtwinters, history_step: %s, history: %d, season: %s, retrain: %d, scaling: {max_replicas: 50}}\n",
-			ns, dep, ns, dep, model.Duration(historyStep), history, model.Duration(fleetPeriod), retrain)
+		ms := ""
+		if metrics == 2 {
+			// cpu on the rules' default queries, rps on its own; each its own runner.
+			ms = fmt.Sprintf(`, metrics: [{name: cpu, target: {type: Utilization}}, {name: rps, unit: requests_per_second, query: 'sum(app_requests_per_second{namespace="%s",deployment="%s"})', target: {type: AverageValue, averageValue: "100"}}]`, ns, dep)
+		}
+		fmt.Fprintf(&cfg, "  - {name: %s.%s, target: {namespace: %s, name: %s}, model: holtwinters, history_step: %s, history: %d, season: %s, retrain: %d, scaling: {max_replicas: 50}%s}\n",
+			ns, dep, ns, dep, model.Duration(historyStep), history, model.Duration(fleetPeriod), retrain, ms)
 	}
 	cfgFile := filepath.Join(tmp, "debi.yml")
 	if err := os.WriteFile(cfgFile, []byte(cfg.String()), 0o644); err != nil {
@@ -427,9 +455,12 @@ scrape_configs:
 		t.Fatalf("no loop in %v", wait)
 	}
 	templates := 4.0 // replicas, ready replicas, request, demand: the default queries
+	if metrics == 2 {
+		templates = 5 // and the second metric's demand (its AverageValue target has no request)
+	}
 	perInterval := (b.instant - a.instant + b.ranged - a.ranged) / loops
-	line := fmt.Sprintf("policies=%d loop_seconds=%.3f queries_per_interval=%.1f bytes_per_policy=%.0f prometheus_query_seconds=%.4f cpu_seconds_per_interval=%.3f rss_bytes_per_policy=%.0f interval=%s loops=%.0f warm_seconds=%.0f",
-		n, (b.loopSum-a.loopSum)/loops, perInterval, b.heap/float64(n), (b.batchSum-a.batchSum)/math.Max(b.batchN-a.batchN, 1),
+	line := fmt.Sprintf("policies=%d metrics_per_policy=%d loop_seconds=%.3f queries_per_interval=%.1f bytes_per_policy=%.0f prometheus_query_seconds=%.4f cpu_seconds_per_interval=%.3f rss_bytes_per_policy=%.0f interval=%s loops=%.0f warm_seconds=%.0f",
+		n, metrics, (b.loopSum-a.loopSum)/loops, perInterval, b.heap/float64(n), (b.batchSum-a.batchSum)/math.Max(b.batchN-a.batchN, 1),
 		(b.cpu-a.cpu)/loops, b.rss/float64(n), interval, loops, warm.Seconds())
 	line += fmt.Sprintf(" prometheus_seconds_per_interval=%.3f batch_queries=%v", (b.batchSum-a.batchSum)/loops, batch)
 	retrained := 0
@@ -449,11 +480,28 @@ scrape_configs:
 	if fresh := countOf(mf, "debi_policy_stale", 0); fresh != n {
 		t.Errorf("%d of %d policies fresh at the end", fresh, n)
 	}
+	if metrics == 2 {
+		// Both metrics decide, each for some of the workloads: every policy runs both.
+		byMetric := map[string]int{}
+		if f, ok := mf["debi_decision_info"]; ok {
+			for _, m := range f.Metric {
+				for _, l := range m.Label {
+					if l.GetName() == "metric" {
+						byMetric[l.GetValue()]++
+					}
+				}
+			}
+		}
+		t.Logf("deciding metric by policy: %v", byMetric)
+		if byMetric["cpu"] == 0 || byMetric["rps"] == 0 || byMetric["cpu"]+byMetric["rps"] != n {
+			t.Errorf("deciding metrics %v over %d policies: want cpu and rps, one per policy", byMetric, n)
+		}
+	}
 	if !batch {
 		// The two snapshots fall inside loops: a loop's queries and its count straddle them,
 		// so the mean per loop is 4 per policy only up to one loop's share.
 		if want := templates * float64(n); perInterval < 0.9*want {
-			t.Errorf("%.1f queries per interval without batching, want about %v (4 per policy)", perInterval, want)
+			t.Errorf("%.1f queries per interval without batching, want about %v (%v per policy)", perInterval, want, templates)
 		}
 		return
 	}

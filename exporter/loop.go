@@ -317,11 +317,16 @@ func newSelfMetrics(reg prometheus.Registerer) selfMetrics {
 	}
 }
 
-// unapplied reports whether nothing applies the policy's recommendations: the webhook runs it in
-// shadow mode or it is paused in the configuration (policy.Config.Unapplied).
-func unapplied(cfg *config.Config, name string) bool {
-	return cfg.Webhook.ModeFor(name) == config.ModeShadow || cfg.Webhook.PausedFor(name)
-}
+// observedSizes is policy.Config.Unapplied for every policy of the exporter: a stateful
+// algorithm's state (the HPA's scale events, the budget's hold) follows the observed changes of
+// size, never the exporter's own recommendations. The exporter applies nothing: the webhook
+// writes a recommendation after scrape, rule evaluation and Alertmanager's grouping, seconds to a
+// minute later, and an acting policy whose state counted the recommendation as applied at once
+// would see its own scale-up as a rate-limited scale event that had not happened, fall back to
+// the current size at the next step and publish that as its ceiling before the webhook reads it
+// (e2e.TestClosedLoopTwoMetrics: with a 1 s interval an hpa policy never scaled). A shadow or
+// paused policy's recommendations are never applied at all; the same rule covers them.
+const observedSizes = true
 
 // newPolicyState builds the loop's state of policy p of cfg: a new runner, no history yet.
 func (e *Exporter) newPolicyState(cfg *config.Config, p *config.Policy) (*policyState, error) {
@@ -336,7 +341,7 @@ func (e *Exporter) newPolicyState(cfg *config.Config, p *config.Policy) (*policy
 	}
 	for i := range rcs {
 		rcs[i].AsyncTraining = !e.syncTraining
-		rcs[i].Unapplied = unapplied(cfg, p.Name)
+		rcs[i].Unapplied = observedSizes
 		rcs[i].Logger = e.log.With("policy", p.Name) // the runner warns when its model needs more history than it is given
 		if len(rcs) > 1 {
 			rcs[i].Logger = rcs[i].Logger.With("metric", names[i])
@@ -416,7 +421,7 @@ func (e *Exporter) apply(cfg *config.Config, policies []config.Policy, q Querier
 	for i := range policies {
 		p := &policies[i]
 		prev, found := old[p.Name]
-		if found && sameMAE && reflect.DeepEqual(*prev.cfg, *p) && unapplied(e.cfg, p.Name) == unapplied(cfg, p.Name) {
+		if found && sameMAE && reflect.DeepEqual(*prev.cfg, *p) {
 			next[i] = prev // its configuration is repointed below, once the reload cannot fail
 			st.kept++
 			continue
