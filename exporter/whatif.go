@@ -51,6 +51,22 @@ type History struct {
 	// Coverage says, per series read, how much of the range had samples and how much the
 	// replay filled.
 	Coverage []Coverage
+	// Metrics are the policy's metrics in the several-metrics form (nil for the single-metric
+	// form), on Demand's grid: Demand is then Metrics[0].Values.
+	Metrics []MetricHistory
+}
+
+// MetricHistory is one metric's recorded values over a what-if range.
+type MetricHistory struct {
+	Name, Unit string
+	// Values are the metric's query at Start + i·Step, in its unit (gaps filled as Demand's).
+	Values []float64
+	// Capacity is what one pod carries of it at utilization 1, in its unit (config.ScaleMetric:
+	// its target over the policy's reference utilization; a request query's median over the
+	// range for a Utilization target).
+	Capacity float64
+	// Request is, for a Utilization target, the request of one pod in its unit (0 otherwise).
+	Request float64
 }
 
 // Coverage is how much of a what-if range one input series covers, in grid points of Step.
@@ -87,21 +103,39 @@ func DemandHistory(ctx context.Context, q Querier, p *config.Policy, start, end 
 	r := v1.Range{Start: start, End: end, Step: step}
 	n := int(end.Sub(start)/step) + 1
 	fb := p.HistoryFallback()
-	demand, dc, err := readSeries(ctx, q, "demand", p.Queries.Demand, fb.Demand, r, n)
-	if err != nil {
-		return h, fmt.Errorf("policy %s: queries.demand over the range: %w", p.Name, err)
+	// The demand: queries.demand, or each metric's query in the several-metrics form.
+	type demandRead struct {
+		series, path, expr, fallback string
+		vals                         []float64
+		cov                          Coverage
 	}
-	first, last := -1, -1
-	for i, v := range demand {
-		if !math.IsNaN(v) {
-			if first < 0 {
-				first = i
-			}
-			last = i
+	reads := []demandRead{{series: "demand", path: "queries.demand", expr: p.Queries.Demand, fallback: fb.Demand}}
+	var metrics []config.ScaleMetric
+	if len(p.Metrics.List) > 0 {
+		metrics, reads = p.ScaleMetrics(), nil
+		for _, m := range metrics {
+			reads = append(reads, demandRead{series: "metric " + m.Name, path: m.QueryPath, expr: m.Query})
 		}
 	}
-	if first < 0 {
-		return h, fmt.Errorf("policy %s: queries.demand %s: %w over %v to %v", p.Name, p.Queries.Demand, ErrEmpty, start, end)
+	first, last := -1, -1
+	for k := range reads {
+		d := &reads[k]
+		var err error
+		if d.vals, d.cov, err = readSeries(ctx, q, d.series, d.expr, d.fallback, r, n); err != nil {
+			return h, fmt.Errorf("policy %s: %s over the range: %w", p.Name, d.path, err)
+		}
+		seen := false
+		for i, v := range d.vals {
+			if !math.IsNaN(v) {
+				if first < 0 || i < first {
+					first = i
+				}
+				last, seen = max(last, i), true
+			}
+		}
+		if !seen {
+			return h, fmt.Errorf("policy %s: %s %s: %w over %v to %v", p.Name, d.path, d.expr, ErrEmpty, start, end)
+		}
 	}
 	fill := func(c *Coverage, vals []float64) []float64 {
 		out := slices.Clone(vals[first : last+1])
@@ -128,13 +162,39 @@ func DemandHistory(ctx context.Context, q Querier, p *config.Policy, start, end 
 		return out
 	}
 	h.Start = start.Add(time.Duration(first) * step)
-	h.Demand = fill(&dc, demand)
-	h.Gaps = dc.Filled
-	h.Coverage = append(h.Coverage, dc)
-	if share := float64(dc.Covered) / float64(n); share < MinCoverage {
-		return h, fmt.Errorf("policy %s: queries.demand has samples at %s of the %s range (%.0f%%), from %s to %s; a what-if needs at least %.0f%%: %w (use --range %s or less, or backfill the history: docs/getting-started.md)",
-			p.Name, span(dc.Time(dc.Covered)), span(dc.Time(n-1)), 100*share, h.Start.UTC().Format(time.RFC3339),
-			start.Add(time.Duration(last)*step).UTC().Format(time.RFC3339), 100*MinCoverage, ErrSparse, span(dc.Time(dc.Covered).Round(time.Hour)))
+	for k := range reads {
+		d := &reads[k]
+		vals := fill(&d.cov, d.vals)
+		if k == 0 {
+			h.Demand, h.Gaps = vals, d.cov.Filled
+		}
+		h.Coverage = append(h.Coverage, d.cov)
+		dc := d.cov
+		if share := float64(dc.Covered) / float64(n); share < MinCoverage {
+			return h, fmt.Errorf("policy %s: %s has samples at %s of the %s range (%.0f%%), from %s to %s; a what-if needs at least %.0f%%: %w (use --range %s or less, or backfill the history: docs/getting-started.md)",
+				p.Name, d.path, span(dc.Time(dc.Covered)), span(dc.Time(n-1)), 100*share, h.Start.UTC().Format(time.RFC3339),
+				start.Add(time.Duration(last)*step).UTC().Format(time.RFC3339), 100*MinCoverage, ErrSparse, span(dc.Time(dc.Covered).Round(time.Hour)))
+		}
+		if metrics == nil {
+			continue
+		}
+		m := metrics[k]
+		if m.PerWorkload {
+			return h, fmt.Errorf("policy %s: metrics[%d] (%s): a what-if cannot replay a Value target, whose capacity per pod depends on the size; use an AverageValue target", p.Name, k, m.Name)
+		}
+		c := m.Capacity
+		if m.CapacityQuery != "" {
+			med, cov, err := medianOver(ctx, q, "request of "+m.Name, m.CapacityQuery, r, n)
+			if err != nil {
+				return h, fmt.Errorf("policy %s: %s over the range: %w", p.Name, m.CapacityPath, err)
+			}
+			h.Coverage, c = append(h.Coverage, cov), med
+		}
+		mh := MetricHistory{Name: m.Name, Unit: m.Unit, Values: vals, Capacity: c * m.Factor}
+		if m.CapacityPath != "" { // a Utilization target: c is the request
+			mh.Request = c
+		}
+		h.Metrics = append(h.Metrics, mh)
 	}
 	if p.Queries.Replicas != "" {
 		reps, rc, err := readSeries(ctx, q, "replicas", p.Queries.Replicas, "", r, n)
@@ -158,21 +218,43 @@ func DemandHistory(ctx context.Context, q Querier, p *config.Policy, start, end 
 		if err != nil {
 			return h, fmt.Errorf("policy %s: queries.request over the range: %w", p.Name, err)
 		}
-		var vals []float64
-		for _, v := range req {
-			if v > 0 {
-				vals = append(vals, v)
-			}
-		}
-		if len(vals) == 0 {
+		med, ok := positiveMedian(req)
+		if !ok {
 			return h, errors.New("policy " + p.Name + ": queries.request returned no positive value over the range")
 		}
 		_ = fill(&c, req)
 		h.Coverage = append(h.Coverage, c)
-		slices.Sort(vals)
-		h.Request = vals[len(vals)/2]
+		h.Request = med
 	}
 	return h, nil
+}
+
+// medianOver is the median of expr's positive values over the range (a request per pod).
+func medianOver(ctx context.Context, q Querier, series, expr string, r v1.Range, n int) (float64, Coverage, error) {
+	vals, c, err := readSeries(ctx, q, series, expr, "", r, n)
+	if err != nil {
+		return 0, c, err
+	}
+	med, ok := positiveMedian(vals)
+	if !ok {
+		return 0, c, errors.New("no positive value")
+	}
+	return med, c, nil
+}
+
+// positiveMedian is the median of the positive values of vals (false when there is none).
+func positiveMedian(vals []float64) (float64, bool) {
+	var pos []float64
+	for _, v := range vals {
+		if v > 0 {
+			pos = append(pos, v)
+		}
+	}
+	if len(pos) == 0 {
+		return 0, false
+	}
+	slices.Sort(pos)
+	return pos[len(pos)/2], true
 }
 
 // readSeries reads expr over the n points of r, NaN where it has no sample, and fills those

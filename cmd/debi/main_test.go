@@ -324,3 +324,107 @@ policies:
 		}
 	}
 }
+
+// TestBacktestWhatIfTwoMetrics: the what-if of a policy with several metrics replays each
+// metric's recorded query in its unit with its capacity per pod (a fake Prometheus here): over
+// two days at 4 recorded replicas the CPU (1 core of 4 × 0.5) never overloads and the request
+// rate (200 per second of 4 × 200 at load 1) does for the 2 hours it runs at 1000, so the actual
+// row is overloaded that long, all of it by rps; the policies are scored on both metrics.
+func TestBacktestWhatIfTwoMetrics(t *testing.T) {
+	end := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	const points = 576 // two days at 5 minutes
+	burst := func(i int) bool { return i >= 400 && i < 424 }
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		q := r.Form.Get("query")
+		if r.URL.Path != "/api/v1/query_range" || q != "cpu" && q != "rps" && q != "replicas" && q != "ready" {
+			http.Error(w, "unexpected "+r.URL.Path+" "+q, http.StatusBadRequest)
+			return
+		}
+		var pts []string
+		for i := range points {
+			ts := end.Add(-time.Duration(points-1-i) * 5 * time.Minute).Unix()
+			v := 4.0 // replicas, ready
+			switch {
+			case q == "cpu":
+				v = 1
+			case q == "rps" && burst(i):
+				v = 1000
+			case q == "rps":
+				v = 200
+			}
+			pts = append(pts, fmt.Sprintf(`[%d,"%g"]`, ts, v))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[%s]}]}}`, strings.Join(pts, ","))
+	}))
+	defer srv.Close()
+	cfg := filepath.Join(t.TempDir(), "debi.yml")
+	if err := os.WriteFile(cfg, []byte(`
+policies:
+  - name: web
+    target: {namespace: shop, name: web}
+    algorithm: hpa
+    scaling: {target: 0.5, max_replicas: 40}
+    queries: {replicas: 'replicas', ready_replicas: 'ready'}
+    metrics:
+      - {name: cpu, query: cpu, target: {type: Utilization}, request: 0.5}
+      - {name: rps, unit: requests_per_second, query: rps, target: {type: AverageValue, averageValue: "100"}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := runCmd("backtest", "--config.file", cfg, "--prometheus.url", srv.URL, "--range", "47h55m",
+		"--range.end", end.Format(time.RFC3339), "--policies", "hpa,budget", "--sweep", "0.5,0.7", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep struct {
+		Traces []struct {
+			Metrics []struct {
+				Metric   string  `json:"metric"`
+				Capacity float64 `json:"capacity"`
+			} `json:"metrics"`
+			Runs []struct {
+				Policy           string  `json:"policy"`
+				OverloadFraction float64 `json:"overload_fraction"`
+				Seconds          float64 `json:"seconds"`
+				MetricOverload   []struct {
+					Metric string `json:"metric"`
+					Ticks  int    `json:"ticks"`
+				} `json:"metric_overload"`
+			} `json:"runs"`
+		} `json:"traces"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Traces) != 1 {
+		t.Fatalf("report: %v (%d traces)\n%.2000s", err, len(rep.Traces), out)
+	}
+	tr := rep.Traces[0]
+	// Each metric's capacity per pod at load 1: cpu its request, rps 100 per pod at the target 0.5.
+	if fmt.Sprint(tr.Metrics) != "[{cpu 0.5} {rps 200}]" {
+		t.Errorf("the replayed trace's metrics are %v, want cpu at 0.5 and rps at 200 per pod", tr.Metrics)
+	}
+	seen := map[string]bool{}
+	for _, r := range tr.Runs {
+		seen[r.Policy] = true
+		ticks := map[string]int{}
+		for _, m := range r.MetricOverload {
+			ticks[m.Metric] = m.Ticks
+		}
+		if len(r.MetricOverload) != 2 {
+			t.Errorf("%s: metric_overload %v, want one entry per metric", r.Policy, r.MetricOverload)
+		}
+		if r.Policy != "actual" {
+			continue
+		}
+		// The scored half (the second day) holds the whole burst: 2 h of its ~24 h.
+		want := 2 * time.Hour.Seconds() / r.Seconds
+		if math.Abs(r.OverloadFraction-want) > 0.01 || ticks["cpu"] != 0 || ticks["rps"] == 0 {
+			t.Errorf("actual: overload %.4f (want %.4f), ticks by metric %v (want all rps)", r.OverloadFraction, want, ticks)
+		}
+	}
+	for _, p := range []string{"actual", "hpa", "oracle"} {
+		if !seen[p] {
+			t.Errorf("no %s row:\n%.2000s", p, out)
+		}
+	}
+}

@@ -83,7 +83,26 @@ func whatIfTraces(ctx context.Context, w whatIf, o backtest.Options) ([]trace.Tr
 	if err != nil {
 		return nil, o, err
 	}
-	o, _ = backtest.PolicyOptions(p, o, step, h.Request, len(h.Demand))
+	tr := trace.Trace{Class: "recorded", StepMinutes: max(int(step/time.Minute), 1), Values: h.Demand}
+	request := h.Request
+	switch {
+	case len(h.Metrics) == 1:
+		// One metric in the list form: its values in its unit, its capacity the request.
+		request = h.Metrics[0].Capacity
+	case len(h.Metrics) > 1:
+		// Several metrics: each in its unit with its capacity per pod, replayed as a trace with
+		// several metrics (a tick overloaded when any is above u_sla·ready·its capacity). The
+		// cost's unit R is the request of the first metric in cores with one, else one pod.
+		o.Capacity, request = map[string]float64{}, 1
+		for _, m := range h.Metrics {
+			tr.Metrics, tr.Columns = append(tr.Metrics, m.Name), append(tr.Columns, m.Values)
+			o.Capacity[m.Name] = m.Capacity
+			if m.Unit == "cores" && m.Request > 0 && request == 1 {
+				request = m.Request
+			}
+		}
+	}
+	o, _ = backtest.PolicyOptions(p, o, step, request, len(h.Demand))
 	// Short enough for the summary's trace column: the policy, the range and its end.
 	name := fmt.Sprintf("%s (%s to %s)", p.Name, model.Duration(w.rng), end.UTC().Format("2006-01-02 15:04"))
 	rec := backtest.Recorded{Start: h.Start, Replicas: h.Replicas, Ready: h.Ready, ReadyQuery: h.ReadyQuery}
@@ -92,5 +111,6 @@ func whatIfTraces(ctx context.Context, w whatIf, o backtest.Options) ([]trace.Tr
 			Range: c.Time(c.Points - 1), Covered: c.Time(c.Covered), FromFallback: c.Time(c.FromFallback), Missing: c.Time(c.Missing), Filled: c.Time(c.Filled)})
 	}
 	o.Recorded = map[string]backtest.Recorded{name: rec}
-	return []trace.Trace{{Name: name, Class: "recorded", StepMinutes: max(int(step/time.Minute), 1), Values: h.Demand}}, o, nil
+	tr.Name = name
+	return []trace.Trace{tr}, o, nil
 }
