@@ -203,12 +203,12 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			q{expr: readyCap, legend: "{{policy}} ready capacity"},
 		).AxisLabel("cores").Min(0)).
 		WithPanel(series(id.next(), "Load W1 / W2 / W3 / W",
-			"Loads as utilization at the current size: W1 observed, W2 forecast, W3 high-water, W = max(min(W2, W3), W1) for debi (W1 for hpa, max(W2, W1) for <model>-hpa).",
+			"Loads as utilization at the current size: W1 observed, W2 forecast, W3 high-water, W = max(min(W2, W3), W1) for debi (W1 for hpa, max(W2, W1) for <model>-hpa). One set per metric of the policy (label metric, cpu for one metric): every metric is held at the one target, so the largest W is the metric that decides.",
 			"percentunit", 16, 9,
-			q{expr: `debi_load_ratio{load="w1", ` + sel + `}`, legend: "{{policy}} W1 observed"},
-			q{expr: `debi_load_ratio{load="w2", ` + sel + `}`, legend: "{{policy}} W2 forecast"},
-			q{expr: `debi_load_ratio{load="w3", ` + sel + `}`, legend: "{{policy}} W3 high-water"},
-			q{expr: `debi_load_ratio{load="w", ` + sel + `}`, legend: "{{policy}} W effective"},
+			q{expr: `debi_load_ratio{load="w1", ` + sel + `}`, legend: "{{policy}} {{metric}} W1 observed"},
+			q{expr: `debi_load_ratio{load="w2", ` + sel + `}`, legend: "{{policy}} {{metric}} W2 forecast"},
+			q{expr: `debi_load_ratio{load="w3", ` + sel + `}`, legend: "{{policy}} {{metric}} W3 high-water"},
+			q{expr: `debi_load_ratio{load="w", ` + sel + `}`, legend: "{{policy}} {{metric}} W effective"},
 		).Min(0)).
 		WithPanel(series(id.next(), "Dynamic target utilization",
 			"Target utilization of the scaling rule: it rises with the replica count for debi (between lower and upper), fixed for hpa. The window load is the mean observed load over the observation window.",
@@ -230,9 +230,9 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			q{expr: `debi_policy_min_replicas{` + sel + `}`, legend: "{{policy}} min_replicas"},
 		).AxisLabel("replicas").Min(0).Decimals(0)).
 		WithPanel(series(id.next(), "Why: the load that decided, and the rule's branch",
-			"One line per (term, reason) while it holds: term is the load W was taken from — w1 observed, w2 forecast, w3 high-water, quantile (budget), window (debi's window term) — and reason the rule's branch; at-max-replicas means limited by max_replicas (raise it), stabilized or rate-limited by the algorithm's state.",
+			"One line per (metric, term, reason) while it holds: metric is the metric whose count was the largest (the HPA's rule over several metrics), term the load W was taken from — w1 observed, w2 forecast, w3 high-water, quantile (budget), window (debi's window term) — and reason the rule's branch; at-max-replicas means limited by max_replicas (raise it), stabilized or rate-limited by the algorithm's state.",
 			"short", 24, 6,
-			q{expr: `debi_decision_info{` + sel + `}`, legend: "{{policy}}: {{term}}, {{reason}}"},
+			q{expr: `debi_decision_info{` + sel + `}`, legend: "{{policy}}: {{metric}} {{term}}, {{reason}}"},
 		).AxisLabel("0/1").Min(0).Max(1).Decimals(0)).
 		WithRow(row(&id, "Cost and overload")).
 		WithPanel(singleStat(id.next(), "Cost (replica-minutes)",
