@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"regexp"
@@ -8,6 +9,10 @@ import (
 
 	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/debi-scaler/debi/policy"
 	"github.com/debi-scaler/debi/scaling"
@@ -60,8 +65,18 @@ type Metric struct {
 	Unit string `yaml:"unit"`
 	// Query is PromQL returning one series: the workload's total of the metric (cores used,
 	// bytes in use, requests per second, messages queued). Default for cpu the recording rule's
-	// CPU demand, for memory its working set; required otherwise.
+	// CPU demand, for memory its working set; required otherwise, unless the value comes from a
+	// metrics API (external, object or pods): exactly one of query, external, object and pods.
 	Query string `yaml:"query"`
+	// External reads the value from external.metrics.k8s.io/v1beta1 (autoscaling/v2's External
+	// metric: a queue's length, a cloud service's rate): the sum over the selected series.
+	External *ExternalSource `yaml:"external"`
+	// Object reads the value of one object's metric from custom.metrics.k8s.io/v1beta2
+	// (autoscaling/v2's Object metric: an Ingress's requests per second).
+	Object *ObjectSource `yaml:"object"`
+	// Pods reads the metric of each of the target's pods from custom.metrics.k8s.io/v1beta2
+	// (autoscaling/v2's Pods metric): the sum over the pods.
+	Pods *PodsSource `yaml:"pods"`
 	// Target is what one pod should carry, as autoscaling/v2 says it (type Utilization,
 	// AverageValue or Value).
 	Target MetricTarget `yaml:"target"`
@@ -72,6 +87,128 @@ type Metric struct {
 	// Stabilization is the metric's stabilisation policy (the Elastic Scaler's metrics policy):
 	// window, aggregation, missing_data, outlier_filter, outlier_threshold. Default 60s Average.
 	Stabilization scaling.MetricsPolicy `yaml:"stabilization"`
+}
+
+// ExternalSource is an External metric of a metrics API: metric's series in namespace that
+// selector selects. The exporter reads it at every step (docs/exporter.md, "Metrics APIs").
+type ExternalSource struct {
+	// Metric is the metric's name in external.metrics.k8s.io.
+	Metric string `yaml:"metric"`
+	// Namespace is the namespace the metric is read in. Default the target's namespace.
+	Namespace string `yaml:"namespace"`
+	// Selector selects the metric's series (autoscaling/v2's metric.selector); empty selects all.
+	Selector *LabelSelector `yaml:"selector"`
+}
+
+// ObjectSource is an Object metric of custom.metrics.k8s.io: metric of described_object.
+type ObjectSource struct {
+	// Metric is the metric's name in custom.metrics.k8s.io.
+	Metric string `yaml:"metric"`
+	// DescribedObject is the object the metric describes (required).
+	DescribedObject ObjectReference `yaml:"described_object"`
+	// Namespace is the described object's namespace. Default the target's namespace.
+	Namespace string `yaml:"namespace"`
+	// Selector selects among the metric's series (autoscaling/v2's metric.selector).
+	Selector *LabelSelector `yaml:"selector"`
+}
+
+// PodsSource is a Pods metric of custom.metrics.k8s.io: metric of each pod of the target. The
+// pods are those of the target's scale subresource's status.selector, read by the exporter (as
+// the HPA reads them), so the target must publish one (Deployments, StatefulSets and ReplicaSets
+// do).
+type PodsSource struct {
+	// Metric is the metric's name in custom.metrics.k8s.io.
+	Metric string `yaml:"metric"`
+	// Selector selects among the metric's series (autoscaling/v2's metric.selector), not pods.
+	Selector *LabelSelector `yaml:"selector"`
+}
+
+// ObjectReference names the object an Object metric describes, as autoscaling/v2's
+// CrossVersionObjectReference.
+type ObjectReference struct {
+	// APIVersion is the object's group and version (networking.k8s.io/v1; v1 for the core group).
+	APIVersion string `yaml:"api_version"`
+	Kind       string `yaml:"kind"`
+	Name       string `yaml:"name"`
+}
+
+// LabelSelector is a Kubernetes label selector: match_labels and match_expressions are ANDed.
+type LabelSelector struct {
+	MatchLabels      map[string]string     `yaml:"match_labels"`
+	MatchExpressions []SelectorRequirement `yaml:"match_expressions"`
+}
+
+// SelectorRequirement is one expression of a label selector: operator In, NotIn, Exists or
+// DoesNotExist.
+type SelectorRequirement struct {
+	Key      string   `yaml:"key"`
+	Operator string   `yaml:"operator"`
+	Values   []string `yaml:"values"`
+}
+
+// Source types of a metric read from a metrics API (MetricSource.Type).
+const (
+	SourceExternal = "external"
+	SourceObject   = "object"
+	SourcePods     = "pods"
+)
+
+// MetricSource is where a metric read from a metrics API comes from, with the defaults filled.
+type MetricSource struct {
+	// Type is SourceExternal, SourceObject or SourcePods.
+	Type   string
+	Metric string
+	// Namespace is the metric's namespace (the described object's for SourceObject).
+	Namespace string
+	// Selector selects among the metric's series (nil: all).
+	Selector *LabelSelector
+	// Object is the described object of SourceObject.
+	Object ObjectReference
+	// Path is the source's field path relative to the policy (metrics[1].external), for errors.
+	Path string
+}
+
+// String names the metric as the exporter's log and the ElasticScaler's status do, e.g.
+// `external metric "queue_depth" in namespace "shop"`.
+func (s MetricSource) String() string {
+	switch s.Type {
+	case SourceObject:
+		return fmt.Sprintf("object metric %q of %s %q in namespace %q", s.Metric, s.Object.Kind, s.Object.Name, s.Namespace)
+	case SourcePods:
+		return fmt.Sprintf("pods metric %q in namespace %q", s.Metric, s.Namespace)
+	}
+	return fmt.Sprintf("%s metric %q in namespace %q", s.Type, s.Metric, s.Namespace)
+}
+
+// Reasons a metrics-API metric failed: the reason label of debi_metric_source_errors_total and
+// debi_metric_source_failed, the same set in the exporter and the webhook. Low cardinality by
+// design: the error itself is in the exporter's log.
+var SourceReasons = []string{"not_served", "timeout", "no_values", "not_found", "forbidden", "no_pod_selector", "error"}
+
+// SourceReasonText says what a reason means, in the words of the exporter's errors.
+func SourceReasonText(reason string) string {
+	switch reason {
+	case "not_served":
+		return "metrics API not served"
+	case "timeout":
+		return "metric timed out"
+	case "no_values":
+		return "no values returned"
+	case "not_found":
+		return "metric not found"
+	case "forbidden":
+		return "access forbidden"
+	case "no_pod_selector":
+		return "the target's pod selector is unknown (scale subresource status.selector)"
+	}
+	return "read failed (see the exporter's log)"
+}
+
+// SourceHistoryQuery is the PromQL of the history of a metrics-API metric: the values the
+// exporter read and published as debi_metric_source_value, over every exporter instance (max:
+// a restarted or rescheduled exporter is another instance of the same series).
+func SourceHistoryQuery(policy, metric string) string {
+	return fmt.Sprintf(`max(debi_metric_source_value{policy=%q,metric=%q})`, policy, metric)
 }
 
 // MetricTarget is a metric's target, in the shape and with the meaning of autoscaling/v2's
@@ -125,6 +262,9 @@ type ScaleMetric struct {
 	// (queries.demand, metrics[1].query…), for errors.
 	QueryPath, CapacityPath string
 	Stabilization           scaling.MetricsPolicy
+	// Source, when set, is the metrics API the demand is read from at each step (Query is then
+	// its history: SourceHistoryQuery, the series the exporter published).
+	Source *MetricSource
 }
 
 // CapacityPerPod is the capacity of one pod from the base (the request query's value, or
@@ -154,6 +294,9 @@ func (p *Policy) ScaleMetrics() []ScaleMetric {
 	for j, m := range p.Metrics.List {
 		mp := fmt.Sprintf("metrics[%d]", j)
 		s := ScaleMetric{Name: m.Name, Unit: m.Unit, Query: m.Query, Factor: 1, QueryPath: mp + ".query", Stabilization: m.Stabilization}
+		if src := m.source(p.Target.Namespace, mp); src != nil {
+			s.Source, s.Query, s.QueryPath = src, SourceHistoryQuery(p.Name, m.Name), src.Path
+		}
 		switch m.Target.Type {
 		case TargetUtilization:
 			s.Capacity, s.CapacityQuery, s.CapacityPath = m.Request, m.RequestQuery, mp+".request_query"
@@ -168,6 +311,23 @@ func (p *Policy) ScaleMetrics() []ScaleMetric {
 		out = append(out, s)
 	}
 	return out
+}
+
+// source is the metrics-API source of the metric at path mp (metrics[j]), with its defaults
+// (namespace: the target's), or nil for a PromQL metric.
+func (m *Metric) source(namespace, mp string) *MetricSource {
+	switch {
+	case m.External != nil:
+		x := m.External
+		return &MetricSource{Type: SourceExternal, Metric: x.Metric, Namespace: cmp.Or(x.Namespace, namespace), Selector: x.Selector, Path: mp + ".external"}
+	case m.Object != nil:
+		x := m.Object
+		return &MetricSource{Type: SourceObject, Metric: x.Metric, Namespace: cmp.Or(x.Namespace, namespace), Selector: x.Selector,
+			Object: x.DescribedObject, Path: mp + ".object"}
+	case m.Pods != nil:
+		return &MetricSource{Type: SourcePods, Metric: m.Pods.Metric, Namespace: namespace, Selector: m.Pods.Selector, Path: mp + ".pods"}
+	}
+	return nil
 }
 
 // quantity is the value of a validated quantity (NaN if it is not one).
@@ -244,7 +404,19 @@ func (c *Config) metricDefaults(p *Policy, path string, targetOK bool, errs *err
 				errs.addf(mp+".unit", "%q is not one of %s", m.Unit, strings.Join(metricUnits, ", "))
 			}
 		}
-		if targetOK {
+		nsrc := 0
+		for _, set := range []bool{m.External != nil, m.Object != nil, m.Pods != nil} {
+			if set {
+				nsrc++
+			}
+		}
+		switch {
+		case nsrc > 1 || nsrc == 1 && m.Query != "":
+			errs.addf(mp, "set exactly one of query, external, object and pods")
+		case nsrc == 1:
+			checkSource(m, mp, errs)
+		}
+		if targetOK && nsrc == 0 {
 			switch {
 			case m.Query == "" && m.Name == "cpu":
 				m.Query = fmt.Sprintf(`sum(namespace_workload:debi_cpu_usage_cores:rate1m{%s})`, wsel)
@@ -253,12 +425,17 @@ func (c *Config) metricDefaults(p *Policy, path string, targetOK bool, errs *err
 				m.Query = fmt.Sprintf(`sum(namespace_workload:debi_memory_working_set_bytes:sum{%s})`, wsel)
 			}
 		}
-		if m.Query == "" {
-			errs.addf(mp+".query", "required: PromQL returning the workload's total of the metric")
-		} else {
+		switch {
+		case nsrc > 0:
+		case m.Query == "":
+			errs.addf(mp+".query", "required: PromQL returning the workload's total of the metric (or a metrics API: external, object or pods)")
+		default:
 			checkExpr(mp+".query", m.Query, errs)
 		}
 		t := &m.Target
+		if nsrc > 0 && t.Type == TargetUtilization {
+			errs.addf(mp+".target.type", "a metric from a metrics API takes an AverageValue or Value target (Utilization is a resource's)")
+		}
 		switch t.Type {
 		case TargetUtilization:
 			if u := t.AverageUtilization; u != nil && (!(*u > 0) || math.IsInf(*u, 0)) {
@@ -323,6 +500,70 @@ func (c *Config) metricDefaults(p *Policy, path string, targetOK bool, errs *err
 			c.warnings = append(c.warnings, fmt.Sprintf("%s.stabilization.%s", mp, w))
 		}
 	}
+}
+
+// checkSource checks the metrics-API source of metric m at path mp (policies[i].metrics[j]).
+func checkSource(m *Metric, mp string, errs *errList) {
+	var metric string
+	var sel *LabelSelector
+	var sp string
+	switch {
+	case m.External != nil:
+		sp, metric, sel = mp+".external", m.External.Metric, m.External.Selector
+		checkNamespace(sp+".namespace", m.External.Namespace, errs)
+	case m.Object != nil:
+		sp, metric, sel = mp+".object", m.Object.Metric, m.Object.Selector
+		checkNamespace(sp+".namespace", m.Object.Namespace, errs)
+		o := m.Object.DescribedObject
+		op := sp + ".described_object"
+		if o.Kind == "" {
+			errs.addf(op+".kind", "required: the kind of the object the metric describes")
+		}
+		if o.Name == "" {
+			errs.addf(op+".name", "required: the name of the object the metric describes")
+		}
+		if o.APIVersion != "" {
+			if _, err := schema.ParseGroupVersion(o.APIVersion); err != nil {
+				errs.addf(op+".api_version", "%q is not a group/version: %v", o.APIVersion, err)
+			}
+		}
+	default:
+		sp, metric, sel = mp+".pods", m.Pods.Metric, m.Pods.Selector
+	}
+	switch {
+	case metric == "":
+		errs.addf(sp+".metric", "required")
+	case strings.ContainsAny(metric, "/ ") || metric != strings.TrimSpace(metric):
+		errs.addf(sp+".metric", "%q is not a metric name (no '/' or spaces)", metric)
+	}
+	if sel != nil {
+		if _, err := sel.Selector(); err != nil {
+			errs.addf(sp+".selector", "%v", err)
+		}
+	}
+}
+
+// checkNamespace checks an optional namespace name.
+func checkNamespace(path, ns string, errs *errList) {
+	if ns == "" {
+		return
+	}
+	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+		errs.addf(path, "%q is not a namespace name: %s", ns, strings.Join(msgs, "; "))
+	}
+}
+
+// Selector is the selector as the metrics APIs take it (nil selects everything).
+func (s *LabelSelector) Selector() (labels.Selector, error) {
+	if s == nil {
+		return labels.Everything(), nil
+	}
+	ls := &metav1.LabelSelector{MatchLabels: s.MatchLabels}
+	for _, r := range s.MatchExpressions {
+		ls.MatchExpressions = append(ls.MatchExpressions, metav1.LabelSelectorRequirement{Key: r.Key,
+			Operator: metav1.LabelSelectorOperator(r.Operator), Values: r.Values})
+	}
+	return metav1.LabelSelectorAsSelector(ls)
 }
 
 // checkExpr parses a query and checks that it returns a vector or a scalar.
