@@ -15,10 +15,12 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
 	tidalv1 "github.com/debi-scaler/debi/apis/tidal/v1alpha1"
+	"github.com/debi-scaler/debi/internal/metricsapi"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -200,31 +202,50 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 	// translated; several are the metrics list, the largest count over them deciding.
 	var list []Metric
 	var listPaths []string
-	usable := 0
+	var sourcePaths []map[string]string // by list index: the source's fields → the object's
+	usable, fromAPI := 0, false
 	for _, m := range mt.Metrics {
 		switch m.Type {
 		case esv1.ResourceMetricSourceType:
-			if strings.EqualFold(m.Resource.MetricsName, "cpu") {
+			if r := strings.ToLower(m.Resource.MetricsName); r == "cpu" || r == "memory" {
 				usable++
+				fromAPI = fromAPI || r == "memory" // the list form has the memory metric
 			}
 		case esv1.ExternalServerMetricSourceType:
 			usable++
+		case esv1.ExternalMetricSourceType, esv1.CustomMetricSourceType:
+			// Read from the metrics APIs: only the metrics list has such a metric.
+			usable++
+			fromAPI = true
 		}
 	}
 	used := -1
 	var unusable []string
 	for i, m := range mt.Metrics {
-		if usable > 1 {
+		if usable > 1 || fromAPI {
 			mp := fmt.Sprintf("%s[%d]", esMetrics, i)
 			name, met := "", Metric{}
 			switch m.Type {
 			case esv1.ResourceMetricSourceType:
 				r := m.Resource
-				if !strings.EqualFold(r.MetricsName, "cpu") {
-					unusable = append(unusable, fmt.Sprintf("metrics[%d]: resource %q: debi's resource demand is CPU (the recording rules of rules/); use an ExternalServer metric with a PromQL query for others", i, r.MetricsName))
+				name = strings.ToLower(r.MetricsName)
+				if name != "cpu" && name != "memory" {
+					unusable = append(unusable, fmt.Sprintf("metrics[%d]: resource %q: debi reads the resources cpu and memory (from Prometheus); use an ExternalServer metric with a PromQL query for others", i, r.MetricsName))
 					continue
 				}
-				name = "cpu"
+				if name == "memory" {
+					// From Prometheus, as cpu: the cAdvisor and kube-state-metrics series behind
+					// what metrics-server serves (metricsapi.ResourceQueriesFor).
+					rq, err := metricsapi.ResourceQueriesFor("memory", p.Target.Namespace, p.Target.WorkloadType(), p.Target.Name)
+					if err != nil {
+						bad(mp+".resource", "%v", err)
+						continue
+					}
+					met.Query = rq.Usage
+					if r.Target.Type == esv1.UtilizationMetricType {
+						met.RequestQuery = rq.RequestPerPod
+					}
+				}
 				switch r.Target.Type {
 				case esv1.UtilizationMetricType:
 					u := float64(*r.Target.AverageUtilization)
@@ -241,9 +262,41 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 				met.Target = MetricTarget{Type: TargetAverageValue, AverageValue: strings.TrimSpace(x.Target)}
 				listPaths = append(listPaths, mp+".externalServer.target")
 				warn(mp+".externalServer.endpoint", "not queried: debi runs the query on global.prometheus_url (%s)", x.Endpoint)
+			case esv1.ExternalMetricSourceType:
+				x := m.External
+				name = metricLabel(x.Metric.Name, i)
+				met.Unit = "items"
+				met.External = &ExternalSource{Metric: x.Metric.Name, Selector: labelSelector(x.Metric.Selector)}
+				met.Target = apiTarget(x.Target)
+				listPaths = append(listPaths, mp+".external.target."+targetField(x.Target))
+				sourcePaths = append(sourcePaths, map[string]string{"external.metric": mp + ".external.metric.name", "external.selector": mp + ".external.metric.selector"})
+			case esv1.CustomMetricSourceType:
+				x := m.Custom
+				name = metricLabel(x.Metric.Name, i)
+				met.Unit = "items"
+				paths := map[string]string{}
+				if o := x.DescribedObject; o != nil {
+					met.Object = &ObjectSource{Metric: x.Metric.Name, Selector: labelSelector(x.Metric.Selector),
+						DescribedObject: ObjectReference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name}}
+					for k, v := range map[string]string{"metric": ".metric.name", "selector": ".metric.selector",
+						"described_object.kind": ".describedObject.kind", "described_object.name": ".describedObject.name",
+						"described_object.api_version": ".describedObject.apiVersion"} {
+						paths["object."+k] = mp + ".custom" + v
+					}
+				} else {
+					// The target's pods, by its scale subresource's selector, as the HPA's pods metric.
+					met.Pods = &PodsSource{Metric: x.Metric.Name, Selector: labelSelector(x.Metric.Selector)}
+					paths["pods.metric"], paths["pods.selector"] = mp+".custom.metric.name", mp+".custom.metric.selector"
+				}
+				met.Target = apiTarget(x.Target)
+				listPaths = append(listPaths, mp+".custom.target."+targetField(x.Target))
+				sourcePaths = append(sourcePaths, paths)
 			default:
-				unusable = append(unusable, fmt.Sprintf("metrics[%d]: type %s is not supported by debi yet (it reads PromQL: use ExternalServer, or Resource cpu)", i, m.Type))
+				unusable = append(unusable, fmt.Sprintf("metrics[%d]: type %s is not supported by debi", i, m.Type))
 				continue
+			}
+			if len(sourcePaths) < len(listPaths) {
+				sourcePaths = append(sourcePaths, nil)
 			}
 			for _, prev := range list {
 				if prev.Name == name {
@@ -312,6 +365,9 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 		for j, path := range listPaths {
 			op.paths[fmt.Sprintf("metrics[%d].target", j)] = path
 			op.paths[fmt.Sprintf("metrics[%d]", j)] = path
+			for k, v := range sourcePaths[j] {
+				op.paths[fmt.Sprintf("metrics[%d].%s", j, k)] = v
+			}
 		}
 		for _, u := range unusable {
 			warn(esMetrics, "ignored: %s", u)
@@ -443,6 +499,38 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 		return op, warns, errors.Join(errs...)
 	}
 	return op, warns, nil
+}
+
+// apiTarget is the target of an External or Custom metric: Value or AverageValue, as
+// autoscaling/v2 (Validate: the field of the type is set and positive).
+func apiTarget(t esv1.MetricTarget) MetricTarget {
+	if t.Type == esv1.ValueMetricType && t.Value != nil {
+		return MetricTarget{Type: TargetValue, Value: t.Value.String()}
+	}
+	if t.AverageValue != nil {
+		return MetricTarget{Type: TargetAverageValue, AverageValue: t.AverageValue.String()}
+	}
+	return MetricTarget{Type: string(t.Type)}
+}
+
+// targetField is the object's field of target t's value.
+func targetField(t esv1.MetricTarget) string {
+	if t.Type == esv1.ValueMetricType {
+		return "value"
+	}
+	return "averageValue"
+}
+
+// labelSelector is a Kubernetes label selector in the file's form.
+func labelSelector(s *metav1.LabelSelector) *LabelSelector {
+	if s == nil || len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0 {
+		return nil
+	}
+	out := &LabelSelector{MatchLabels: s.MatchLabels}
+	for _, r := range s.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, SelectorRequirement{Key: r.Key, Operator: string(r.Operator), Values: r.Values})
+	}
+	return out
 }
 
 // metricLabel is an ExternalServer metric's name as a metric label value (lower case, '_' for

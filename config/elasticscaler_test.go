@@ -417,11 +417,11 @@ func TestBadObjects(t *testing.T) {
 			e.Spec.Trigger.MetricsTrigger.AlgorithmConfig["window"] = "soon"
 			return e
 		}, true, "spec.trigger.metricsTrigger.algorithmConfig.window", "not a duration"},
-		{"memory only", func() *esv1.ElasticScaler {
+		{"ephemeral-storage only", func() *esv1.ElasticScaler {
 			e := hpa()
-			e.Spec.Trigger.MetricsTrigger.Metrics[0].Resource.MetricsName = "memory"
+			e.Spec.Trigger.MetricsTrigger.Metrics[0].Resource.MetricsName = "ephemeral-storage"
 			return e
-		}, true, "spec.trigger.metricsTrigger.metrics", "resource \"memory\""},
+		}, true, "spec.trigger.metricsTrigger.metrics", "resource \"ephemeral-storage\""},
 		{"algorithmConfig out of range", func() *esv1.ElasticScaler {
 			e := custom()
 			e.Spec.Trigger.MetricsTrigger.AlgorithmConfig["downTolerance"] = "1.5"
