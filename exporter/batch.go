@@ -303,6 +303,13 @@ func (e *Exporter) replan() {
 			}
 			exprs = append(exprs, x)
 		}
+		for _, x := range ps.rangeQueries() { // the history of metrics read from metrics APIs
+			if _, done := e.templates[x]; x != "" && !done {
+				if t, ok := parseTemplate(x); ok {
+					e.templates[x] = t
+				}
+			}
+		}
 	}
 	e.batches = nil
 	if e.batching {
@@ -453,7 +460,7 @@ func (e *Exporter) historyBatches(t time.Time) []rangeBatch {
 		if _, dup := byRange[k]; !dup {
 			order = append(order, k)
 		}
-		for _, x := range ps.queries() {
+		for _, x := range ps.rangeQueries() {
 			if x != "" {
 				byRange[k] = append(byRange[k], x)
 			}

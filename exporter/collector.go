@@ -71,6 +71,13 @@ type metricSnap struct {
 	level                  float64
 	errors                 float64
 	wDown                  float64
+
+	// A metric read from a metrics API (source): the value read at the last step (NaN: the
+	// read failed), the reason of the failure ("" none) and the failed reads by reason.
+	source       bool
+	sourceValue  float64
+	sourceFailed string
+	sourceErrors []float64 // by config.SourceReasons
 }
 
 var policyLabels = []string{"policy", "namespace", "workload_type", "workload"}
@@ -166,6 +173,11 @@ var (
 	descBudgetErrorSamples   = mdesc("debi_budget_error_samples", "Recent forecast errors (samples) the margin is computed from; below the policy's budget.min_errors the margin is budget.cold_margin.")
 	descBudgetOverloaded     = desc("debi_budget_overloaded_seconds_total", "Live seconds whose observed demand exceeded u_sla × ready replicas × request (at max_replicas too): the overload budget burnt.")
 	descBudgetObserved       = desc("debi_budget_observed_seconds_total", "Live seconds with an observed demand: the time the overload budget is a share of.")
+
+	// Metrics read from the metrics APIs (a metric's external, object or pods source).
+	descSourceValue  = mdesc("debi_metric_source_value", "Value of a metric read from a metrics API (external.metrics.k8s.io, custom.metrics.k8s.io) at the last step, in its unit: the sum over its series or pods; absent while the read fails. The exporter loads the metric's history from this series.")
+	descSourceErrors = mdesc("debi_metric_source_errors_total", "Failed reads of a metric from its metrics API, by reason (not_served, timeout, no_values, not_found, forbidden, no_pod_selector, error).", "reason")
+	descSourceFailed = mdesc("debi_metric_source_failed", "1 for the reason the last read of a metric from its metrics API failed, 0 for the other reasons (all 0 while it reads): the metric is missing and the policy never scales down for the others.", "reason")
 )
 
 var allDescs = []*prometheus.Desc{
@@ -175,6 +187,7 @@ var allDescs = []*prometheus.Desc{
 	descHistoryStep, descHistoryRequired, descHistorySteps,
 	descBudgetQuantile, descBudgetForecast, descBudgetMargin, descBudgetLevel, descBudgetOverloadBudget, descBudgetErrorSamples,
 	descBudgetOverloaded, descBudgetObserved,
+	descSourceValue, descSourceErrors, descSourceFailed,
 }
 
 func init() {
@@ -270,6 +283,17 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 				gauge(descHistoryRequired, m.historyRequired, m.name)
 				gauge(descHistorySteps, m.historyHave, m.name)
 			}
+			if m.source {
+				gauge(descSourceValue, m.sourceValue, m.name)
+				for k, reason := range config.SourceReasons {
+					counter(descSourceErrors, m.sourceErrors[k], m.name, reason)
+					failed := 0.0
+					if reason == m.sourceFailed {
+						failed = 1
+					}
+					gauge(descSourceFailed, failed, m.name, reason)
+				}
+			}
 			if p.budget {
 				gauge(descLoad, m.wDown, m.name, "down")
 				gauge(ud.quantile, m.quantile, m.name, "lead")
@@ -336,6 +360,13 @@ func (ps *policyState) snap() policySnap {
 			w1: nan, w2: nan, w3: nan, w: nan, ww: nan, demand: nan, forecast: nan, highWater: nan, request: nan,
 			mae: m.mae.value(), queryErrors: [2]float64{ps.queryErrors[k], ps.queryErrors[k+1]},
 			quantile: nan, quantileDown: nan, budgetForecast: nan, margin: nan, level: nan, errors: nan, wDown: nan}
+		if m.spec.Source != nil {
+			ms.source, ms.sourceValue, ms.sourceFailed = true, m.read.value, m.failedReason
+			ms.sourceErrors = make([]float64, len(config.SourceReasons))
+			for k, reason := range config.SourceReasons {
+				ms.sourceErrors[k] = m.sourceErrors[reason]
+			}
+		}
 		if m.capacity > 0 {
 			ms.request = m.capacity
 		} else if m.base > 0 {

@@ -54,11 +54,17 @@ type Options struct {
 	Querier Querier
 	// Listener replaces listening on ListenAddress (tests pass a 127.0.0.1:0 listener).
 	Listener net.Listener
-	// Kubeconfig is the kubeconfig of the ElasticScaler watch (--kubeconfig; empty: $KUBECONFIG,
-	// ~/.kube/config, then in-cluster), used only when global.elastic_scalers.enabled.
+	// Kubeconfig is the kubeconfig of the ElasticScaler watch and of the metrics APIs
+	// (--kubeconfig; empty: $KUBECONFIG, ~/.kube/config, then in-cluster), used only when
+	// global.elastic_scalers.enabled or a policy has a metric read from a metrics API.
 	Kubeconfig string
 	// RestConfig, when set, replaces Kubeconfig (tests).
 	RestConfig *rest.Config
+	// MetricsReader and PodSelector, when MetricsReader is set, replace the clients of the
+	// metrics APIs and of the targets' scale subresources built from the kube credentials
+	// (tests).
+	MetricsReader MetricsReader
+	PodSelector   PodSelectorFunc
 }
 
 // RegisterFlags declares the exporter's flags on cmd (`debi exporter`) and returns the options
@@ -71,7 +77,7 @@ func RegisterFlags(cmd *kingpin.CmdClause) *Options {
 	cmd.Flag("shard", "Run only the policies whose name hashes (FNV-1a) to i modulo n, as i/n (0/1: all).").Default("0/1").SetValue(&o.Shard)
 	cmd.Flag("web.config.file", "Path to a web configuration file enabling TLS or authentication (exporter-toolkit format).").Default("").StringVar(&o.WebConfigFile)
 	cmd.Flag("web.listen-address", "Address on which to expose metrics, /-/healthy, /-/ready and /-/reload.").Default(":9107").StringVar(&o.ListenAddress)
-	cmd.Flag("kubeconfig", "Path to a kubeconfig for the ElasticScaler watch (global.elastic_scalers); empty means $KUBECONFIG, then ~/.kube/config, then in-cluster configuration.").Default("").StringVar(&o.Kubeconfig)
+	cmd.Flag("kubeconfig", "Path to a kubeconfig for the ElasticScaler watch (global.elastic_scalers) and the metrics APIs (metrics read from external, object or pods sources); empty means $KUBECONFIG, then ~/.kube/config, then in-cluster configuration.").Default("").StringVar(&o.Kubeconfig)
 	return o
 }
 
@@ -130,6 +136,13 @@ func NewServer(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*S
 	e, err := New(cfg, policies, q, logger, reg)
 	if err != nil {
 		return nil, err
+	}
+	if opts.MetricsReader != nil {
+		e.sources.reader, e.sources.selector = opts.MetricsReader, opts.PodSelector
+	} else {
+		// Built at the first step that reads a metrics API: without such a metric the exporter
+		// needs no kube credentials.
+		e.sources.build = newSourceClients(opts.RestConfig, opts.Kubeconfig)
 	}
 	r := &reloader{opts: opts, e: e, log: logger, global: cfg.Global, reqs: make(chan chan error),
 		file: cfg, watching: cfg.Global.ElasticScalers.Enabled, updates: make(chan scalersource.Update)}

@@ -79,6 +79,9 @@ type Exporter struct {
 	batches      []*batchGroup
 	pre          *prefetched
 
+	// sources are the clients of the metrics APIs, for the metrics read from them (sources.go).
+	sources *sourceClients
+
 	snap    atomic.Pointer[snapshot]
 	ready   atomic.Bool
 	now     func() time.Time
@@ -185,6 +188,12 @@ type metricState struct {
 	// at history step k+h the one made h history steps earlier is scored.
 	forecasts []pastForecast
 	mae       maeWindow
+
+	// A metric read from a metrics API (spec.Source): the step's read, the reason of the
+	// current failure ("" while it reads), and the failed reads by reason.
+	read         sourceRead
+	failedReason string
+	sourceErrors map[string]float64
 }
 
 // pastForecast is the point forecast made at history step index (NaN: none).
@@ -235,7 +244,7 @@ func New(cfg *config.Config, policies []config.Policy, q Querier, logger *slog.L
 	e := &Exporter{
 		cfg: cfg, log: logger, batching: cfg.Exporter.Batching(),
 		interval: cfg.Global.Interval, offset: cfg.Exporter.QueryOffset, timeout: cfg.Global.QueryTimeout, lookback: cfg.Global.LookbackDelta,
-		workers: max(cfg.Exporter.Concurrency, 1), now: time.Now,
+		workers: max(cfg.Exporter.Concurrency, 1), now: time.Now, sources: &sourceClients{},
 	}
 	for i := range policies {
 		ps, err := e.newPolicyState(cfg, &policies[i])
@@ -364,6 +373,10 @@ func (e *Exporter) newPolicyState(cfg *config.Config, p *config.Policy) (*policy
 			forecasts: make([]pastForecast, rc.LeadSteps), mae: newMAEWindow(cfg.Exporter.MAEWindow)}
 		for j := range ms.forecasts {
 			ms.forecasts[j] = pastForecast{math.MinInt64, math.NaN()}
+		}
+		if m.Source != nil {
+			ms.read = sourceRead{value: math.NaN(), err: errors.New("not read yet")}
+			ms.sourceErrors = map[string]float64{}
 		}
 		ps.metrics = append(ps.metrics, ms)
 	}
@@ -589,12 +602,31 @@ func (e *Exporter) setFailed(ps *policyState, err error) {
 	}
 }
 
+// queries are the policy's instant queries by query index ("": none). A metric read from a
+// metrics API has no demand query: its value is the step's read.
 func (ps *policyState) queries() []string {
 	q := ps.cfg.Queries
 	out := make([]string, 0, qRequest+2*len(ps.metrics))
 	out = append(out, q.Replicas, q.ReadyReplicas)
 	for _, m := range ps.metrics {
-		out = append(out, m.spec.CapacityQuery, m.spec.Query)
+		d := m.spec.Query
+		if m.spec.Source != nil {
+			d = ""
+		}
+		out = append(out, m.spec.CapacityQuery, d)
+	}
+	return out
+}
+
+// rangeQueries are the policy's history queries by query index: its instant queries, and for a
+// metric read from a metrics API the series the exporter published of it
+// (config.SourceHistoryQuery).
+func (ps *policyState) rangeQueries() []string {
+	out := ps.queries()
+	for i, m := range ps.metrics {
+		if m.spec.Source != nil {
+			out[qDemand+2*i] = m.spec.Query
+		}
 	}
 	return out
 }
@@ -687,7 +719,11 @@ func (e *Exporter) Step(ctx context.Context, t time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	start := time.Now()
+	// The metrics APIs are read while the batched PromQL runs.
+	var sources sync.WaitGroup
+	sources.Go(func() { e.readSources(ctx) })
 	e.prefetch(ctx, t)
+	sources.Wait()
 	e.forEach(ctx, func(ctx context.Context, ps *policyState) {
 		// A policy's step may run until the next step is due, so one slow policy cannot hold
 		// the loop back by more than an interval.
@@ -720,6 +756,15 @@ func (e *Exporter) stepPolicy(ctx context.Context, ps *policyState, t time.Time)
 			continue
 		}
 		in.val[k], in.err[k] = e.instant(ctx, ps, k, expr, t)
+	}
+	for i, m := range ps.metrics {
+		if m.spec.Source != nil { // read by readSources, fed as a PromQL demand is
+			k := qDemand + 2*i
+			in.val[k], in.err[k] = m.read.value, m.read.err
+			if m.read.err != nil {
+				ps.queryErrors[k]++
+			}
+		}
 	}
 	e.feed(ctx, ps, t, &in, false)
 }
@@ -773,7 +818,7 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 		return true, nil
 	}
 	r := v1.Range{Start: start, End: end, Step: ps.histStep}
-	qs := ps.queries()
+	qs := ps.rangeQueries()
 	series := make([]map[int64]float64, len(qs))
 	for k, expr := range qs {
 		if expr == "" {
@@ -882,9 +927,13 @@ func (e *Exporter) restartPolicy(ps *policyState) error {
 	ps.lastTrain, ps.trainDuration = old.lastTrain, old.trainDuration
 	ps.failing, ps.failed, ps.historyWarned = old.failing, old.failed, old.historyWarned
 	for i, m := range old.metrics {
-		if m.base > 0 && i < len(ps.metrics) {
+		if i >= len(ps.metrics) {
+			break
+		}
+		if m.base > 0 {
 			ps.metrics[i].base = m.base
 		}
+		ps.metrics[i].read, ps.metrics[i].failedReason, ps.metrics[i].sourceErrors = m.read, m.failedReason, m.sourceErrors
 	}
 	return nil
 }
