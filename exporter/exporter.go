@@ -138,7 +138,7 @@ func NewServer(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*S
 		return nil, err
 	}
 	if opts.MetricsReader != nil {
-		e.sources.reader, e.sources.selector = opts.MetricsReader, opts.PodSelector
+		e.SetMetricsAPI(opts.MetricsReader, opts.PodSelector)
 	} else {
 		// Built at the first step that reads a metrics API: without such a metric the exporter
 		// needs no kube credentials.

@@ -320,3 +320,12 @@ func (e *Exporter) noteSource(ps *policyState, m *metricState) {
 	}
 	e.log.Debug("metric still not read from its metrics API", "policy", ps.cfg.Name, "metric", m.spec.Name, "reason", r.reason, "err", r.err)
 }
+
+// SetMetricsAPI makes the exporter read the metrics APIs through r, and the pods of Pods
+// metrics through sel (nil: such metrics fail with reason no_pod_selector), instead of the
+// clients built from the kube credentials (embedding, tests). Call it before the first step.
+func (e *Exporter) SetMetricsAPI(r MetricsReader, sel PodSelectorFunc) {
+	e.sources.mu.Lock()
+	defer e.sources.mu.Unlock()
+	e.sources.reader, e.sources.selector = r, sel
+}

@@ -157,6 +157,27 @@ type policyState struct {
 	metrics []string
 	// lastRead is what the decision in progress read from Prometheus (under mu), for observe.
 	lastRead *inputs
+	// sources are the policy's metrics read from a metrics API: the exporter publishes why
+	// their last read failed (debi_metric_source_failed), which the status names.
+	sources []sourceInput
+}
+
+// sourceInput reads why a metrics-API metric's last read failed: the code of its reason
+// (config.SourceReasons[code-1]; 0 while it reads).
+type sourceInput struct {
+	metric, source string // the metric's name, and its source as the exporter names it
+	expr           string
+}
+
+// sourceReasonQuery is the PromQL of the reason code of policy's metric: the exporter publishes
+// debi_metric_source_failed 1 for the reason of the last failure and 0 for the others (all 0
+// while it reads), so the weighted sum is the reason's index + 1, or 0.
+func sourceReasonQuery(policy, metric string) string {
+	terms := make([]string, len(config.SourceReasons))
+	for i, r := range config.SourceReasons {
+		terms[i] = fmt.Sprintf(`%d * max(debi_metric_source_failed{policy=%q,metric=%q,reason=%q})`, i+1, policy, metric, r)
+	}
+	return strings.Join(terms, " + ")
 }
 
 // input is one query a decision reads.
@@ -239,6 +260,9 @@ func NewController(cfg *config.Config, o ControllerOptions) (*Controller, error)
 		if len(p.Metrics.List) > 0 {
 			for _, m := range p.ScaleMetrics() {
 				ps.metrics = append(ps.metrics, m.Name)
+				if m.Source != nil {
+					ps.sources = append(ps.sources, sourceInput{metric: m.Name, source: m.Source.String(), expr: sourceReasonQuery(p.Name, m.Name)})
+				}
 			}
 		}
 		for _, q := range []struct {
@@ -851,6 +875,10 @@ type inputs struct {
 	// answered with no, several or unusable series.
 	outage error
 	bad    []string
+	// sources names the metrics-API metrics whose last read failed, with the cause, e.g.
+	// `queue_depth: external metric "queue_depth" in namespace "shop": metrics API not served`
+	// (for the status; the decision does not read them: the per-metric loads say missing).
+	sources []string
 }
 
 // read runs the policy's queries at once.
@@ -858,11 +886,24 @@ func (c *Controller) read(ctx context.Context, ps *policyState) inputs {
 	in := inputs{val: make(map[string]float64, len(ps.inputs))}
 	vals := make([]float64, len(ps.inputs))
 	errs := make([]error, len(ps.inputs))
+	codes := make([]float64, len(ps.sources))
 	var wg sync.WaitGroup
 	for i, q := range ps.inputs {
 		wg.Go(func() { vals[i], errs[i] = c.query(ctx, q.expr) })
 	}
+	for i, s := range ps.sources {
+		wg.Go(func() {
+			if v, err := c.query(ctx, s.expr); err == nil {
+				codes[i] = v // no answer (no series yet, Prometheus failing): cause unknown, 0
+			}
+		})
+	}
 	wg.Wait()
+	for i, s := range ps.sources {
+		if k := int(codes[i]); k >= 1 && k <= len(config.SourceReasons) && float64(k) == codes[i] {
+			in.sources = append(in.sources, fmt.Sprintf("%s: %s: %s", s.metric, s.source, config.SourceReasonText(config.SourceReasons[k-1])))
+		}
+	}
 	var outages []error
 	for i, q := range ps.inputs {
 		switch err := errs[i]; {
@@ -908,6 +949,9 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 	}
 	if v, ok := in.val[inStale]; ok && v != 0 {
 		d.hold = "the exporter's values are stale (an input query of the policy fails: see debi_query_errors_total)"
+		if len(in.sources) > 0 {
+			d.hold += "; metrics not read from their metrics API: " + strings.Join(in.sources, "; ")
+		}
 		return d, nil
 	}
 	if age, ok := in.val[inAge]; ok && age > c.cfg.Webhook.MaxInputAge.Seconds() {

@@ -62,6 +62,9 @@ type MetricsRead struct {
 	// Stale says the exporter's values are stale (debi_policy_stale) or too old
 	// (webhook.max_input_age).
 	Stale string
+	// Sources names the metrics read from a metrics API whose last read failed, each with its
+	// source and cause (debi_metric_source_failed).
+	Sources []string
 }
 
 // notify tells the Observe hook of a decision; under ps.mu.
@@ -71,7 +74,7 @@ func (c *Controller) notify(ps *policyState, trigger string, out Outcome, err er
 	}
 	o := Observation{Policy: ps.pol.Name, Mode: ps.mode, Algorithm: ps.algName, Trigger: trigger, Outcome: out, Err: err, Time: c.now()}
 	if in := ps.lastRead; in != nil {
-		m := &MetricsRead{Inputs: len(ps.inputs), Failed: in.bad}
+		m := &MetricsRead{Inputs: len(ps.inputs), Failed: in.bad, Sources: in.sources}
 		if in.outage != nil {
 			m.Outage = in.outage.Error()
 		}
@@ -730,6 +733,10 @@ func setValidated(s *esv1.ElasticScalerStatus, msgs []string, gen int64) {
 // metricsCondition is MetricsPipeline from what a decision read.
 func metricsCondition(m *MetricsRead, gen int64) metav1.Condition {
 	c := metav1.Condition{Type: esv1.ConditionMetricsPipeline, ObservedGeneration: gen, Status: metav1.ConditionFalse}
+	sources := ""
+	if len(m.Sources) > 0 {
+		sources = "metrics not read from their metrics API: " + strings.Join(m.Sources, "; ")
+	}
 	switch {
 	case m.Outage != "":
 		c.Reason, c.Message = esv1.ReasonMetricsUnavailable, "no input could be read: "+m.Outage
@@ -740,10 +747,19 @@ func metricsCondition(m *MetricsRead, gen int64) metav1.Condition {
 		if m.Stale != "" {
 			c.Message += "; " + m.Stale
 		}
+	case sources != "":
+		c.Reason, c.Message = esv1.ReasonMetricsPartialSuccess, sources
+		if m.Stale != "" {
+			c.Message += "; " + m.Stale
+		}
+		sources = ""
 	case m.Stale != "":
 		c.Reason, c.Message = esv1.ReasonMetricsPartialSuccess, m.Stale
 	default:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, esv1.ReasonMetricsAvailable, fmt.Sprintf("all %d inputs read and fresh", m.Inputs)
+	}
+	if sources != "" && m.Outage == "" {
+		c.Message += "; " + sources
 	}
 	c.Message = truncate(c.Message)
 	return c

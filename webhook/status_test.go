@@ -141,10 +141,17 @@ func TestStatusMetricsCondition(t *testing.T) {
 		{MetricsRead{Inputs: 3, Stale: "stale"}, metav1.ConditionFalse, esv1.ReasonMetricsPartialSuccess},
 		{MetricsRead{Inputs: 2, Failed: []string{"a", "b"}}, metav1.ConditionFalse, esv1.ReasonMetricsUnavailable},
 		{MetricsRead{Inputs: 3, Outage: "connection refused"}, metav1.ConditionFalse, esv1.ReasonMetricsUnavailable},
+		{MetricsRead{Inputs: 3, Sources: []string{`q: external metric "q" in namespace "shop": metric timed out`}}, metav1.ConditionFalse, esv1.ReasonMetricsPartialSuccess},
+		{MetricsRead{Inputs: 3, Failed: []string{"load@q: no series"}, Sources: []string{`q: external metric "q" in namespace "shop": metric timed out`}}, metav1.ConditionFalse, esv1.ReasonMetricsPartialSuccess},
 	} {
 		c := metricsCondition(&tc.m, 2)
 		if c.Status != tc.status || c.Reason != tc.reason || c.ObservedGeneration != 2 || c.Message == "" {
 			t.Errorf("%+v: %+v; want %s %s", tc.m, c, tc.status, tc.reason)
+		}
+		for _, src := range tc.m.Sources { // a failed metrics-API metric is named with its cause
+			if !strings.Contains(c.Message, src) {
+				t.Errorf("%+v: message %q does not name %q", tc.m, c.Message, src)
+			}
 		}
 	}
 }
