@@ -195,7 +195,7 @@ func SourceReasonText(reason string) string {
 	case "no_values":
 		return "no values returned"
 	case "not_found":
-		return "metric not found"
+		return "not found (no such metric, or its API is gone)"
 	case "forbidden":
 		return "access forbidden"
 	case "no_pod_selector":
