@@ -128,22 +128,29 @@ type PodsSource struct {
 type ObjectReference struct {
 	// APIVersion is the object's group and version (networking.k8s.io/v1; v1 for the core group).
 	APIVersion string `yaml:"api_version"`
-	Kind       string `yaml:"kind"`
-	Name       string `yaml:"name"`
+	// Kind is the object's kind (Ingress, Service, Deployment…); required.
+	Kind string `yaml:"kind"`
+	// Name is the object's name; required.
+	Name string `yaml:"name"`
 }
 
 // LabelSelector is a Kubernetes label selector: match_labels and match_expressions are ANDed.
 type LabelSelector struct {
-	MatchLabels      map[string]string     `yaml:"match_labels"`
+	// MatchLabels selects the series whose labels have these values.
+	MatchLabels map[string]string `yaml:"match_labels"`
+	// MatchExpressions are requirements on labels, e.g. {key: tier, operator: In, values: [gold]}.
 	MatchExpressions []SelectorRequirement `yaml:"match_expressions"`
 }
 
 // SelectorRequirement is one expression of a label selector: operator In, NotIn, Exists or
 // DoesNotExist.
 type SelectorRequirement struct {
-	Key      string   `yaml:"key"`
-	Operator string   `yaml:"operator"`
-	Values   []string `yaml:"values"`
+	// Key is the label.
+	Key string `yaml:"key"`
+	// Operator is In, NotIn, Exists or DoesNotExist.
+	Operator string `yaml:"operator"`
+	// Values are the values of In and NotIn (none for Exists and DoesNotExist).
+	Values []string `yaml:"values"`
 }
 
 // Source types of a metric read from a metrics API (MetricSource.Type).

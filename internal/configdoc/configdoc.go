@@ -279,6 +279,14 @@ func (g *gen) section(b *bytes.Buffer, path string, t reflect.Type, v reflect.Va
 		case ft.Kind() == reflect.Struct && ft != durationType:
 			r.typ = "[" + g.typeName(ft) + "](#" + anchor(p) + ")"
 			subs = append(subs, nested{p, ft, fv})
+		case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct && strings.HasPrefix(ft.Elem().PkgPath(), Module):
+			// An optional section of debi's own (a metric's external, object or pods source).
+			r.typ = "[" + g.typeName(ft) + "](#" + anchor(p) + ")"
+			ev := reflect.Value{}
+			if fv.IsValid() && !fv.IsNil() {
+				ev = fv.Elem()
+			}
+			subs = append(subs, nested{p, ft.Elem(), ev})
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
 			r.typ = "list of [" + g.typeName(ft.Elem()) + "](#" + anchor(p+"[]") + ")"
 			if listForm {
