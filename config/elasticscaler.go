@@ -20,7 +20,6 @@ import (
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
 	tidalv1 "github.com/debi-scaler/debi/apis/tidal/v1alpha1"
-	"github.com/debi-scaler/debi/internal/metricsapi"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -233,19 +232,9 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 					unusable = append(unusable, fmt.Sprintf("metrics[%d]: resource %q: debi reads the resources cpu and memory (from Prometheus); use an ExternalServer metric with a PromQL query for others", i, r.MetricsName))
 					continue
 				}
-				if name == "memory" {
-					// From Prometheus, as cpu: the cAdvisor and kube-state-metrics series behind
-					// what metrics-server serves (metricsapi.ResourceQueriesFor).
-					rq, err := metricsapi.ResourceQueriesFor("memory", p.Target.Namespace, p.Target.WorkloadType(), p.Target.Name)
-					if err != nil {
-						bad(mp+".resource", "%v", err)
-						continue
-					}
-					met.Query = rq.Usage
-					if r.Target.Type == esv1.UtilizationMetricType {
-						met.RequestQuery = rq.RequestPerPod
-					}
-				}
+				// memory, as cpu, takes the defaults of its name: the recording rules of
+				// rules/debi.rules.yaml over the cAdvisor and kube-state-metrics series
+				// metrics-server serves (the working set, the pods' requests).
 				switch r.Target.Type {
 				case esv1.UtilizationMetricType:
 					u := float64(*r.Target.AverageUtilization)

@@ -29,8 +29,8 @@ func esFixture(t *testing.T, file string) *esv1.ElasticScaler {
 
 // TestGuideAPIMetrics: the guide's External and Custom metrics become metrics read from the
 // metrics APIs (External, Object for a describedObject, Pods without), each with its Value or
-// AverageValue target, and Resource memory a PromQL metric on the cAdvisor series; nothing is
-// ignored.
+// AverageValue target, and Resource memory a PromQL metric on the memory recording rules (80 %
+// of the request at the reference utilization 0.5: a factor 0.8/0.5); nothing is ignored.
 func TestGuideAPIMetrics(t *testing.T) {
 	op, warns := translate(t, esFixture(t, "testdata/es-api-metrics.yaml"))
 	for _, w := range warns {
@@ -77,8 +77,8 @@ func TestGuideAPIMetrics(t *testing.T) {
 			t.Errorf("%s: capacity %v, want %v", tc.m.Name, got, tc.want)
 		}
 	}
-	if mem.Source != nil || mem.Unit != "bytes" || !strings.Contains(mem.Query, "container_memory_working_set_bytes") ||
-		!strings.Contains(mem.CapacityQuery, `resource="memory"`) {
+	if mem.Source != nil || mem.Unit != "bytes" || !strings.Contains(mem.Query, "namespace_workload:debi_memory_working_set_bytes:sum") ||
+		!strings.Contains(mem.CapacityQuery, "namespace_workload:debi_memory_request_per_pod_bytes:avg") || mem.Factor != 0.8/0.5 {
 		t.Errorf("memory %+v", mem)
 	}
 }
