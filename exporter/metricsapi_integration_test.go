@@ -16,7 +16,11 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/internal/testenv"
@@ -27,7 +31,8 @@ import (
 // real servers: the CPU use is scraped by a real Prometheus, the External metric is served by a
 // test aggregated API server behind a real kube-apiserver's aggregator (APIService and
 // ExternalName Service), read by the exporter through the clients it builds from its kube
-// credentials. The policy is decided metric by metric, in the exporter and in the webhook alike:
+// credentials; a Pods metric reads the pods of the target Deployment's scale subresource's
+// selector. The policy is decided metric by metric, in the exporter and in the webhook alike:
 // the External metric decides while it asks for more, cpu when the queue empties. When the
 // external metrics API is removed, the metric is named missing with its cause (the exporter's
 // debi_metric_source_failed, and the webhook's MetricsPipeline condition), and nothing scales
@@ -45,8 +50,20 @@ func TestMetricsAPIIntegration(t *testing.T) {
 	kube := kubernetes.NewForConfigOrDie(rc)
 	ns := testenv.KubeNamespace(t, kube, "debi-ext")
 	ms := testenv.NewMetricsServer(t, kube, ns, "metrics")
-	ms.Set("queue_depth", 300, 60) // two series, 360 in all
-	ms.Register(t, rc, testenv.ExternalMetricsGV)
+	ms.Set("queue_depth", 300, 60)             // two series, 360 in all
+	ms.Set("http_requests_per_second", 10, 20) // two pods, 30 in all: 1 pod at 100 per pod
+	ms.Register(t, rc, testenv.ExternalMetricsGV, testenv.CustomMetricsGV)
+	// The target, for its pods' selector: the scale subresource's status.selector, which the
+	// API server computes from spec.selector (no controller needed).
+	labels := map[string]string{"app": "web"}
+	if _, err := kube.AppsV1().Deployments(ns).Create(context.Background(), &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(4)), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	wlL, expL := listen(t), listen(t)
 	promAddr := startPrometheus(t, dir, wlL.Addr().String(), expL.Addr().String())
@@ -84,6 +101,11 @@ policies:
         unit: items
         external: {metric: queue_depth, selector: {match_labels: {queue: orders}}}
         target: {type: AverageValue, averageValue: "30"}
+        stabilization: {window: 2s}
+      - name: pod_rps
+        unit: requests_per_second
+        pods: {metric: http_requests_per_second}
+        target: {type: AverageValue, averageValue: "100"}
         stabilization: {window: 2s}
 webhook:
   mode: shadow
@@ -170,6 +192,18 @@ webhook:
 	}
 	if !found {
 		t.Errorf("the metrics server saw %v; want reads with the selector queue=orders", ms.Seen("queue_depth"))
+	}
+	// The Pods metric reads the pods of the Deployment's selector, read from its scale
+	// subresource.
+	found = false
+	for q := range ms.Seen("http_requests_per_second") {
+		found = found || strings.HasPrefix(q, "pods/*?labelSelector=app%3Dweb")
+	}
+	if !found {
+		t.Errorf("the metrics server saw %v; want pods/* reads with the selector app=web", ms.Seen("http_requests_per_second"))
+	}
+	if v, err := instant(`debi_metric_source_value{policy="web",metric="pod_rps"}`); err != nil || len(v) != 1 || v[0].Value != 30 {
+		t.Errorf("pod_rps read %v %v; want 10 + 20 = 30", v, err)
 	}
 
 	// 2. The queue empties to 15: ceil(15/30) = 1 pod, below cpu's 2: cpu decides, down to 2.
