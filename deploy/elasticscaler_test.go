@@ -563,6 +563,12 @@ func rbacGrants() map[string]map[res][]string {
 	return map[string]map[res][]string{
 		"debi-exporter": {
 			es(""): {"get", "list", "watch"},
+			// External and Custom metrics (a metric name; a Custom pods metric is a subresource of
+			// pods), and the scale subresource's selector for a Pods metric.
+			r("external.metrics.k8s.io", "v1beta1", "queue_depth", "", esNS):     {"get", "list"},
+			r("custom.metrics.k8s.io", "v1beta2", "pods", "http_requests", esNS): {"get", "list"},
+			r("apps", "v1", "deployments", "scale", esNS):                        {"get"},
+			r("apps", "v1", "statefulsets", "scale", esNS):                       {"get"},
 		},
 		"debi-webhook": {
 			es(""):                          {"get", "list", "watch"},
@@ -574,6 +580,7 @@ func rbacGrants() map[string]map[res][]string {
 			r("apps", "v1", "deployments", "", esNS):                     {"get"},
 			r("apps", "v1", "statefulsets", "", esNS):                    {"get"},
 			r("apps", "v1", "deployments", "scale", esNS):                {"get", "update", "patch"},
+			r("apps", "v1", "statefulsets", "scale", esNS):               {"get", "update", "patch"},
 			td(""): {"get", "list", "watch", "patch"}, // patch: the debi.io/applied annotation
 			r("coordination.k8s.io", "v1", "leases", "", relNS): {"get", "create", "update"},
 		},
