@@ -144,7 +144,7 @@ var (
 	descCurrent     = desc("debi_current_replicas", "Spec replica count as last seen by the exporter.")
 	descReady       = desc("debi_ready_replicas", "Ready replica count as last seen by the exporter.")
 	descStale       = desc("debi_policy_stale", "1 when the published values are not from the latest step because an input was missing.")
-	descLastSuccess = desc("debi_policy_last_success_timestamp_seconds", "Evaluation time of the last step with every input present.")
+	descLastSuccess = desc("debi_policy_last_success_timestamp_seconds", "Evaluation time of the last step with every input present (with several metrics: with at least one metric's, the missing ones publishing no loads).")
 	descSteps       = desc("debi_policy_steps_total", "Steps fed to the policy's runner, start-up history included.")
 	descHistory     = desc("debi_policy_history_points", "Points loaded from Prometheus's history at start-up, one per history step.")
 	descMAE         = mdesc("debi_forecast_mean_absolute_error_cores", "Rolling mean absolute error, over exporter.mae_window history steps, of the point demand forecast made one horizon earlier against the demand observed at its horizon.")
@@ -372,7 +372,7 @@ func (ps *policyState) snap() policySnap {
 		} else if m.base > 0 {
 			ms.request = m.spec.CapacityPerPod(m.base, ps.current)
 		}
-		if r := m.last; r != nil {
+		if r := m.last; r != nil && !(m.missing && len(ps.metrics) > 1) {
 			ms.w1, ms.w2, ms.w3, ms.w, ms.ww = r.W1, r.W2, r.W3, r.W, r.WindowW
 			ms.demand, ms.forecast, ms.highWater = r.Demand, r.DemandForecast, r.HighWater
 			if b := r.Budget; b != nil {

@@ -181,6 +181,11 @@ type metricState struct {
 	// capacity; 0: none yet), capacity the capacity per pod at the last step.
 	base, capacity float64
 	last           *policy.Result // last result with loads
+	// missing: the metric had no load at the last step while the policy stepped (its demand or
+	// capacity missing). In a policy with several metrics its loads are then not published, so
+	// that the webhook sees it missing and decides on the others, never scaling down (the HPA's
+	// rule); with one metric the last loads stand, marked stale.
+	missing bool
 	// lastWDown is the load the budget's scale-down gate read at the step of last (the quantile
 	// over the lead time plus the hold, as utilization at that step's size).
 	lastWDown float64
@@ -1070,6 +1075,7 @@ func (e *Exporter) feed(ctx context.Context, ps *policyState, t time.Time, in *i
 		if res.TrainError != nil {
 			ps.trainFailures++
 		}
+		m.missing = err == nil && (mr.Errs[i] != nil || math.IsNaN(demands[i]))
 		if err != nil || mr.Errs[i] != nil {
 			continue // this metric has no loads this step: its last ones stand
 		}
@@ -1109,6 +1115,12 @@ func (e *Exporter) feed(ctx context.Context, ps *policyState, t time.Time, in *i
 		ps.haveLast, ps.decision, ps.deciding = true, mr.Decision, mr.Metric
 		ps.floor, ps.ceiling = mr.Floor, mr.Ceiling
 		ps.recommended = scaling.NoScaleDown(mr.Decision.Replicas, ps.current)
+		if len(ps.metrics) > 1 && mr.Metric >= 0 {
+			// Several metrics, some of them decided: a complete step for the webhook's age check,
+			// which then decides on the metrics it can read, never scaling down (the missing
+			// ones publish no loads); debi_policy_stale still says an input is missing.
+			ps.lastSuccess = t
+		}
 		if !history {
 			e.logFailure(ps, fmt.Errorf("demand: %w", demandErr))
 		}

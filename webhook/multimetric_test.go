@@ -89,6 +89,14 @@ func TestOneDecisionTwoMetrics(t *testing.T) {
 	if out.After < before || rec < before {
 		t.Errorf("rps missing: the webhook went %d→%d, the exporter recommends %d; want no scale-down from %d", out.Before, out.After, rec, before)
 	}
+	// …and while rps stays missing, cpu asks for more: both scale up on cpu (a metric that
+	// cannot be read blocks a scale-down only, as in the HPA), the missing one named.
+	out, rec, exp := step(30, 0, false) // cpu ceil(30/0.5) = 60, at max_replicas 40
+	t.Logf("rps missing, cpu 30: exporter recommends %d by %s; webhook %d→%d (%s, metric %s; held %q)", rec, exp, out.Before, out.After, out.Reason, out.Metric, out.Held)
+	if out.Held != "" || out.After != 40 || rec != 40 || out.Metric != "cpu" || exp != "cpu" {
+		t.Errorf("rps missing, cpu asks for 60: webhook %d→%d (held %q, metric %q), exporter %d by %q; want 40 by cpu from both",
+			out.Before, out.After, out.Held, out.Metric, rec, exp)
+	}
 }
 
 func ceilDiv(a, b float64) float64 {

@@ -947,7 +947,11 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 		d.hold = "inputs missing or ambiguous: " + strings.Join(in.bad, "; ")
 		return d, nil
 	}
-	if v, ok := in.val[inStale]; ok && v != 0 {
+	// Stale: hold, unless the policy has several metrics and what is missing is some metrics'
+	// loads (the exporter publishes none for a metric without a reading): the others then
+	// decide, never scaling down (below), as the HPA does with a metric it cannot read.
+	metricsMissing := ps.metrics != nil && len(in.bad) > 0 && ps.onlyMetricsBad(in.bad)
+	if v, ok := in.val[inStale]; ok && v != 0 && !metricsMissing {
 		d.hold = "the exporter's values are stale (an input query of the policy fails: see debi_query_errors_total)"
 		if len(in.sources) > 0 {
 			d.hold += "; metrics not read from their metrics API: " + strings.Join(in.sources, "; ")
@@ -1034,6 +1038,9 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 				continue
 			}
 			per = append(per, fmt.Sprintf("%s: %d", m, scaling.Decide(ps.rule, ins[j], b).Replicas))
+		}
+		if len(in.sources) > 0 {
+			notes = append(notes, "metrics not read from their metrics API: "+strings.Join(in.sources, "; "))
 		}
 		if at >= 0 {
 			d.metric, d.w = ps.metrics[at], ins[at].W

@@ -14,6 +14,7 @@ import (
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/internal/metricsapi"
+	"github.com/debi-scaler/debi/scaling"
 )
 
 // stubReader is the exporter's metrics-API reader: one External metric's value, or its error.
@@ -65,7 +66,8 @@ webhook:
 // TestMetricsAPIStatus: the exporter reads a policy's External metric and the webhook decides
 // on it, through one Prometheus; when the metric's API is not served, the MetricsPipeline
 // condition names the metric, its source and the cause the exporter published
-// (debi_metric_source_failed), and the decision does not scale down although cpu asks for less.
+// (debi_metric_source_failed), and the decision, taken on cpu, does not scale down although cpu
+// asks for less.
 func TestMetricsAPIStatus(t *testing.T) {
 	l := newLiveLoop(t, apiMetricPolicy, 4)
 	r := &stubReader{}
@@ -108,10 +110,12 @@ func TestMetricsAPIStatus(t *testing.T) {
 	if cond.Status != metav1.ConditionFalse || cond.Reason != esv1.ReasonMetricsPartialSuccess || !strings.Contains(cond.Message, want) {
 		t.Errorf("MetricsPipeline %s %s %q; want PartialSuccess naming %q", cond.Status, cond.Reason, cond.Message, want)
 	}
-	if !strings.Contains(out.Held, want) {
-		t.Errorf("held %q; want it to name %q", out.Held, want)
+	// Decided on cpu, which asks for 2, without scaling down (not held: a scale-up cpu asked
+	// for would be made; webhook.TestOneDecisionTwoMetrics).
+	if out.Held != "" || out.After != 12 || out.Metric != "cpu" || out.Reason != scaling.ReasonMetricMissing {
+		t.Errorf("queue_depth missing: %d→%d by %q (%s, held %q); want 12 by cpu, reason %s", out.Before, out.After, out.Metric, out.Reason, out.Held, scaling.ReasonMetricMissing)
 	}
-	t.Logf("held %q; MetricsPipeline: %s", out.Held, cond.Message)
+	t.Logf("%d→%d by %s (%s); MetricsPipeline: %s", out.Before, out.After, out.Metric, out.Reason, cond.Message)
 	// Back: the cause is gone from the condition.
 	_, cond = step(360, nil)
 	if strings.Contains(cond.Message, "not served") {
