@@ -181,8 +181,8 @@ type metricState struct {
 	// capacity; 0: none yet), capacity the capacity per pod at the last step.
 	base, capacity float64
 	last           *policy.Result // last result with loads
-	// missing: the metric had no load at the last step while the policy stepped (its demand or
-	// capacity missing). In a policy with several metrics its loads are then not published, so
+	// missing: the metric had no load at the last step while the policy stepped (no usable
+	// sample in its window, or no capacity). In a policy with several metrics its loads are then not published, so
 	// that the webhook sees it missing and decides on the others, never scaling down (the HPA's
 	// rule); with one metric the last loads stand, marked stale.
 	missing bool
@@ -1075,7 +1075,9 @@ func (e *Exporter) feed(ctx context.Context, ps *policyState, t time.Time, in *i
 		if res.TrainError != nil {
 			ps.trainFailures++
 		}
-		m.missing = err == nil && (mr.Errs[i] != nil || math.IsNaN(demands[i]))
+		// Missing to the decision: no usable sample in its window (a NaN sample inside a window
+		// that still has others is the stabilisation's to handle, and its loads stand).
+		m.missing = err == nil && mr.Errs[i] != nil
 		if err != nil || mr.Errs[i] != nil {
 			continue // this metric has no loads this step: its last ones stand
 		}
