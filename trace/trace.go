@@ -252,7 +252,7 @@ func Parse(r io.Reader, source string) (Trace, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	line := 0
-	var prevMinute, step int64 = -1, 0
+	g := minuteGrid{prev: -1}
 	for sc.Scan() {
 		line++
 		text := strings.TrimSpace(sc.Text())
@@ -260,13 +260,13 @@ func Parse(r io.Reader, source string) (Trace, error) {
 			continue
 		}
 		fields := strings.Split(text, ",")
-		if len(fields) > 2 && len(t.Values) == 0 && prevMinute < 0 && isHeader(fields) {
+		if len(fields) > 2 && len(t.Values) == 0 && g.prev < 0 && isHeader(fields) {
 			return parseMetrics(sc, source, t, fields, line)
 		}
 		if len(fields) != 2 {
 			return Trace{}, fmt.Errorf("%s:%d: want 2 comma-separated fields (minute,value), got %d", source, line, len(fields))
 		}
-		if len(t.Values) == 0 && prevMinute < 0 {
+		if len(t.Values) == 0 && g.prev < 0 {
 			if _, err := strconv.ParseFloat(strings.TrimSpace(fields[1]), 64); err != nil {
 				if line == 1 || isHeader(fields) {
 					continue // header
@@ -281,24 +281,12 @@ func Parse(r io.Reader, source string) (Trace, error) {
 		if err != nil {
 			return Trace{}, fmt.Errorf("%s:%d: value %q is not a number", source, line, fields[1])
 		}
-		switch {
-		case math.IsNaN(v) || math.IsInf(v, 0):
-			return Trace{}, fmt.Errorf("%s:%d: value is %v; traces must be finite", source, line, v)
-		case v < 0:
-			return Trace{}, fmt.Errorf("%s:%d: value %v is negative; demand cannot be", source, line, v)
+		if why := badValue(v); why != "" {
+			return Trace{}, fmt.Errorf("%s:%d: %s", source, line, why)
 		}
-		if prevMinute >= 0 {
-			d := minute - prevMinute
-			if d <= 0 {
-				return Trace{}, fmt.Errorf("%s:%d: minute %d does not advance past %d", source, line, minute, prevMinute)
-			}
-			if step == 0 {
-				step = d
-			} else if d != step {
-				return Trace{}, fmt.Errorf("%s:%d: minute %d breaks the step of %d minutes (a gap or a duplicate)", source, line, minute, step)
-			}
+		if why := g.advance(minute); why != "" {
+			return Trace{}, fmt.Errorf("%s:%d: minute %s", source, line, why)
 		}
-		prevMinute = minute
 		t.Values = append(t.Values, v)
 	}
 	if err := sc.Err(); err != nil {
@@ -307,11 +295,40 @@ func Parse(r io.Reader, source string) (Trace, error) {
 	if len(t.Values) == 0 {
 		return Trace{}, fmt.Errorf("%s: no data rows", source)
 	}
-	if step == 0 {
-		step = 1
-	}
-	t.StepMinutes = int(step)
+	t.StepMinutes = int(max(g.step, 1))
 	return t, nil
+}
+
+// badValue says why v cannot be a demand sample ("" when it can).
+func badValue(v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return fmt.Sprintf("value is %v; traces must be finite", v)
+	case v < 0:
+		return fmt.Sprintf("value %v is negative; demand cannot be", v)
+	}
+	return ""
+}
+
+// minuteGrid checks that a trace's minute column advances by one step: prev is the last minute
+// (-1 before the first), step the spacing the first two set (0 before).
+type minuteGrid struct{ prev, step int64 }
+
+// advance takes the next minute and says why it breaks the grid ("" when it does not).
+func (g *minuteGrid) advance(minute int64) string {
+	if g.prev >= 0 {
+		d := minute - g.prev
+		if d <= 0 {
+			return fmt.Sprintf("%d does not advance past %d", minute, g.prev)
+		}
+		if g.step == 0 {
+			g.step = d
+		} else if d != g.step {
+			return fmt.Sprintf("%d breaks the step of %d minutes (a gap or a duplicate)", minute, g.step)
+		}
+	}
+	g.prev = minute
+	return ""
 }
 
 // parseMetrics reads the rows of a trace with several metrics after its header (head, on line
@@ -333,7 +350,7 @@ func parseMetrics(sc *bufio.Scanner, source string, t Trace, head []string, line
 		t.Metrics = append(t.Metrics, h)
 	}
 	t.Columns = make([][]float64, len(t.Metrics))
-	var prevMinute, step int64 = -1, 0
+	g := minuteGrid{prev: -1}
 	for sc.Scan() {
 		line++
 		text := strings.TrimSpace(sc.Text())
@@ -353,28 +370,17 @@ func parseMetrics(sc *bufio.Scanner, source string, t Trace, head []string, line
 				return fmt.Errorf("%s:%d: column %d (%s): %s", source, line, k+2, t.Metrics[k], fmt.Sprintf(format, a...))
 			}
 			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-			switch {
-			case err != nil:
+			if err != nil {
 				return Trace{}, col("value %q is not a number", f)
-			case math.IsNaN(v) || math.IsInf(v, 0):
-				return Trace{}, col("value is %v; traces must be finite", v)
-			case v < 0:
-				return Trace{}, col("value %v is negative; demand cannot be", v)
+			}
+			if why := badValue(v); why != "" {
+				return Trace{}, col("%s", why)
 			}
 			t.Columns[k] = append(t.Columns[k], v)
 		}
-		if prevMinute >= 0 {
-			d := minute - prevMinute
-			if d <= 0 {
-				return Trace{}, fmt.Errorf("%s:%d: column 1 (minute): %d does not advance past %d", source, line, minute, prevMinute)
-			}
-			if step == 0 {
-				step = d
-			} else if d != step {
-				return Trace{}, fmt.Errorf("%s:%d: column 1 (minute): %d breaks the step of %d minutes (a gap or a duplicate)", source, line, minute, step)
-			}
+		if why := g.advance(minute); why != "" {
+			return Trace{}, fmt.Errorf("%s:%d: column 1 (minute): %s", source, line, why)
 		}
-		prevMinute = minute
 	}
 	if err := sc.Err(); err != nil {
 		return Trace{}, fmt.Errorf("%s:%d: %w", source, line, err)
@@ -383,7 +389,7 @@ func parseMetrics(sc *bufio.Scanner, source string, t Trace, head []string, line
 		return Trace{}, fmt.Errorf("%s: no data rows", source)
 	}
 	t.Values = t.Columns[0]
-	t.StepMinutes = int(max(step, 1))
+	t.StepMinutes = int(max(g.step, 1))
 	return t, nil
 }
 
