@@ -10,6 +10,7 @@
 package backtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -135,6 +136,8 @@ type Options struct {
 	Anchor   string `json:"anchor,omitempty"`
 	// NowcastSpan is the budget policy's nowcast extrapolation (policy.Config.NowcastSpan).
 	NowcastSpan time.Duration `json:"nowcast_span,omitempty"`
+	// Nowcast is how the budget policy recovers the demand now (policy.Config.Nowcast).
+	Nowcast string `json:"nowcast,omitempty"`
 	// PathBetween is how the budget policy reads its path between points (policy.Config.PathBetween).
 	PathBetween string `json:"path_between,omitempty"`
 	// AnchorSpan and ScoreLate: policy.Config's.
@@ -285,6 +288,9 @@ func (o Options) Validate() error {
 	if o.DownGate != "" && o.DownGate != policy.DownGateHold && o.DownGate != policy.DownGateLead {
 		return fmt.Errorf("budget.down-gate: must be %q or %q, got %q", policy.DownGateHold, policy.DownGateLead, o.DownGate)
 	}
+	if o.Nowcast != "" && o.Nowcast != policy.NowcastTrend && o.Nowcast != policy.NowcastDeconvolved {
+		return fmt.Errorf("budget.nowcast: must be %q or %q, got %q", policy.NowcastTrend, policy.NowcastDeconvolved, o.Nowcast)
+	}
 	return nil
 }
 
@@ -312,6 +318,13 @@ type Metrics struct {
 	// at its own zero overload, where the envelope is dearest, so it understates a policy that
 	// spends an overload budget; this column does not.
 	GapAtOverload float64 `json:"gap_at_overload"`
+	// FrontierBound is the lowest frontier ratio any schedule of sizes within the replica
+	// bounds can have at this run's overload fraction x, hindsight and free start-up included:
+	// a tick that is not overloaded has at least its need n*(t) ready, and so paid for, so the
+	// cheapest has x of the scored ticks, the ones of largest need, at min_replicas and every
+	// other at its need (NeedBound). No policy reaches it (pods start late, and the oracle pays
+	// for that); a FrontierRatio target below it is out of reach on this trace at this overload.
+	FrontierBound float64 `json:"frontier_bound"`
 	// Utilization is ∫min(D, Nr·R) / ∫N·R.
 	Utilization float64 `json:"utilization"`
 	// OverloadFraction is the share of scored time with D > u_sla·Nr·R.
@@ -424,10 +437,16 @@ type TraceResult struct {
 	Unavoidable float64 `json:"unavoidable_overload"`
 	// OracleFrontierRatio is the oracle's frontier ratio: the limit of what any policy can save
 	// at equal overload (NaN without the oracle).
-	OracleFrontierRatio float64         `json:"oracle_frontier_ratio"`
-	Runs                []Run           `json:"runs"`
-	Frontier            []FrontierPoint `json:"frontier"`
-	SweepFailed         string          `json:"sweep_error,omitempty"`
+	OracleFrontierRatio float64 `json:"oracle_frontier_ratio"`
+	// FrontierFloor is the lowest FrontierBound over the overloads inside 0.5–1.5× the
+	// budget (the unavoidable share added): no schedule that keeps its avoidable overload in that
+	// band, hindsight included, has a lower frontier ratio on this trace (NaN without a sweep).
+	FrontierFloor float64 `json:"frontier_floor"`
+	// bound is the trace's NeedBound (scored ticks), for the runs' FrontierBound.
+	bound       *NeedBound
+	Runs        []Run           `json:"runs"`
+	Frontier    []FrontierPoint `json:"frontier"`
+	SweepFailed string          `json:"sweep_error,omitempty"`
 	// ActualReady says where the actual row's ready pods come from: the recorded ready count
 	// (and its query), or the model of the policies' rows and why ("" without an actual row).
 	ActualReady string `json:"actual_ready,omitempty"`
@@ -522,6 +541,55 @@ func (w *World) Unavoidable(o Options) float64 {
 		return 0
 	}
 	return float64(n) / float64(k)
+}
+
+// NeedBound is the cheapest cost of any schedule of sizes within the replica bounds at a given
+// overload fraction over the scored ticks of a World: a tick that is not overloaded has at
+// least its need n*(t) ready (needAt, the scorer's own comparison), and a pod ready is a pod
+// paid for; an overloaded tick at least min_replicas. So at overload x the cheapest overloads
+// the x·K ticks of largest need, the ones above u_sla·N_max·R (no size avoids them) first.
+type NeedBound struct {
+	total float64   // Σ need over the scored ticks, in pods
+	saved []float64 // saved[k]: Σ (need − min_replicas) over the k ticks of largest need
+	unit  float64   // core-hours per pod-tick
+}
+
+// NeedBound is the world's bound under o (its request, u_sla and replica bounds).
+func (w *World) NeedBound(o Options) *NeedBound {
+	peak := w.peak()[min(w.Warm, len(w.peak())):]
+	need := make([]float64, len(peak))
+	b := &NeedBound{saved: make([]float64, len(peak)+1), unit: o.Request * w.Tick.Seconds() / 3600}
+	for i, d := range peak {
+		need[i] = float64(needAt(d, o))
+		b.total += need[i]
+	}
+	slices.SortFunc(need, func(x, y float64) int { return cmp.Compare(y, x) })
+	for k, n := range need {
+		b.saved[k+1] = b.saved[k] + n - float64(o.Params.MinReplicas)
+	}
+	return b
+}
+
+// Cost is the bound in core-hours at overload fraction x (a share of the scored ticks).
+func (b *NeedBound) Cost(x float64) float64 {
+	k := len(b.saved) - 1
+	over := min(k, max(0, int(math.Floor(x*float64(k)+1e-9))))
+	return (b.total - b.saved[over]) * b.unit
+}
+
+// Floor is the lowest bound ÷ the envelope's cost over the overload fractions in [lo, hi]
+// that a whole number of scored ticks can make (NaN when none can).
+func (b *NeedBound) Floor(env []FrontierPoint, lo, hi float64) float64 {
+	k := float64(len(b.saved) - 1)
+	floor := math.NaN()
+	for n := int(math.Ceil(lo*k - 1e-9)); n <= int(math.Floor(hi*k+1e-9)) && n < len(b.saved); n++ {
+		x := float64(n) / k
+		c, _ := EnvelopeCost(env, x)
+		if v := b.Cost(x) / c; !(v >= floor) {
+			floor = v
+		}
+	}
+	return floor
 }
 
 // peak is Peak, or Inst for a World built without it.
@@ -693,7 +761,7 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 		}
 		rep.Traces[i] = TraceResult{Trace: t.Name, Class: t.Class, Samples: len(vals), SamplePeriod: period, Scale: scale, Metrics: scales,
 			Start: rec.Start, WarmupTime: time.Duration(o.Warmup) * period, Ticks: len(worlds[i].Inst), OracleFrontierRatio: math.NaN(),
-			Unavoidable: worlds[i].Unavoidable(o), ActualReady: actualReady(rec)}
+			Unavoidable: worlds[i].Unavoidable(o), ActualReady: actualReady(rec), bound: worlds[i].NeedBound(o)}
 		rep.Coverage = append(rep.Coverage, rec.Coverage...)
 	}
 	delays := append([]time.Duration{o.StartupDelay}, o.StartupSweep...)
@@ -795,13 +863,13 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 		tr.Runs = append(tr.Runs, results[k])
 	}
 	for i := range rep.Traces {
-		finishTrace(&rep.Traces[i])
+		finishTrace(&rep.Traces[i], o.Calibration.Budget)
 		rep.notes(&rep.Traces[i])
 		rep.metricNotes(&rep.Traces[i])
 	}
 	for s := range rep.Startup {
 		for i := range rep.Startup[s].Traces {
-			finishTrace(&rep.Startup[s].Traces[i])
+			finishTrace(&rep.Startup[s].Traces[i], o.Calibration.Budget)
 		}
 	}
 	return rep, nil
@@ -902,8 +970,9 @@ func (rep *Report) notes(tr *TraceResult) {
 	}
 }
 
-// finishTrace fills the ratios to hpa, to the frontier and to the oracle.
-func finishTrace(tr *TraceResult) {
+// finishTrace fills the ratios to hpa, to the frontier and to the oracle, and the frontier
+// floor of the overload budget b.
+func finishTrace(tr *TraceResult, b float64) {
 	hpaCost, actualCost := math.NaN(), math.NaN()
 	for _, r := range tr.Runs {
 		switch r.Policy {
@@ -933,6 +1002,15 @@ func finishTrace(tr *TraceResult) {
 		if r.Policy == OraclePolicy {
 			tr.OracleFrontierRatio = r.FrontierRatio
 		}
+		r.FrontierBound = math.NaN()
+		if len(env) > 0 && tr.bound != nil {
+			c, _ := EnvelopeCost(env, r.OverloadFraction)
+			r.FrontierBound = tr.bound.Cost(r.OverloadFraction) / c
+		}
+	}
+	tr.FrontierFloor = math.NaN()
+	if len(env) > 0 && tr.bound != nil {
+		tr.FrontierFloor = tr.bound.Floor(env, tr.Unavoidable+0.5*b, tr.Unavoidable+1.5*b)
 	}
 	oracleCost := math.NaN()
 	for _, r := range tr.Runs {
@@ -1097,7 +1175,7 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 		}
 		cfg := runnerConfig(spec, w, o)
 		cfg.Forecaster, cfg.DownGate, cfg.Anchor, cfg.NowcastSpan = fc, o.DownGate, o.Anchor, o.NowcastSpan
-		cfg.PathBetween, cfg.AnchorSpan, cfg.ScoreLate = o.PathBetween, o.AnchorSpan, o.ScoreLate
+		cfg.PathBetween, cfg.AnchorSpan, cfg.ScoreLate, cfg.Nowcast = o.PathBetween, o.AnchorSpan, o.ScoreLate, o.Nowcast
 		runner, err := policy.New(cfg)
 		if err != nil {
 			return Run{}, err
@@ -1125,7 +1203,7 @@ func multiDecider(spec policy.Spec, w *World, o Options) (decider, error) {
 	for k := range cfgs {
 		cfg := runnerConfig(spec, w, o)
 		cfg.DownGate, cfg.Anchor, cfg.NowcastSpan = o.DownGate, o.Anchor, o.NowcastSpan
-		cfg.PathBetween, cfg.AnchorSpan, cfg.ScoreLate = o.PathBetween, o.AnchorSpan, o.ScoreLate
+		cfg.PathBetween, cfg.AnchorSpan, cfg.ScoreLate, cfg.Nowcast = o.PathBetween, o.AnchorSpan, o.ScoreLate, o.Nowcast
 		cfgs[k] = cfg
 	}
 	m, err := policy.NewMulti(cfgs, w.Metrics)

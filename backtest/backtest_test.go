@@ -272,6 +272,14 @@ func TestRunTracesReport(t *testing.T) {
 			if want := GapClosed(r.FrontierRatio, tr.OracleFrontierRatio); !(r.GapClosed == want || math.IsNaN(want)) {
 				t.Errorf("%s/%s: gap_closed %v, want %v", tr.Trace, r.Policy, r.GapClosed, want)
 			}
+			// No run is cheaper than the bound at its own overload; the oracle, which pays for
+			// the start-up delay, is within a few per cent of it at zero overload.
+			if !(r.FrontierBound <= r.FrontierRatio*(1+1e-12)) {
+				t.Errorf("%s/%s: frontier ratio %v below the bound %v", tr.Trace, r.Policy, r.FrontierRatio, r.FrontierBound)
+			}
+			if r.Policy == OraclePolicy && !(r.FrontierBound > 0.9*r.FrontierRatio) {
+				t.Errorf("%s: the bound %v is not near the oracle's frontier ratio %v", tr.Trace, r.FrontierBound, r.FrontierRatio)
+			}
 			if want := float64(r.ScaleActions) / (r.Seconds / 86400); math.Abs(r.ActionsPerDay-want) > 1e-9 {
 				t.Errorf("%s/%s: actions/day %v, want %v", tr.Trace, r.Policy, r.ActionsPerDay, want)
 			}
@@ -552,5 +560,32 @@ policies:
 	hpa, _ := policy.Parse("hpa", "")
 	if other := runnerConfig(hpa, w, o); other.Step != time.Minute {
 		t.Errorf("another policy's step %v, want the trace's period", other.Step)
+	}
+}
+
+// TestNeedBound: needs 2, 4, 8 and 1 pods (demand 1, 2, 4, 0.4 cores at u_sla 0.5, R 1 core,
+// at least 1 pod) cost 15 pod-ticks at zero overload; overloading the dearest tick saves 8 − 1,
+// the two dearest 7 + 3. Against an envelope flat at 10 pod-ticks the floor over 0–50 %
+// overload is 5/10.
+func TestNeedBound(t *testing.T) {
+	o := DefaultOptions()
+	o.Request, o.SLAUtilization, o.Params.MinReplicas, o.Params.MaxReplicas = 1, 0.5, 1, 10
+	w := &World{Tick: 15 * time.Second, Inst: []float64{9, 1, 2, 4, 0.4}, Warm: 1} // the first tick is warm-up
+	b := w.NeedBound(o)
+	unit := 15.0 / 3600
+	for _, tc := range []struct{ x, want float64 }{{0, 15}, {0.25, 8}, {0.3, 8}, {0.5, 5}, {1, 4}} {
+		if got := b.Cost(tc.x); !(math.Abs(got-tc.want*unit) <= 1e-12) {
+			t.Errorf("bound at overload %v: %v core-hours, want %v pod-ticks (%v)", tc.x, got, tc.want, tc.want*unit)
+		}
+	}
+	env := []FrontierPoint{{Target: 0.5, Cost: 10 * unit, OverloadFraction: 0.1}}
+	if got := b.Floor(env, 0, 0.5); !(math.Abs(got-0.5) <= 1e-12) {
+		t.Errorf("floor over 0–50 %%: %v, want 0.5", got)
+	}
+	if got := b.Floor(env, 0.2, 0.3); !(math.Abs(got-0.8) <= 1e-12) {
+		t.Errorf("floor over 20–30 %% (one overloaded tick of four is the only count inside): %v, want 0.8", got)
+	}
+	if got := b.Floor(env, 0.3, 0.45); !math.IsNaN(got) {
+		t.Errorf("floor over 30–45 %%, where no whole count of four ticks lies: %v, want NaN", got)
 	}
 }

@@ -3,6 +3,7 @@ package backtest
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -116,10 +117,11 @@ func TestBudgetCandidateOptions(t *testing.T) {
 	}
 	ref := cost(base)
 	for name, set := range map[string]func(*Options){
-		"down-gate lead":   func(o *Options) { o.DownGate = "lead" },
-		"anchor path":      func(o *Options) { o.Anchor = "path" },
-		"nowcast-span 5s":  func(o *Options) { o.NowcastSpan = 5 * time.Second },
-		"path-between max": func(o *Options) { o.PathBetween = "max" },
+		"down-gate lead":      func(o *Options) { o.DownGate = "lead" },
+		"anchor path":         func(o *Options) { o.Anchor = "path" },
+		"nowcast-span 5s":     func(o *Options) { o.NowcastSpan = 5 * time.Second },
+		"path-between max":    func(o *Options) { o.PathBetween = "max" },
+		"nowcast deconvolved": func(o *Options) { o.Nowcast = "deconvolved" },
 	} {
 		o := base
 		set(&o)
@@ -131,5 +133,10 @@ func TestBudgetCandidateOptions(t *testing.T) {
 	o.DownGate = "never"
 	if o.Validate() == nil {
 		t.Error("Validate accepted down gate \"never\"")
+	}
+	o = base
+	o.Nowcast = "kalman"
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "budget.nowcast") {
+		t.Errorf("Validate of nowcast \"kalman\": %v, want an error naming budget.nowcast", err)
 	}
 }

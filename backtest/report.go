@@ -205,7 +205,8 @@ func (rep *Report) jsonView() any {
 					"policy": r.Policy, "cost": num(r.Cost), "cost_ratio": num(r.CostRatio), "actual_ratio": num(r.ActualRatio),
 					"configured":     r.Policy == rep.Options.Configured,
 					"frontier_ratio": num(r.FrontierRatio), "frontier_clamped": r.FrontierClamped, "gap_closed": num(r.GapClosed), "gap_at_overload": num(r.GapAtOverload),
-					"utilization": num(r.Utilization), "overload_fraction": num(r.OverloadFraction), "unserved": num(r.Unserved),
+					"frontier_bound": num(r.FrontierBound),
+					"utilization":    num(r.Utilization), "overload_fraction": num(r.OverloadFraction), "unserved": num(r.Unserved),
 					"scale_actions": r.ScaleActions, "actions_per_day": num(r.ActionsPerDay), "mean_replicas": num(r.MeanReplicas),
 					"under_share": num(r.UnderShare), "under_pods": num(r.UnderPods), "over_share": num(r.OverShare), "over_pods": num(r.OverPods),
 					"forecast_coverage": num(r.ForecastCoverage), "model_history": r.ModelHistory,
@@ -222,7 +223,8 @@ func (rep *Report) jsonView() any {
 				"trace": tr.Trace, "class": tr.Class, "samples": tr.Samples, "sample_period": tr.SamplePeriod.String(), "start": startOrNil(tr.Start),
 				"scale": num(tr.Scale), "ticks": tr.Ticks, "warmup_time": tr.WarmupTime.String(),
 				"oracle_frontier_ratio": num(tr.OracleFrontierRatio), "unavoidable_overload": num(tr.Unavoidable),
-				"runs": runs, "frontier": tr.Frontier, "sweep_error": tr.SweepFailed, "actual_ready": tr.ActualReady,
+				"frontier_floor": num(tr.FrontierFloor),
+				"runs":           runs, "frontier": tr.Frontier, "sweep_error": tr.SweepFailed, "actual_ready": tr.ActualReady,
 			}
 			if tr.Metrics != nil {
 				t["metrics"] = tr.Metrics

@@ -149,6 +149,15 @@ type Config struct {
 	// to the demand now (0: half the ObservationWindow, the lag of a mean over it). Measured out
 	// of sample (docs/results-budget.md).
 	NowcastSpan time.Duration
+	// Nowcast is how the budget policy recovers the demand now from the observation, a mean over
+	// the ObservationWindow: NowcastTrend (default, "") extrapolates the last tick's trend over
+	// NowcastSpan, exact under a linear trend but 1.5× a jump a window after it;
+	// NowcastDeconvolved inverts the mean (the mean over the last tick is the one a window ago
+	// plus window/tick times the observation's change), exact for demand that is constant over
+	// each tick, and clipped between the observation and the trend's nowcast, so that it is no
+	// noisier than the trend's and repairs itself whenever the observation is flat. Measured out
+	// of sample (docs/results-budget.md).
+	Nowcast string
 	// PathBetween is how the budget policy reads its forecast path between two forecast points
 	// at t + lead: PathLinear (default, "") interpolates, PathMax takes the larger point (robust
 	// to demand that jumps at the samples). Measured out of sample (docs/results-budget.md).
@@ -169,6 +178,12 @@ type Config struct {
 const (
 	PathLinear = "linear"
 	PathMax    = "max"
+)
+
+// Nowcast values of Config.Nowcast.
+const (
+	NowcastTrend       = "trend"
+	NowcastDeconvolved = "deconvolved"
 )
 
 // Anchor values of Config.Anchor.
@@ -256,6 +271,9 @@ func (c Config) Validate() error {
 		}
 		if c.AnchorSpan < 0 {
 			return fmt.Errorf("budget: anchor span must not be negative, got %v", c.AnchorSpan)
+		}
+		if c.Nowcast != "" && c.Nowcast != NowcastTrend && c.Nowcast != NowcastDeconvolved {
+			return fmt.Errorf("budget: nowcast must be %q or %q, got %q", NowcastTrend, NowcastDeconvolved, c.Nowcast)
 		}
 		if c.NowcastSpan < 0 {
 			return fmt.Errorf("budget: nowcast span must not be negative, got %v", c.NowcastSpan)
@@ -828,14 +846,22 @@ type tickBudget struct {
 	ok   bool // path holds a model forecast (else the path is flat at base)
 	// Pending forecasts: up ones wait for their time, down ones keep the largest observation
 	// since they were made.
-	up      []pendingForecast
-	down    []pendingForecast
-	prev    time.Time
-	prevObs float64
-	fu, fd  float64
-	off     float64 // the smoothed anchor (Config.AnchorSpan)
-	offOK   bool
-	ready   []readyAt // ScoreLate: the ready count over the last half window
+	up        []pendingForecast
+	down      []pendingForecast
+	prev      time.Time
+	prevObs   float64
+	prevReady int32
+	fu, fd    float64
+	off       float64 // the smoothed anchor (Config.AnchorSpan)
+	offOK     bool
+	ready     []readyAt // ScoreLate: the ready count over the last half window
+	// NowcastDeconvolved: the mean demand over each recent tick, as far back as a window.
+	tickMeans []timedValue
+}
+
+type timedValue struct {
+	t time.Time
+	v float64
 }
 
 type readyAt struct {
@@ -904,13 +930,14 @@ func (tb *tickBudget) maxOver(a, b time.Time) float64 {
 // tickJudged is what tickBudget judges the step obs on, without changing any state: the demand
 // now d (the nowcast), the time dt since the last step, and the actual demand, the time and the
 // ready count the forecasts and the exceedance are judged against.
-func (r *Runner) tickJudged(obs Observation) (d float64, dt time.Duration, actual float64, judged time.Time, ready int32) {
+func (r *Runner) tickJudged(obs Observation) judgement {
 	tb := &r.tb
-	d = obs.Demand
+	d := obs.Demand
+	tickMean := math.NaN()
 	// The observation is a mean over the last ObservationWindow: under a trend the demand now is
 	// about half a window ahead of it. The trend is the last tick's (measured against the trend
 	// over half a window, which lags at the samples' corners: docs/results-budget.md).
-	dt = 15 * time.Second
+	dt := 15 * time.Second
 	if !tb.prev.IsZero() && obs.Time.After(tb.prev) {
 		dt = obs.Time.Sub(tb.prev)
 		span := r.cfg.ObservationWindow / 2
@@ -919,12 +946,15 @@ func (r *Runner) tickJudged(obs Observation) (d float64, dt time.Duration, actua
 		}
 		if r.cfg.ObservationWindow > 0 && !math.IsNaN(tb.prevObs) {
 			d = math.Max(0, d+(d-tb.prevObs)*float64(span)/float64(dt))
+			if r.cfg.Nowcast == NowcastDeconvolved {
+				d, tickMean = tb.deconvolve(obs, dt, d, r.cfg.ObservationWindow)
+			}
 		}
 	}
 	// What the forecasts and the exceedances are judged on: the nowcast now, or (ScoreLate) the
 	// observation as the demand half a window ago, with the ready count of then: the last one
 	// recorded at or before then (the oldest kept if none is), this step's included.
-	actual, judged, ready = d, obs.Time, obs.Ready
+	actual, judged, ready := d, obs.Time, obs.Ready
 	if r.cfg.ScoreLate && r.cfg.ObservationWindow > 0 {
 		actual, judged = obs.Demand, obs.Time.Add(-r.cfg.ObservationWindow/2)
 		at := func(k int) readyAt {
@@ -939,7 +969,68 @@ func (r *Runner) tickJudged(obs Observation) (d float64, dt time.Duration, actua
 		}
 		ready = at(k).ready
 	}
-	return d, dt, actual, judged, ready
+	j := judgement{now: d, dt: dt, actual: actual, judged: judged, ready: ready, missDemand: actual, missReady: ready, tickMean: tickMean}
+	// NowcastDeconvolved counts the exceedance as a clock would: the mean demand over the last
+	// tick against the capacity over that tick (the smaller ready count of its two ends), so a
+	// miss is counted for as long as it lasted, not a tick short (the nowcast of a jump is a tick
+	// late) nor over an overshoot.
+	if r.cfg.Nowcast == NowcastDeconvolved && !r.cfg.ScoreLate && !math.IsNaN(tickMean) {
+		j.missDemand, j.missReady = tickMean, min(obs.Ready, tb.prevReady)
+	}
+	return j
+}
+
+// judgement is what tickBudget judges a step on (tickJudged).
+type judgement struct {
+	now float64       // the demand now (the nowcast)
+	dt  time.Duration // since the last step
+	// What the forecasts are judged on, when, and the ready count then.
+	actual float64
+	judged time.Time
+	ready  int32
+	// What the exceedance is judged on: a demand against a ready count.
+	missDemand float64
+	missReady  int32
+	tickMean   float64 // NowcastDeconvolved: the mean demand over the last tick (NaN: none)
+}
+
+// deconvolve is NowcastDeconvolved's demand now, given the trend's nowcast trend and the time
+// dt since the last tick, and the mean demand over the last tick, to be kept for the ticks to
+// come. The observation m is a mean over the window w, so m(t) − m(t−dt) = (dt/w)·(the mean over
+// (t−dt, t] − the mean over (t−w−dt, t−w]): the mean over the last tick is the one a window ago
+// plus (w/dt)·(m(t) − m(t−dt)). Both it and the demand now (that mean plus half its change since
+// the last tick) are clipped between the observation and the trend's nowcast; with no tick
+// means a window back yet (start-up, a gap), the trend's nowcast stands.
+func (tb *tickBudget) deconvolve(obs Observation, dt time.Duration, trend float64, w time.Duration) (now, tickMean float64) {
+	lo, hi := math.Min(obs.Demand, trend), math.Max(obs.Demand, trend)
+	clip := func(v float64) float64 { return math.Min(hi, math.Max(lo, v)) }
+	past, ok := tb.tickMeanAt(obs.Time.Add(-w))
+	if !ok || len(tb.tickMeans) == 0 {
+		return trend, clip(trend)
+	}
+	tickMean = clip(past + (obs.Demand-tb.prevObs)*float64(w)/float64(dt))
+	last := tb.tickMeans[len(tb.tickMeans)-1].v
+	return math.Max(0, clip(tickMean+(tickMean-last)/2)), tickMean
+}
+
+// tickMeanAt is the kept mean demand over the tick that ended at τ, linear between the kept
+// ticks; false when τ is before the oldest or after the newest kept by more than a tick's slack.
+func (tb *tickBudget) tickMeanAt(tau time.Time) (float64, bool) {
+	m := tb.tickMeans
+	if len(m) == 0 || tau.Before(m[0].t) {
+		return 0, false
+	}
+	for k := len(m) - 1; k >= 0; k-- {
+		if m[k].t.After(tau) {
+			continue
+		}
+		if k == len(m)-1 || m[k].t.Equal(tau) {
+			return m[k].v, m[k].t.Equal(tau)
+		}
+		f := float64(tau.Sub(m[k].t)) / float64(m[k+1].t.Sub(m[k].t))
+		return m[k].v + f*(m[k+1].v-m[k].v), true
+	}
+	return 0, false
 }
 
 // budgetMiss reports whether the step obs is an exceedance for this metric's budget
@@ -952,14 +1043,26 @@ func (r *Runner) budgetMiss(obs Observation) bool {
 	if r.cfg.Calibration.Scoring != forecast.ScoringTick {
 		return scaling.Overloaded(obs.Demand, r.cfg.Params.Budget.SLAUtilization, obs.Ready, r.cfg.Request)
 	}
-	_, _, actual, _, ready := r.tickJudged(obs)
-	return scaling.Overloaded(actual, r.cfg.Params.Budget.SLAUtilization, ready, r.cfg.Request)
+	j := r.tickJudged(obs)
+	return scaling.Overloaded(j.missDemand, r.cfg.Params.Budget.SLAUtilization, j.missReady, r.cfg.Request)
 }
 
 func (r *Runner) tickBudget(obs Observation) {
 	tb := &r.tb
-	d, dt, actual, judged, ready := r.tickJudged(obs)
-	tb.prev, tb.prevObs = obs.Time, obs.Demand
+	j := r.tickJudged(obs)
+	d, dt, actual, judged, tickMean := j.now, j.dt, j.actual, j.judged, j.tickMean
+	tb.prev, tb.prevObs, tb.prevReady = obs.Time, obs.Demand, obs.Ready
+	if r.cfg.Nowcast == NowcastDeconvolved {
+		if math.IsNaN(tickMean) {
+			tickMean = d
+		}
+		tb.tickMeans = append(tb.tickMeans, timedValue{obs.Time, tickMean})
+		k := 0 // keep the newest at or before a window ago, and every later one
+		for k+1 < len(tb.tickMeans) && !tb.tickMeans[k+1].t.After(obs.Time.Add(-r.cfg.ObservationWindow)) {
+			k++
+		}
+		tb.tickMeans = tb.tickMeans[k:]
+	}
 	if r.cfg.ScoreLate && r.cfg.ObservationWindow > 0 {
 		tb.ready = append(tb.ready, readyAt{obs.Time, obs.Ready})
 		k := 0
@@ -968,7 +1071,7 @@ func (r *Runner) tickBudget(obs Observation) {
 		}
 		tb.ready = tb.ready[k:]
 	}
-	exceeded := scaling.Overloaded(actual, r.cfg.Params.Budget.SLAUtilization, ready, r.cfg.Request)
+	exceeded := scaling.Overloaded(j.missDemand, r.cfg.Params.Budget.SLAUtilization, j.missReady, r.cfg.Request)
 	if r.jointMiss != nil {
 		exceeded = *r.jointMiss
 	}

@@ -553,3 +553,57 @@ func TestBudgetScoreLate(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetNowcastDeconvolved: demand that steps from 10 to 30 cores at a tick, seen through a
+// 60 s mean at 15 s ticks (15, 20, 25, 30 cores over the minute after). The trend's nowcast
+// overshoots a window after the jump (25, 30, 35, 40, then 30); the deconvolved one is the jump
+// from the second tick on (25, clipped to the trend's, then 30) and never overshoots. The
+// trend's overshoot to 40 cores on 40 pods at u_sla 0.9 is an exceedance that never happened;
+// the deconvolved accounting counts none.
+func TestBudgetNowcastDeconvolved(t *testing.T) {
+	demand := func(i int) float64 { // the 60 s mean over ticks i−3 … i of a step at tick 1000
+		if i < 1000 {
+			return 10
+		}
+		return 10 + 20*math.Min(1, float64(i-999)/4)
+	}
+	for _, tc := range []struct {
+		nowcast  string
+		want     []float64
+		exceeded int
+	}{
+		{"", []float64{25, 30, 35, 40, 30, 30}, 1},
+		{NowcastDeconvolved, []float64{25, 30, 30, 30, 30, 30}, 0},
+	} {
+		r := newRunner(t, "naive-budget", func(c *Config) {
+			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+			c.Nowcast = tc.nowcast
+		})
+		var got []float64
+		var res Result
+		for i := range 1006 {
+			var err error
+			res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: demand(i), Current: 40, Ready: 40})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i >= 1000 {
+				got = append(got, res.Budget.Forecast)
+			}
+		}
+		for k := range got {
+			if math.Abs(got[k]-tc.want[k]) > 1e-9 {
+				t.Errorf("nowcast %q: the forecasts after the jump are %v, want %v", tc.nowcast, got, tc.want)
+				break
+			}
+		}
+		if res.Budget.Exceeded != tc.exceeded {
+			t.Errorf("nowcast %q: %d exceedances, want %d", tc.nowcast, res.Budget.Exceeded, tc.exceeded)
+		}
+	}
+	cfg := DefaultConfig(Spec{Name: "budget", Algorithm: "budget", Model: "naive", Load: LoadBudget})
+	cfg.Nowcast = "kalman"
+	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "nowcast must be") {
+		t.Errorf("an unknown nowcast: %v", err)
+	}
+}

@@ -284,6 +284,7 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.dur("budget.anchor-span", "Smooth the anchor of the forecast path (nowcast − path) by an exponential mean over this time (0: the last tick's). Backtest only.", &o.AnchorSpan)
 	f.cmd.Flag("budget.score-late", "Judge forecasts and exceedances against the observation half a window later instead of the nowcast. Backtest only.").BoolVar(&o.ScoreLate)
 	f.dur("budget.nowcast-span", "How far the observation is extrapolated by its last trend to the demand now (0: half the metric window). Backtest only.", &o.NowcastSpan)
+	f.str("budget.nowcast", "How the demand now is recovered from the observation, a mean over the metric window: trend (its last tick's trend extrapolated) or deconvolved (the mean inverted, clipped between the observation and the trend's). Backtest only.", &o.Nowcast)
 	f.str("budget.path-between", "How the forecast path is read between two points at t + lead: linear or max (the larger point). Backtest only.", &o.PathBetween)
 
 	o.Model.Season, o.Model.Window, o.Model.Hidden, o.Model.MaxIterations, o.Model.TimeBudget, o.Model.Seed = 0, 0, 0, 0, 0, 1

@@ -40,6 +40,7 @@ type run struct {
 	ActionsPerDay float64 `json:"actions_per_day"`
 	MeanReplicas  float64 `json:"mean_replicas"`
 	Cost          float64 `json:"cost"`
+	Bound         float64 `json:"frontier_bound"`
 }
 
 // point is one fixed HPA target of a trace's cost-at-equal-overload frontier.
@@ -54,6 +55,7 @@ type traceResult struct {
 	Class       string  `json:"class"`
 	Unavoidable float64 `json:"unavoidable_overload"`
 	OracleFR    float64 `json:"oracle_frontier_ratio"`
+	Floor       float64 `json:"frontier_floor"`
 	Runs        []run   `json:"runs"`
 	Frontier    []point `json:"frontier"`
 }
@@ -354,6 +356,49 @@ func write(w io.Writer, res results, halves map[string][]string, names []string,
 	bands(w, res, halves, marks)
 	fixedTarget(w, res["default"], halves, budget, marks)
 	decomposition(w, res["yardstick"], halves, marks)
+	floors(w, res["yardstick"], halves, marks, budget)
+}
+
+// floors: per trace, the lowest frontier ratio any schedule can have with its avoidable overload
+// in the band (the backtest's frontier_floor), beside budget's frontier ratio and the bound at
+// budget's own overload; then the class medians per half, which bound every policy's class
+// median from below (each trace's ratio is at least its floor, and a median is monotone).
+func floors(w io.Writer, res map[string]map[string]traceResult, halves map[string][]string, marks map[string]bool, budget float64) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	p("\n## The floor: what no schedule can beat, hindsight included\n\n")
+	if res["linear"] == nil || res["step"] == nil {
+		p("not run under both demand models.\n")
+		return
+	}
+	p("A tick that is not overloaded has at least its need `n*(t) = ceil(D/(u_sla·R))` ready, and a ready pod is paid for; an overloaded tick at least `min_replicas`. "+
+		"So at overload x no schedule of sizes costs less than the need on every tick but the x of the ticks with the largest need (`NeedBound`; no start-up delay, full hindsight). "+
+		"`frontier_floor` is that cost over the envelope of fixed targets at x, at its lowest over the avoidable overloads in 0.5–1.5× the budget (%g %%): "+
+		"no schedule that keeps the band has a lower `frontier_ratio` on that trace. `frontier_bound` is the same at budget's own overload. "+
+		"Cells are `--demand linear` / `--demand step`.\n\n", 100*budget)
+	p("| trace | half | class | floor in the band | bound at budget's overload | budget's frontier ratio | oracle's |\n|---|---|---|---:|---:|---:|---:|\n")
+	med := map[string]map[string][2][]float64{"A": {}, "B": {}}
+	for _, h := range []string{"A", "B"} {
+		for _, name := range halves[h] {
+			tl, ts := res["linear"][name], res["step"][name]
+			rl, _ := tl.run("budget")
+			rs, _ := ts.run("budget")
+			p("| %s%s | %s | %s | %s / %s | %s / %s | %s / %s | %s / %s |\n", name, mark(marks, name), h, tl.Class,
+				f3(tl.Floor), f3(ts.Floor), f3(rl.Bound), f3(rs.Bound), f3(rl.FrontierRatio), f3(rs.FrontierRatio), f3(tl.OracleFR), f3(ts.OracleFR))
+			v := med[h][tl.Class]
+			v[0], v[1] = append(v[0], tl.Floor), append(v[1], ts.Floor)
+			med[h][tl.Class] = v
+		}
+	}
+	p("\nClass medians of the floor, the least any policy's class median of `frontier_ratio` can be while it keeps the band (linear / step):\n\n")
+	p("| half | periodic | smooth | bursty |\n|---|---:|---:|---:|\n")
+	for _, h := range []string{"A", "B"} {
+		row := "| " + h + " |"
+		for _, c := range classes {
+			v := med[h][c]
+			row += fmt.Sprintf(" %s / %s |", f3(median(v[0])), f3(median(v[1])))
+		}
+		p("%s\n", row)
+	}
 }
 
 // bands: the default's avoidable overload ÷ the budget at 0.5, 1 and 2 % on every trace.
