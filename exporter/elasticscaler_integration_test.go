@@ -143,15 +143,7 @@ policies:
 			t.Error("Run did not stop")
 		}
 	}()
-	metrics := func() string {
-		resp, err := http.Get("http://" + l.Addr().String() + "/metrics")
-		if err != nil {
-			return ""
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
+	metrics := func() string { return scrapeText(l.Addr().String()) }
 	waitFor := func(what string, cond func(string) bool) time.Duration {
 		t.Helper()
 		start := time.Now()
@@ -239,6 +231,17 @@ policies:
 }
 
 // grepPolicy keeps the lines of /metrics with a policy label, for failure messages.
+// scrapeText is the exporter's own metrics page at addr ("" while it does not answer).
+func scrapeText(addr string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
 func grepPolicy(body string) string {
 	var out []string
 	for _, l := range strings.Split(body, "\n") {

@@ -2,9 +2,7 @@ package exporter
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -98,15 +96,7 @@ exporter: {batch_queries: false}
 		t.Fatal(err)
 	}
 	policy := `policy="` + ns + `.worker"`
-	scrape := func() string {
-		resp, err := http.Get("http://" + l.Addr().String() + "/metrics")
-		if err != nil {
-			return ""
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
+	scrape := func() string { return scrapeText(l.Addr().String()) }
 	decisionRe := regexp.MustCompile(`debi_decision_info\{[^}]*metric="([a-z_]+)"[^}]*` + regexp.QuoteMeta(policy) + `[^}]*reason="([a-z-]+)"`)
 	recRe := regexp.MustCompile(`debi_recommended_replicas\{[^}]*` + regexp.QuoteMeta(policy) + `[^}]*\} (\S+)`)
 	// wait returns the body once the deciding metric is metric and ok holds for the recommendation.
