@@ -143,6 +143,11 @@ type Options struct {
 	// AnchorSpan and ScoreLate: policy.Config's.
 	AnchorSpan time.Duration `json:"anchor_span,omitempty"`
 	ScoreLate  bool          `json:"score_late,omitempty"`
+	// Fallback names a model that forecasts while the policy's model waits for its history
+	// (policy.Config.Fallback).
+	Fallback string `json:"fallback,omitempty"`
+	// ChooseSpan: policy.Config's.
+	ChooseSpan time.Duration `json:"choose_span,omitempty"`
 	// SweepTargets are the HPA targets of the cost-at-equal-overload frontier.
 	SweepTargets []float64 `json:"sweep_targets"`
 	// MaxSteps, when positive, truncates every trace to that many samples.
@@ -290,6 +295,9 @@ func (o Options) Validate() error {
 	}
 	if o.Nowcast != "" && o.Nowcast != policy.NowcastTrend && o.Nowcast != policy.NowcastDeconvolved {
 		return fmt.Errorf("budget.nowcast: must be %q or %q, got %q", policy.NowcastTrend, policy.NowcastDeconvolved, o.Nowcast)
+	}
+	if o.Fallback != "" && !forecast.Known(o.Fallback) {
+		return fmt.Errorf("model.fallback: unknown model %q (known: %s)", o.Fallback, strings.Join(forecast.Names(), ", "))
 	}
 	return nil
 }
@@ -1110,6 +1118,9 @@ func runnerConfig(spec policy.Spec, w *World, o Options) policy.Config {
 	cfg.Retrain = 0
 	if o.Retrain > 0 {
 		cfg.Retrain = max(1, int(o.Retrain/w.Period))
+	}
+	if spec.Model != "" {
+		cfg.Fallback, cfg.ChooseSpan = o.Fallback, o.ChooseSpan
 	}
 	return cfg
 }

@@ -171,7 +171,15 @@ type Config struct {
 	// observation half a window later (a centred mean, which cannot overshoot) instead of the
 	// nowcast when they come due. Measured out of sample (docs/results-budget.md).
 	ScoreLate bool
-	Logger    *slog.Logger
+	// Fallback, when set, names a model that forecasts while Spec.Model waits for the history
+	// it needs (forecast.Fallback): Holt-Winters waits two seasons, ARIMA a few dozen points.
+	// Measured out of sample (docs/results-budget.md).
+	Fallback string
+	// ChooseSpan, when positive with a Fallback, keeps both models once the first is fitted and
+	// forecasts with the one whose one-step errors have the smaller exponential mean over this
+	// time (forecast.Fallback.SetChoose).
+	ChooseSpan time.Duration
+	Logger     *slog.Logger
 }
 
 // PathBetween values of Config.PathBetween.
@@ -282,6 +290,14 @@ func (c Config) Validate() error {
 		case "", AnchorNowcast, AnchorObserved, AnchorPath:
 		default:
 			return fmt.Errorf("budget: anchor must be %q, %q or %q, got %q", AnchorNowcast, AnchorObserved, AnchorPath, c.Anchor)
+		}
+	}
+	if c.Fallback != "" {
+		if c.Spec.Model == "" {
+			return fmt.Errorf("fallback: policy %s has no model to fall back from", c.Spec.Name)
+		}
+		if !forecast.Known(c.Fallback) {
+			return fmt.Errorf("fallback: unknown model %q (known: %s)", c.Fallback, strings.Join(forecast.Names(), ", "))
 		}
 	}
 	if !scaling.Known(c.Spec.Algorithm) {
@@ -460,11 +476,30 @@ func New(cfg Config) (*Runner, error) {
 			if f, err = forecast.New(cfg.Spec.Model, mc); err != nil {
 				return nil, err
 			}
+			if cfg.Fallback != "" {
+				fb, err := forecast.New(cfg.Fallback, mc)
+				if err != nil {
+					return nil, fmt.Errorf("fallback: %w", err)
+				}
+				fm, err := forecast.NewFallback(f, fb)
+				if err != nil {
+					return nil, err
+				}
+				if cfg.ChooseSpan < 0 {
+					fm.SetMean()
+				} else {
+					fm.SetChoose(int(max(cfg.ChooseSpan/cfg.Step, 1)) * btoi(cfg.ChooseSpan > 0))
+				}
+				f = fm
+			}
 		}
 		r.model.Store(&modelBox{f: f})
 		// A seasonal model needs whole seasons: keep what it needs, while the EVT fit still sees
 		// the last cfg.History steps only.
 		r.keep = max(r.keep, f.MinHistory()+len(r.pred))
+		if k, ok := f.(forecast.HistoryKeeper); ok {
+			r.keep = max(r.keep, k.Needs()+len(r.pred))
+		}
 		if f.MinHistory() > cfg.History {
 			log.Warn("the model needs more history than the policy's history: no forecast until it has accumulated",
 				"policy", cfg.Spec.Name, "model", cfg.Spec.Model, "needed_steps", f.MinHistory(), "history_steps", cfg.History,
@@ -472,6 +507,13 @@ func New(cfg Config) (*Runner, error) {
 		}
 	}
 	return r, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ModelHistory returns how many history steps the policy's model needs before it can forecast
@@ -751,6 +793,9 @@ func (r *Runner) maybeTrain(ctx context.Context) {
 		return
 	}
 	due := !box.trained || (r.cfg.Retrain > 0 && r.steps-r.lastTrainS >= r.cfg.Retrain)
+	if s, ok := box.f.(forecast.FitScheduler); ok && s.WantsFit(len(r.history)) {
+		due = true
+	}
 	if !due {
 		return
 	}
