@@ -146,8 +146,6 @@ type Options struct {
 	// Fallback names a model that forecasts while the policy's model waits for its history
 	// (policy.Config.Fallback).
 	Fallback string `json:"fallback,omitempty"`
-	// ChooseSpan: policy.Config's.
-	ChooseSpan time.Duration `json:"choose_span,omitempty"`
 	// SweepTargets are the HPA targets of the cost-at-equal-overload frontier.
 	SweepTargets []float64 `json:"sweep_targets"`
 	// MaxSteps, when positive, truncates every trace to that many samples.
@@ -1120,7 +1118,7 @@ func runnerConfig(spec policy.Spec, w *World, o Options) policy.Config {
 		cfg.Retrain = max(1, int(o.Retrain/w.Period))
 	}
 	if spec.Model != "" {
-		cfg.Fallback, cfg.ChooseSpan = o.Fallback, o.ChooseSpan
+		cfg.Fallback = o.Fallback
 	}
 	return cfg
 }

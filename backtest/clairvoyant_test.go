@@ -134,6 +134,28 @@ func TestBudgetCandidateOptions(t *testing.T) {
 	if o.Validate() == nil {
 		t.Error("Validate accepted down gate \"never\"")
 	}
+	// The fallback forecasts during Holt-Winters' first two days, which a short warm-up leaves
+	// in the scored time: the run changes.
+	short := base
+	short.Warmup = 100
+	fb := short
+	fb.Fallback = "arima"
+	r0, err := Simulate(context.Background(), w, "budget", short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := Simulate(context.Background(), w, "budget", fb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r0.Cost == r1.Cost || r1.ForecastCoverage != 1 {
+		t.Errorf("cost %v without a fallback, %v with arima (forecast coverage %v): the fallback did not reach the policy", r0.Cost, r1.Cost, r1.ForecastCoverage)
+	}
+	o = base
+	o.Fallback = "prophet"
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "model.fallback") {
+		t.Errorf("Validate of fallback \"prophet\": %v, want an error naming model.fallback", err)
+	}
 	o = base
 	o.Nowcast = "kalman"
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "budget.nowcast") {

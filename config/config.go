@@ -154,8 +154,13 @@ type Policy struct {
 	Algorithm string `yaml:"algorithm"`
 	// Model is the forecaster of the debi and budget algorithms (default holtwinters);
 	// algorithm: budget with model: naive is naive-budget.
-	Model   string  `yaml:"model"`
-	Queries Queries `yaml:"queries"`
+	Model string `yaml:"model"`
+	// FallbackModel is a model that forecasts while model waits for the history it needs
+	// (holtwinters: two seasons, two days of a daily cycle, when Prometheus has less of the
+	// demand than that), e.g. arima, which forecasts after 24 history steps. Without one, debi and
+	// budget size on the observed load until then. Empty (the default): none.
+	FallbackModel string  `yaml:"fallback_model"`
+	Queries       Queries `yaml:"queries"`
 	// Request is a fixed CPU request per pod in cores, used when queries.request is empty.
 	Request float64 `yaml:"request"`
 	// HistoryStep is the sample period of the model history: the history, the forecast and the
@@ -672,6 +677,9 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *e
 	if p.Forecast.Season < 0 {
 		errs.addf(path+".forecast.season", "must not be negative, got %d", p.Forecast.Season)
 	}
+	if p.FallbackModel != "" {
+		c.checkFallback(p, path, errs)
+	}
 	if p.Request < 0 || math.IsNaN(p.Request) || math.IsInf(p.Request, 0) {
 		errs.addf(path+".request", "must be a positive number of cores, got %v", p.Request)
 	} else if p.Request > 0 && p.Queries.Request != "" {
@@ -705,6 +713,43 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *e
 		}
 	}
 	return nameOK, targetOK
+}
+
+// checkFallback validates fallback_model: a known model, on a policy with a model, that needs
+// fewer history steps than the policy's model (else it would never forecast first).
+func (c *Config) checkFallback(p *Policy, path string, errs *errList) {
+	fpath := path + ".fallback_model"
+	spec, err := policy.Parse(p.Algorithm, p.Model)
+	if err != nil {
+		return // reported at algorithm
+	}
+	if spec.Model == "" {
+		errs.addf(fpath, "algorithm %q has no model to fall back from", p.Algorithm)
+		return
+	}
+	if !forecast.Known(p.FallbackModel) {
+		errs.addf(fpath, "unknown model %q (known: %s)", p.FallbackModel, strings.Join(forecast.Names(), ", "))
+		return
+	}
+	if p.HistoryStep <= 0 || p.Season < 0 || p.Forecast.Season < 0 {
+		return // reported at their own fields
+	}
+	mc := p.Forecast
+	if mc.Season == 0 {
+		mc.Season = policy.SeasonSteps(p.Season, p.HistoryStep)
+	}
+	primary, err := forecast.New(spec.Model, mc)
+	if err != nil {
+		return // reported at forecast
+	}
+	fb, err := forecast.New(p.FallbackModel, mc)
+	if err != nil {
+		errs.add(&FieldError{Path: fpath, Err: err})
+		return
+	}
+	if _, err := forecast.NewFallback(primary, fb); err != nil {
+		errs.add(&FieldError{Path: fpath, Err: err})
+	}
 }
 
 // policyNameRe is what a policy name may be: a label value that needs no escaping anywhere.
@@ -874,7 +919,7 @@ func (p *Policy) RunnerConfig() (policy.Config, error) {
 	rc := policy.DefaultConfig(spec)
 	rc.Params, rc.Metrics, rc.Request, rc.Step = p.Scaling, p.Metrics.MetricsPolicy, p.Request, p.HistoryStep
 	rc.LeadSteps, rc.History, rc.Retrain = policy.Horizon(p.LeadTime, p.HistoryStep), p.History, p.Retrain
-	rc.Season, rc.Model, rc.POT, rc.Calibration = p.Season, p.Forecast, p.EVT, p.Budget
+	rc.Season, rc.Model, rc.POT, rc.Calibration, rc.Fallback = p.Season, p.Forecast, p.EVT, p.Budget, p.FallbackModel
 	// The budget policy sizes for the actuation delay itself, not for whole history steps.
 	rc.LeadTime, rc.ObservationWindow = p.LeadTime, p.ObservationWindow
 	if rc.Request == 0 {

@@ -175,11 +175,7 @@ type Config struct {
 	// it needs (forecast.Fallback): Holt-Winters waits two seasons, ARIMA a few dozen points.
 	// Measured out of sample (docs/results-budget.md).
 	Fallback string
-	// ChooseSpan, when positive with a Fallback, keeps both models once the first is fitted and
-	// forecasts with the one whose one-step errors have the smaller exponential mean over this
-	// time (forecast.Fallback.SetChoose).
-	ChooseSpan time.Duration
-	Logger     *slog.Logger
+	Logger   *slog.Logger
 }
 
 // PathBetween values of Config.PathBetween.
@@ -481,16 +477,9 @@ func New(cfg Config) (*Runner, error) {
 				if err != nil {
 					return nil, fmt.Errorf("fallback: %w", err)
 				}
-				fm, err := forecast.NewFallback(f, fb)
-				if err != nil {
+				if f, err = forecast.NewFallback(f, fb); err != nil {
 					return nil, err
 				}
-				if cfg.ChooseSpan < 0 {
-					fm.SetMean()
-				} else {
-					fm.SetChoose(int(max(cfg.ChooseSpan/cfg.Step, 1)) * btoi(cfg.ChooseSpan > 0))
-				}
-				f = fm
 			}
 		}
 		r.model.Store(&modelBox{f: f})
@@ -507,13 +496,6 @@ func New(cfg Config) (*Runner, error) {
 		}
 	}
 	return r, nil
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // ModelHistory returns how many history steps the policy's model needs before it can forecast

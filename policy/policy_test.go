@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/debi-scaler/debi/forecast"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -605,5 +606,61 @@ func TestBudgetNowcastDeconvolved(t *testing.T) {
 	cfg.Nowcast = "kalman"
 	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "nowcast must be") {
 		t.Errorf("an unknown nowcast: %v", err)
+	}
+}
+
+// TestBudgetFallback: with a fallback model the budget policy forecasts from the fallback's
+// history on (ARIMA: 24 steps) instead of waiting the two days Holt-Winters needs, keeps the
+// history Holt-Winters needs although Config.History is shorter, and switches to it when that
+// history has arrived. A fallback on a policy without a model, or an unknown one, is refused.
+func TestBudgetFallback(t *testing.T) {
+	run := func(fallback string) (first int, r *Runner) {
+		spec, err := Parse("holtwinters-budget", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := DefaultConfig(spec)
+		cfg.Request, cfg.Step, cfg.LeadSteps, cfg.LeadTime = 1, 5*time.Minute, 2, 2*time.Minute
+		cfg.History, cfg.Fallback = 100, fallback
+		if r, err = New(cfg); err != nil {
+			t.Fatal(err)
+		}
+		first = -1
+		for i := range 600 {
+			d := 10 + 4*math.Sin(2*math.Pi*float64(i)/288) + 0.3*float64(i%3)
+			res, err := r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 5 * time.Minute), Demand: d, Current: 20, Ready: 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first < 0 && !math.IsNaN(res.DemandForecast) {
+				first = i + 1
+			}
+		}
+		return first, r
+	}
+	without, _ := run("")
+	with, r := run("arima")
+	if without != 576 || with != 24 {
+		t.Fatalf("first forecast after %d steps without a fallback and %d with arima; want 576 (two days of 5 min) and 24", without, with)
+	}
+	fb, ok := r.model.Load().f.(*forecast.Fallback)
+	if !ok || fb.Active() != "holtwinters" {
+		t.Fatalf("after 600 steps of a 100-step history: model %T active %v, want Holt-Winters (the history it needs kept)", r.model.Load().f, fb)
+	}
+	if need, _ := r.ModelHistory(); need != 24 {
+		t.Fatalf("ModelHistory needs %d, want the fallback's 24 (the first forecast)", need)
+	}
+
+	for _, tc := range []struct{ name, fallback, want string }{
+		{"hpa", "arima", "no model to fall back from"},
+		{"budget", "prophet", `unknown model "prophet"`},
+		{"arima-budget", "holtwinters", "never forecast first"},
+	} {
+		spec, _ := Parse(tc.name, "")
+		cfg := DefaultConfig(spec)
+		cfg.Request, cfg.Fallback = 1, tc.fallback
+		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "fallback") {
+			t.Errorf("%s with fallback %s: %v, want an error naming fallback and %q", tc.name, tc.fallback, err, tc.want)
+		}
 	}
 }

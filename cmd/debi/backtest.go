@@ -295,7 +295,6 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.dur("model.time-budget", "Training time budget per run (0: default).", &o.Model.TimeBudget)
 	f.int64("model.seed", "Training seed.", &o.Model.Seed)
 	f.str("model.fallback", "A model that forecasts while the policy's model waits for the history it needs (Holt-Winters: two seasons), e.g. arima. Backtest only.", &o.Fallback)
-	f.dur("model.choose-span", "With --model.fallback: keep both models and forecast with the one whose one-step errors have the smaller exponential mean over this time (0: the fallback only until the model is fitted). Backtest only.", &o.ChooseSpan)
 	finish = func() {
 		o.SweepTargets = sweep
 		o.StartupSweep = sweepStartup
