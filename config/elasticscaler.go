@@ -196,6 +196,7 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 	p.Algorithm = strings.ToLower(mt.Algorithm())
 	op.paths["algorithm"] = esMetricsTrigger + ".scalingAlgorithm"
 	op.paths["model"] = "spec.debi.model"
+	op.paths["fallback_model"] = "spec.debi.fallbackModel"
 
 	// The metrics: one usable metric is the single-metric form, as it has always been
 	// translated; several are the metrics list, the largest count over them deciding.
@@ -428,7 +429,7 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 			op.Mode = string(d.Mode)
 		}
 		op.Paused, op.PausedReplicas = d.Paused, d.PausedReplicas
-		p.Model = d.Model
+		p.Model, p.FallbackModel = d.Model, d.FallbackModel
 		if d.LeadTime != nil {
 			p.LeadTime = d.LeadTime.Duration
 			if p.LeadTime == 0 {
@@ -910,8 +911,8 @@ func TranslateStateTrigger(es *esv1.ElasticScaler, lookup TidalLookup) (ObjectPo
 			op.Mode = string(d.Mode)
 		}
 		op.Paused, op.PausedReplicas = d.Paused, d.PausedReplicas
-		if d.Model != "" || d.LeadTime != nil || d.HistoryStep != nil {
-			warn("spec.debi", "model, leadTime and historyStep are not used by a StateTrigger (its Tidal gives the replicas)")
+		if d.Model != "" || d.FallbackModel != "" || d.LeadTime != nil || d.HistoryStep != nil {
+			warn("spec.debi", "model, fallbackModel, leadTime and historyStep are not used by a StateTrigger (its Tidal gives the replicas)")
 		}
 	}
 	op.paths["mode"] = "spec.debi.mode"

@@ -350,10 +350,10 @@ func TestStateTriggerErrors(t *testing.T) {
 func TestDebiExtension(t *testing.T) {
 	es := guideScaler(t, "guide-hpa.yaml")
 	es.Spec.Trigger.MetricsTrigger.ScalingAlgorithm = "budget"
-	es.Spec.Debi = &esv1.DebiSpec{Mode: esv1.DebiModeShadow, Model: "naive", LeadTime: &metav1.Duration{Duration: 3 * time.Minute},
+	es.Spec.Debi = &esv1.DebiSpec{Mode: esv1.DebiModeShadow, Model: "holtwinters", FallbackModel: "arima", LeadTime: &metav1.Duration{Duration: 3 * time.Minute},
 		HistoryStep: &metav1.Duration{Duration: time.Minute}}
 	op, _ := translate(t, es)
-	if op.Mode != ModeShadow || op.Policy.Model != "naive" || op.Policy.LeadTime != 3*time.Minute || op.Policy.HistoryStep != time.Minute {
+	if op.Mode != ModeShadow || op.Policy.Model != "holtwinters" || op.Policy.FallbackModel != "arima" || op.Policy.LeadTime != 3*time.Minute || op.Policy.HistoryStep != time.Minute {
 		t.Fatalf("%+v", op)
 	}
 	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
@@ -361,7 +361,10 @@ func TestDebiExtension(t *testing.T) {
 		t.Fatal(errs)
 	}
 	got, _ := c.PolicyByName(op.Policy.Name)
-	if got.Algorithm != "naive-budget" || c.Webhook.ModeFor(got.Name) != ModeShadow {
+	if rc, err := got.RunnerConfig(); err != nil || rc.Fallback != "arima" {
+		t.Fatalf("runner fallback %q (%v), want arima from spec.debi.fallbackModel", rc.Fallback, err)
+	}
+	if got.Algorithm != "holtwinters-budget" || c.Webhook.ModeFor(got.Name) != ModeShadow {
 		t.Fatalf("algorithm %q mode %q", got.Algorithm, c.Webhook.ModeFor(got.Name))
 	}
 }
@@ -453,6 +456,12 @@ func TestBadObjects(t *testing.T) {
 			e.Spec.Debi = &esv1.DebiSpec{Model: "crystal-ball"}
 			return e
 		}, false, "spec.trigger.metricsTrigger.scalingAlgorithm", "unknown model"},
+		{"fallback slower than the model", func() *esv1.ElasticScaler {
+			e := hpa()
+			e.Spec.Trigger.MetricsTrigger.ScalingAlgorithm = "BUDGET"
+			e.Spec.Debi = &esv1.DebiSpec{Model: "arima", FallbackModel: "holtwinters"}
+			return e
+		}, false, "spec.debi.fallbackModel", "never forecast first"},
 		{"kind without default queries", func() *esv1.ElasticScaler {
 			e := custom()
 			e.Spec.TargetRef = esv1.TargetRef{APIVersion: "example.com/v1", Kind: "Widget", Name: "w"}

@@ -280,6 +280,10 @@ type DebiSpec struct {
 	// Model is the forecaster of the DEBI and BUDGET algorithms, e.g. holtwinters.
 	// +optional
 	Model string `json:"model,omitempty"`
+	// FallbackModel is a model that forecasts while model waits for the history it needs
+	// (holtwinters: two days), e.g. arima (policies[].fallback_model).
+	// +optional
+	FallbackModel string `json:"fallbackModel,omitempty"`
 	// LeadTime is the actuation delay the forecast must cover (default 2m).
 	// +optional
 	LeadTime *metav1.Duration `json:"leadTime,omitempty"`
