@@ -325,11 +325,14 @@ type Metrics struct {
 	// spends an overload budget; this column does not.
 	GapAtOverload float64 `json:"gap_at_overload"`
 	// FrontierBound is the lowest frontier ratio any schedule of sizes within the replica
-	// bounds can have at this run's overload fraction x, hindsight and free start-up included:
-	// a tick that is not overloaded has at least its need n*(t) ready, and so paid for, so the
-	// cheapest has x of the scored ticks, the ones of largest need, at min_replicas and every
-	// other at its need (NeedBound). No policy reaches it (pods start late, and the oracle pays
-	// for that); a FrontierRatio target below it is out of reach on this trace at this overload.
+	// bounds can have at this run's overload fraction x, with hindsight (NeedBound): a tick that
+	// is not overloaded has at least its need n*(t) ready, a pod is paid for from its creation
+	// and serves a start-up delay later, so each tick's spec holds the need of every tick of the
+	// start-up window ahead that is not overloaded, and an overloaded tick costs at least
+	// min_replicas; the cheapest choice of the x overloaded ticks is bounded from below. At zero
+	// overload it is the oracle's own cost. A FrontierRatio target below it is out of reach on
+	// this trace at this overload. The actual row, whose ready pods are recorded, gets the
+	// bound without the start-up (NeedBound.Instant).
 	FrontierBound float64 `json:"frontier_bound"`
 	// Utilization is ∫min(D, Nr·R) / ∫N·R.
 	Utilization float64 `json:"utilization"`
@@ -550,34 +553,60 @@ func (w *World) Unavoidable(o Options) float64 {
 }
 
 // NeedBound is the cheapest cost of any schedule of sizes within the replica bounds at a given
-// overload fraction over the scored ticks of a World: a tick that is not overloaded has at
-// least its need n*(t) ready (needAt, the scorer's own comparison), and a pod ready is a pod
-// paid for; an overloaded tick at least min_replicas. So at overload x the cheapest overloads
-// the x·K ticks of largest need, the ones above u_sla·N_max·R (no size avoids them) first.
+// overload fraction over the scored ticks of a World, hindsight included. A tick that is not
+// overloaded has at least its need n*(t) ready (needAt, the scorer's own comparison), and a pod
+// ready is a pod paid for; an overloaded tick at least min_replicas. So at overload x the
+// cheapest overloads the x·K ticks of largest need, the ones above u_sla·N_max·R (no size
+// avoids them) first: the instant bound, which lets pods serve the moment they are created.
+// With a start-up delay a pod is paid for from its creation, so the spec at each tick holds the
+// ready pods of the whole start-up window ahead: the start-up bound (startBound), never below the
+// instant one, which Cost takes.
 type NeedBound struct {
 	total float64   // Σ need over the scored ticks, in pods
 	saved []float64 // saved[k]: Σ (need − min_replicas) over the k ticks of largest need
 	unit  float64   // core-hours per pod-tick
+	start *startBound
 }
 
-// NeedBound is the world's bound under o (its request, u_sla and replica bounds).
-func (w *World) NeedBound(o Options) *NeedBound {
+// NeedBound is the world's bound under o (its request, u_sla, replica bounds and start-up delay),
+// refined up to the overload fraction xmax.
+func (w *World) NeedBound(o Options, xmax float64) *NeedBound {
 	peak := w.peak()[min(w.Warm, len(w.peak())):]
 	need := make([]float64, len(peak))
+	pods := make([]int32, len(peak))
 	b := &NeedBound{saved: make([]float64, len(peak)+1), unit: o.Request * w.Tick.Seconds() / 3600}
 	for i, d := range peak {
-		need[i] = float64(needAt(d, o))
+		pods[i] = needAt(d, o)
+		need[i] = float64(pods[i])
 		b.total += need[i]
+		if d > o.SLAUtilization*float64(o.Params.MaxReplicas)*o.Request {
+			pods[i] = -1 // overloaded at every size
+		}
 	}
 	slices.SortFunc(need, func(x, y float64) int { return cmp.Compare(y, x) })
 	for k, n := range need {
 		b.saved[k+1] = b.saved[k] + n - float64(o.Params.MinReplicas)
+	}
+	if w.Tick > 0 {
+		d := int((o.StartupDelay + w.Tick - 1) / w.Tick)
+		b.start = newStartBound(pods, o.Params.MinReplicas, d, int(w.Period/w.Tick), int(math.Ceil(min(1, xmax)*float64(len(peak)))))
 	}
 	return b
 }
 
 // Cost is the bound in core-hours at overload fraction x (a share of the scored ticks).
 func (b *NeedBound) Cost(x float64) float64 {
+	c := b.Instant(x)
+	if b.start != nil {
+		k := float64(len(b.saved) - 1)
+		c = max(c, b.start.lower(math.Floor(min(1, max(0, x))*k+1e-9))*b.unit)
+	}
+	return c
+}
+
+// Instant is the instant bound at x: pods that serve the moment they are created. It is the
+// bound of a run whose ready pods are recorded rather than modelled (the actual row).
+func (b *NeedBound) Instant(x float64) float64 {
 	k := len(b.saved) - 1
 	over := min(k, max(0, int(math.Floor(x*float64(k)+1e-9))))
 	return (b.total - b.saved[over]) * b.unit
@@ -596,6 +625,13 @@ func (b *NeedBound) Floor(env []FrontierPoint, lo, hi float64) float64 {
 		}
 	}
 	return floor
+}
+
+// boundReach is the overload fraction up to which a trace's NeedBound is refined: past the
+// budget's band (the unavoidable share added), where the floor is read, and past what a run
+// near it overloads; beyond it the bound holds but is looser.
+func boundReach(unavoidable float64, o Options) float64 {
+	return unavoidable + max(0.05, 3*o.Calibration.Budget)
 }
 
 // peak is Peak, or Inst for a World built without it.
@@ -767,7 +803,8 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 		}
 		rep.Traces[i] = TraceResult{Trace: t.Name, Class: t.Class, Samples: len(vals), SamplePeriod: period, Scale: scale, Metrics: scales,
 			Start: rec.Start, WarmupTime: time.Duration(o.Warmup) * period, Ticks: len(worlds[i].Inst), OracleFrontierRatio: math.NaN(),
-			Unavoidable: worlds[i].Unavoidable(o), ActualReady: actualReady(rec), bound: worlds[i].NeedBound(o)}
+			Unavoidable: worlds[i].Unavoidable(o), ActualReady: actualReady(rec)}
+		rep.Traces[i].bound = worlds[i].NeedBound(o, boundReach(rep.Traces[i].Unavoidable, o))
 		rep.Coverage = append(rep.Coverage, rec.Coverage...)
 	}
 	delays := append([]time.Duration{o.StartupDelay}, o.StartupSweep...)
@@ -846,6 +883,9 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 		for i := range traces {
 			tr := rep.Traces[i]
 			tr.Runs, tr.Frontier = nil, nil
+			so := o
+			so.StartupDelay = delays[s+1]
+			tr.bound = worlds[i].NeedBound(so, boundReach(tr.Unavoidable, so))
 			rep.Startup[s].Traces[i] = tr
 		}
 	}
@@ -1011,7 +1051,11 @@ func finishTrace(tr *TraceResult, b float64) {
 		r.FrontierBound = math.NaN()
 		if len(env) > 0 && tr.bound != nil {
 			c, _ := EnvelopeCost(env, r.OverloadFraction)
-			r.FrontierBound = tr.bound.Cost(r.OverloadFraction) / c
+			bound := tr.bound.Cost
+			if r.Policy == ActualPolicy && strings.HasPrefix(tr.ActualReady, "recorded") {
+				bound = tr.bound.Instant // recorded pods did not start as the model's do
+			}
+			r.FrontierBound = bound(r.OverloadFraction) / c
 		}
 	}
 	tr.FrontierFloor = math.NaN()

@@ -566,12 +566,13 @@ policies:
 // TestNeedBound: needs 2, 4, 8 and 1 pods (demand 1, 2, 4, 0.4 cores at u_sla 0.5, R 1 core,
 // at least 1 pod) cost 15 pod-ticks at zero overload; overloading the dearest tick saves 8 − 1,
 // the two dearest 7 + 3. Against an envelope flat at 10 pod-ticks the floor over 0–50 %
-// overload is 5/10.
+// overload is 5/10. Pods serve at once here (no start-up delay): TestNeedBoundStartup.
 func TestNeedBound(t *testing.T) {
 	o := DefaultOptions()
 	o.Request, o.SLAUtilization, o.Params.MinReplicas, o.Params.MaxReplicas = 1, 0.5, 1, 10
+	o.StartupDelay = 0
 	w := &World{Tick: 15 * time.Second, Inst: []float64{9, 1, 2, 4, 0.4}, Warm: 1} // the first tick is warm-up
-	b := w.NeedBound(o)
+	b := w.NeedBound(o, 1)
 	unit := 15.0 / 3600
 	for _, tc := range []struct{ x, want float64 }{{0, 15}, {0.25, 8}, {0.3, 8}, {0.5, 5}, {1, 4}} {
 		if got := b.Cost(tc.x); !(math.Abs(got-tc.want*unit) <= 1e-12) {
