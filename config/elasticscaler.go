@@ -34,6 +34,30 @@ type ElasticScalersConfig struct {
 	Namespaces []string `yaml:"namespaces"`
 }
 
+// ReloadError is the error of a reload whose next settings would change the ElasticScaler watch
+// started under c (the configuration at start-up), naming the field; nil when the watch can stay
+// as it is. The watch, its namespaces and the actors and Leases built on them are set at
+// start-up, so a narrower list would leave the objects of the namespaces it drops running and a
+// wider one would not be watched: turning the watch on, or another set of namespaces while it is
+// on, needs a restart, as a new global.interval does. Turning it off is a reload like any other:
+// the object policies are dropped (and come back when a later reload turns it on again).
+func (c ElasticScalersConfig) ReloadError(next ElasticScalersConfig) error {
+	const why = "the ElasticScaler watch cannot change while it runs: restart to apply"
+	if !next.Enabled {
+		return nil
+	}
+	if !c.Enabled {
+		return fmt.Errorf("global.elastic_scalers.enabled: turned on by a reload (false at start-up); %s", why)
+	}
+	a, b := slices.Clone(c.Namespaces), slices.Clone(next.Namespaces)
+	slices.Sort(a)
+	slices.Sort(b)
+	if !slices.Equal(slices.Compact(a), slices.Compact(b)) {
+		return fmt.Errorf("global.elastic_scalers.namespaces: changed from %v at start-up to %v; %s", c.Namespaces, next.Namespaces, why)
+	}
+	return nil
+}
+
 // ErrStateTrigger is returned (wrapped) by TranslateElasticScaler for a StateTrigger object: it
 // names a Tidal whose spec.targetRef is the scaled workload, so its policy is not known without
 // reading that Tidal. TranslateStateTrigger (or TranslateObject) translates it with a Tidal

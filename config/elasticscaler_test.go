@@ -88,6 +88,35 @@ func TestElasticScalersGlobal(t *testing.T) {
 
 // TestGuideHPA: Resource cpu Utilization 70 → the recording rules' demand, target 0.7, hpa, in
 // shadow mode (the Kubernetes HPA package hpaowner creates does the scaling).
+// TestElasticScalersReloadError: a reload may not change the ElasticScaler watch: turning it on,
+// or another set of namespaces while it is on, is refused naming the field; the same set in
+// another order, turning it off, or the namespaces of a watch that does not run, are not.
+func TestElasticScalersReloadError(t *testing.T) {
+	on := func(ns ...string) ElasticScalersConfig { return ElasticScalersConfig{Enabled: true, Namespaces: ns} }
+	for _, tc := range []struct {
+		name       string
+		start, now ElasticScalersConfig
+		field      string
+	}{
+		{"unchanged", on("a", "b"), on("a", "b"), ""},
+		{"reordered", on("a", "b"), on("b", "a", "b"), ""},
+		{"off, namespaces edited", ElasticScalersConfig{Namespaces: []string{"a"}}, ElasticScalersConfig{Namespaces: []string{"b"}}, ""},
+		{"turned on", ElasticScalersConfig{}, on(), "global.elastic_scalers.enabled"},
+		{"turned off", on("a"), ElasticScalersConfig{Namespaces: []string{"b"}}, ""},
+		{"narrowed", on("a", "b"), on("a"), "global.elastic_scalers.namespaces"},
+		{"from every namespace to one", on(), on("a"), "global.elastic_scalers.namespaces"},
+		{"widened", on("a"), on("a", "c"), "global.elastic_scalers.namespaces"},
+	} {
+		err := tc.start.ReloadError(tc.now)
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%s: %v, want no error", tc.name, err)
+		case tc.field != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.field+":") || !strings.Contains(err.Error(), "restart")):
+			t.Errorf("%s: %v, want an error naming %s and asking for a restart", tc.name, err, tc.field)
+		}
+	}
+}
+
 func TestGuideHPA(t *testing.T) {
 	op, warns := translate(t, guideScaler(t, "guide-hpa.yaml"))
 	if len(warns) != 0 {

@@ -145,7 +145,7 @@ func NewServer(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*S
 		e.sources.build = newSourceClients(opts.RestConfig, opts.Kubeconfig)
 	}
 	r := &reloader{opts: opts, e: e, log: logger, global: cfg.Global, reqs: make(chan chan error),
-		file: cfg, watching: cfg.Global.ElasticScalers.Enabled, updates: make(chan scalersource.Update)}
+		file: cfg, watching: cfg.Global.ElasticScalers.Enabled, scalers: cfg.Global.ElasticScalers, updates: make(chan scalersource.Update)}
 	f := promauto.With(reg)
 	r.ok = f.NewGauge(prometheus.GaugeOpts{
 		Name: "debi_exporter_config_last_reload_successful",
@@ -300,8 +300,11 @@ type reloader struct {
 	// watching is set when the ElasticScaler watch runs (global.elastic_scalers.enabled at
 	// start-up); objects are the policies it delivered last, merged into every reload.
 	watching bool
-	objects  []config.ObjectPolicy
-	updates  chan scalersource.Update
+	// scalers is global.elastic_scalers at start-up, which a reload may not change
+	// (config.ElasticScalersConfig.ReloadError).
+	scalers config.ElasticScalersConfig
+	objects []config.ObjectPolicy
+	updates chan scalersource.Update
 }
 
 // withObjects is the file's configuration with the objects' valid policies (when the watch
@@ -345,6 +348,9 @@ func (r *reloader) load() error {
 	file, err := config.LoadFile(r.opts.ConfigFile)
 	if err != nil {
 		return err
+	}
+	if err := r.scalers.ReloadError(file.Global.ElasticScalers); err != nil {
+		return fmt.Errorf("%s: %w", r.opts.ConfigFile, err)
 	}
 	cfg := r.withObjects(file)
 	var q Querier

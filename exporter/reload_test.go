@@ -162,6 +162,15 @@ func TestReload(t *testing.T) {
 		t.Fatal("a refused reload changed the policies")
 	}
 
+	// Nor can the ElasticScaler watch: turning it on needs a restart.
+	write("global: {interval: 1s, elastic_scalers: {enabled: true}}\npolicies:" + reloadPolicy("web", 1, "demand"))
+	if code, body := do(http.MethodPost); code != http.StatusInternalServerError || !strings.Contains(body, "global.elastic_scalers.enabled") || !strings.Contains(body, "restart") {
+		t.Fatalf("watch turned on: %d %q, want 500 naming global.elastic_scalers.enabled and asking for a restart", code, body)
+	}
+	if _, ok := get("debi_recommended_replicas", "fresh"); !ok {
+		t.Fatal("a refused reload changed the policies")
+	}
+
 	// Reload (what `debi exporter` calls on SIGHUP), with a new policy whose demand query
 	// returns two series: it is marked failed, the others run; fresh is dropped.
 	write(head + reloadPolicy("web", 1, "demand") + reloadPolicy("api", 2, "demand") + reloadPolicy("ambiguous", 1, "demand_multi"))

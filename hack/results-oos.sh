@@ -4,7 +4,7 @@
 # --demand linear and --demand step (hack/oos-runs.sh, cached in bin/oos), the default also at
 # budgets 0.5 % and 2 %; then hack/oos splits the traces into two fixed halves (trace.Halves),
 # chooses on each half, reports on the other and writes the section between the results-oos
-# markers of docs/results-budget.md. 15–30 minutes on two cores; a rerun only runs what is
+# markers of docs/results-budget.md. About 50 minutes on two cores from an empty cache; a rerun only runs what is
 # missing from bin/oos (delete it after changing the policy). Needs ../shared.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

@@ -310,6 +310,7 @@ func TestRunReload(t *testing.T) {
 		{"invalid mode", v2 + "  policies: [{name: web, mode: fight}]\n", "webhook.policies[0].mode"},
 		{"not YAML", "policies: [", "yaml:"},
 		{"missing push token file", strings.ReplaceAll(v2, pushToken, filepath.Join(dir, "nope")), "webhook.tidal.push.bearer_token_file"},
+		{"ElasticScaler watch turned on", "global: {elastic_scalers: {enabled: true, namespaces: [shop]}}\n" + v2, "global.elastic_scalers.enabled"},
 	} {
 		writeFile(t, cfgFile, bad.config)
 		if code, msg := request(t, "PUT", url+"/-/reload", "", ""); code != 500 || !strings.Contains(msg, bad.msg) {

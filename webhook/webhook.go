@@ -503,6 +503,9 @@ func (s *Server) reloadLocked() error {
 		s.logger.Info("configuration unchanged", "file", s.file)
 		return nil
 	}
+	if err := s.start.Global.ElasticScalers.ReloadError(file.Global.ElasticScalers); err != nil {
+		return fmt.Errorf("%s: %w", s.file, err)
+	}
 	cfg := s.withObjects(file)
 	g, err := s.build(raw, cfg)
 	if err != nil {
