@@ -24,7 +24,9 @@ import (
 //     least minLook ticks after the first where d allows), at ticks i, i+s, …, i+d, so each
 //     residue of the ticks mod s is a chain of its own and the programme below has 2^(d/s)
 //     states (16 at a 2-minute start-up on 15 s ticks); under step demand, where the need is
-//     constant over a sample, every sample the window touches is read, so nothing is lost;
+//     constant over a sample, every sample the window touches is read, so nothing is lost but
+//     in the trace's last start-up window, whose last tick the stride may not reach (12
+//     pod-ticks in 1.17 million on a 28-day trace);
 //   - |O| = k is priced instead of imposed (Lagrangian relaxation): for a price λ per overloaded
 //     tick the programme solves min_O f(O) + λ|O| exactly, and its optimum (k_λ, f_λ) gives
 //     f*(k) ≥ f_λ + λ(k_λ − k) for every k. The prices are refined along the lower convex hull
