@@ -145,7 +145,7 @@ func NewServer(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*S
 		e.sources.build = newSourceClients(opts.RestConfig, opts.Kubeconfig)
 	}
 	r := &reloader{opts: opts, e: e, log: logger, global: cfg.Global, reqs: make(chan chan error),
-		file: cfg, watching: cfg.Global.ElasticScalers.Enabled, scalers: cfg.Global.ElasticScalers, updates: make(chan scalersource.Update)}
+		file: cfg, scalers: cfg.Global.ElasticScalers, updates: make(chan scalersource.Update)}
 	f := promauto.With(reg)
 	r.ok = f.NewGauge(prometheus.GaugeOpts{
 		Name: "debi_exporter_config_last_reload_successful",
@@ -212,7 +212,7 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 		}
 	}, func(error) { rcancel() })
-	if r.watching { // policies from ElasticScalers, applied by the reloader
+	if r.scalers.Enabled { // policies from ElasticScalers, applied by the reloader
 		rc, err := scalersource.RestConfig(opts.RestConfig, opts.Kubeconfig, "debi-exporter")
 		if err != nil {
 			return err
@@ -297,11 +297,9 @@ type reloader struct {
 
 	// file is the configuration file as last loaded, without the objects' policies.
 	file *config.Config
-	// watching is set when the ElasticScaler watch runs (global.elastic_scalers.enabled at
-	// start-up); objects are the policies it delivered last, merged into every reload.
-	watching bool
-	// scalers is global.elastic_scalers at start-up, which a reload may not change
-	// (config.ElasticScalersConfig.ReloadError).
+	// scalers is global.elastic_scalers at start-up: the watch runs when it is enabled, and a
+	// reload may not change it (config.ElasticScalersConfig.ReloadError); objects are the
+	// policies the watch delivered last, merged into every reload.
 	scalers config.ElasticScalersConfig
 	objects []config.ObjectPolicy
 	updates chan scalersource.Update
@@ -310,7 +308,7 @@ type reloader struct {
 // withObjects is the file's configuration with the objects' valid policies (when the watch
 // runs and the file still enables it); each rejected object is logged.
 func (r *reloader) withObjects(file *config.Config) *config.Config {
-	if !r.watching {
+	if !r.scalers.Enabled {
 		return file
 	}
 	return scalersource.WithPolicies(file, r.objects, r.log)
