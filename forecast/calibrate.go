@@ -1,6 +1,7 @@
 package forecast
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -91,6 +92,14 @@ type CalibratorConfig struct {
 	// level α stays one). Measured out of sample (docs/results-budget.md); not a configuration
 	// field.
 	Buckets int `yaml:"-" json:"buckets,omitempty"`
+	// Neighbours, when positive, conditions the quantile on the level it is applied at: the
+	// quantile of forecast f is read from the share Neighbours of the kept errors whose own
+	// forecasts were nearest f (by the ratio of the two; at least MinErrors of them), so that
+	// the errors made at a spike's height do not widen the margin at the base level (Mondrian,
+	// or localised, conformal prediction with the forecast as the taxonomy). The level α stays
+	// one, calibrated on every exceedance. Empirical quantile only. Measured out of sample
+	// (docs/results-budget.md); not a configuration field.
+	Neighbours float64 `yaml:"-" json:"neighbours,omitempty"`
 }
 
 // Spend values of CalibratorConfig.Spend.
@@ -137,6 +146,11 @@ func (c CalibratorConfig) Validate() error {
 	if c.Buckets < 0 || c.Buckets > 1440 {
 		bad(fmt.Errorf("buckets must be in [0, 1440], got %d", c.Buckets))
 	}
+	if !fin(c.Neighbours) || c.Neighbours < 0 || c.Neighbours > 1 {
+		bad(fmt.Errorf("neighbours must be in [0, 1], got %v", c.Neighbours))
+	} else if c.Neighbours > 0 && (c.Method == QuantilePOT || c.Buckets > 0) {
+		bad(fmt.Errorf("neighbours needs quantile_method %q and no buckets, got %q and %d", QuantileEmpirical, c.Method, c.Buckets))
+	}
 	if c.LocalSpan < 0 {
 		bad(fmt.Errorf("local_span must not be negative, got %d", c.LocalSpan))
 	}
@@ -182,6 +196,9 @@ const (
 type Calibrator struct {
 	cfg    CalibratorConfig
 	ring   []float64 // errors in arrival order (a ring of cfg.Window)
+	ringF  []float64 // Neighbours: the forecast of each error of ring
+	byF    []fcError // Neighbours: the same errors, by ascending forecast
+	near   []float64 // Neighbours: scratch for the errors nearest a forecast
 	next   int
 	sorted []float64 // the same errors, ascending
 	alpha  float64
@@ -288,9 +305,18 @@ func (c *Calibrator) AddError(actual, forecast float64) error {
 	if len(c.ring) < c.cfg.Window {
 		c.ring = append(c.ring, e)
 		c.sorted = insertSorted(c.sorted, e)
+		if c.cfg.Neighbours > 0 {
+			c.ringF = append(c.ringF, forecast)
+			c.byF = insertByForecast(c.byF, fcError{forecast, e})
+		}
 	} else {
 		old := c.ring[c.next]
 		c.ring[c.next] = e
+		if c.cfg.Neighbours > 0 {
+			c.byF = removeByForecast(c.byF, fcError{c.ringF[c.next], old})
+			c.ringF[c.next] = forecast
+			c.byF = insertByForecast(c.byF, fcError{forecast, e})
+		}
 		c.next = (c.next + 1) % c.cfg.Window
 		c.sorted = removeSorted(c.sorted, old)
 		c.sorted = insertSorted(c.sorted, e)
@@ -322,6 +348,62 @@ func removeSorted(s []float64, v float64) []float64 {
 		return s
 	}
 	return append(s[:i], s[i+1:]...)
+}
+
+// fcError is one kept error with the forecast it was made on (Neighbours).
+type fcError struct{ f, e float64 }
+
+func cmpFcError(a, b fcError) int {
+	if c := cmp.Compare(a.f, b.f); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.e, b.e)
+}
+
+func insertByForecast(s []fcError, v fcError) []fcError {
+	i, _ := slices.BinarySearchFunc(s, v, cmpFcError)
+	return slices.Insert(s, i, v)
+}
+
+func removeByForecast(s []fcError, v fcError) []fcError {
+	if i, found := slices.BinarySearchFunc(s, v, cmpFcError); found {
+		return slices.Delete(s, i, i+1)
+	}
+	return s
+}
+
+// nearQuantile is q_{1−α} of the errors whose forecasts were nearest f (Neighbours): the
+// share Neighbours of those kept, at least MinErrors, nearest by |ln(forecast/f)| (each side
+// lifted by the floor, so that 0 is a level like any other), and every one as near as the last.
+func (c *Calibrator) nearQuantile(f float64) float64 {
+	n := len(c.byF)
+	k := min(n, max(c.cfg.MinErrors, int(math.Round(c.cfg.Neighbours*float64(n)))))
+	fl := math.Max(c.floor, 1e-12)
+	lf := math.Log(math.Max(f, 0) + fl)
+	dist := func(i int) float64 { return math.Abs(math.Log(math.Max(c.byF[i].f, 0)+fl) - lf) }
+	hi, _ := slices.BinarySearchFunc(c.byF, fcError{f, math.Inf(-1)}, cmpFcError)
+	lo := hi - 1
+	c.near = c.near[:0]
+	last := math.Inf(-1)
+	for len(c.near) < k {
+		if lo < 0 || hi < n && dist(hi) < dist(lo) {
+			c.near, last = append(c.near, c.byF[hi].e), dist(hi)
+			hi++
+		} else {
+			c.near, last = append(c.near, c.byF[lo].e), dist(lo)
+			lo--
+		}
+	}
+	// Every error as near as the k-th comes too: which of equally near forecasts to take must
+	// not depend on their errors (the order of byF among equal forecasts).
+	for ; lo >= 0 && dist(lo) == last; lo-- {
+		c.near = append(c.near, c.byF[lo].e)
+	}
+	for ; hi < n && dist(hi) == last; hi++ {
+		c.near = append(c.near, c.byF[hi].e)
+	}
+	slices.Sort(c.near)
+	return quantileSorted(c.near, 1-c.Alpha())
 }
 
 // refit fits the GPD tail of the errors over their (1−τ) quantile.
@@ -428,6 +510,9 @@ func (c *Calibrator) upper(f float64) float64 {
 		return f * c.cfg.ColdMargin
 	}
 	q := c.errorQuantile()
+	if c.cfg.Neighbours > 0 {
+		q = c.nearQuantile(f)
+	}
 	switch c.cfg.Errors {
 	case ErrorsAdditive:
 		return math.Max(0, f+q)

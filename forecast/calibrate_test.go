@@ -1,8 +1,10 @@
 package forecast
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -310,5 +312,88 @@ func TestCalibratorBuckets(t *testing.T) {
 	}
 	if n, d := margins(0); n != d {
 		t.Errorf("one pool: margins %v and %v, want equal", n, d)
+	}
+}
+
+// TestCalibratorNeighbours: with the quantile read from the errors of the nearest forecasts, a
+// forecast at the base level (1 core, errors ±0.1) gets the base level's margin, not the one of
+// the spikes (100 cores, errors ±20, a fifth of the window) that share the window, and a spike
+// the spikes' own; one pool gives both the pooled one.
+func TestCalibratorNeighbours(t *testing.T) {
+	margins := func(share float64) (base, spike float64) {
+		cfg := DefaultCalibratorConfig()
+		cfg.Gain, cfg.Neighbours, cfg.Budget = 0, share, 0.05
+		c, err := NewCalibrator(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(3, 4))
+		for i := range 3 * cfg.Window { // the ring wraps: removals are exercised
+			f, sd := 1.0, 0.1
+			if i%5 == 0 {
+				f, sd = 100, 20
+			}
+			if err := c.AddError(math.Max(0, f+sd*rng.NormFloat64()), f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return c.Upper(1) - 1, c.Upper(100) - 100
+	}
+	b, s := margins(0.1)
+	if b < 0.12 || b > 0.21 || s < 25 || s > 41 {
+		t.Errorf("neighbours 0.1: margin at 1 core %v (want ≈ 1.645·0.1), at 100 cores %v (want ≈ 1.645·20)", b, s)
+	}
+	if b, s := margins(0); math.Abs(b-s) > 1e-9 || b < 5 {
+		t.Errorf("one pool: margins %v and %v, want equal and spike-sized", b, s)
+	}
+}
+
+// TestCalibratorNeighboursBruteForce: the quantile of the nearest errors equals the one found by
+// sorting every kept error by its forecast's distance, on random forecasts with ties, through
+// the ring's wrap.
+func TestCalibratorNeighboursBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := range 200 {
+		cfg := DefaultCalibratorConfig()
+		cfg.Window, cfg.MinErrors = 10+rng.IntN(60), 2
+		cfg.Neighbours = rng.Float64()
+		c, err := NewCalibrator(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type kept struct{ f, e float64 }
+		var ring []kept
+		for i := range 3 * cfg.Window {
+			f := float64(rng.IntN(8)) // ties on purpose, 0 included
+			a := math.Max(0, f+rng.NormFloat64()*(1+f))
+			if err := c.AddError(a, f); err != nil {
+				t.Fatal(err)
+			}
+			ring = append(ring, kept{f, a - f})
+			if len(ring) > cfg.Window {
+				ring = ring[1:]
+			}
+			if i < cfg.MinErrors {
+				continue
+			}
+			q := float64(rng.IntN(9)) + rng.Float64()
+			fl := math.Max(c.floor, 1e-12)
+			d := func(x float64) float64 { return math.Abs(math.Log(x+fl) - math.Log(q+fl)) }
+			s := slices.Clone(ring)
+			slices.SortStableFunc(s, func(x, y kept) int { return cmp.Compare(d(x.f), d(y.f)) })
+			k := min(len(s), max(cfg.MinErrors, int(math.Round(cfg.Neighbours*float64(len(s))))))
+			for k < len(s) && d(s[k].f) == d(s[k-1].f) { // and every one as near as the k-th
+				k++
+			}
+			var errs []float64
+			for _, x := range s[:k] {
+				errs = append(errs, x.e)
+			}
+			slices.Sort(errs)
+			want := q + quantileSorted(errs, 1-c.Alpha())
+			if got := c.Upper(q); math.Abs(got-math.Max(0, want)) > 1e-9 {
+				t.Fatalf("trial %d step %d: Upper(%v) = %v, brute force %v", trial, i, q, got, want)
+			}
+		}
 	}
 }

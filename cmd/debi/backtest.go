@@ -277,6 +277,7 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.float("budget.debt-limit", "Bound on the calibration debt: the level α is kept at or above −debt-limit (0: unbounded). Backtest only.", &c.DebtLimit)
 	f.str("budget.spend", "How the calibration spends the budget: level (the quantile's level α, adaptive conformal inference) or size (α at the budget, a factor on the quantile). Backtest only.", &c.Spend)
 	f.int("budget.buckets", "Condition the quantile on the time of day: errors kept per 24h/buckets slot (0: one pool). Backtest only.", &c.Buckets)
+	f.float("budget.neighbours", "Condition the quantile on the level: read it from this share of the kept errors whose forecasts were nearest the forecast (0: all). Backtest only.", &c.Neighbours)
 	f.int("budget.local-span", "Errors whose mean absolute value is the local scale of --budget.errors local (0: 240, 1 h of 15 s ticks). Backtest only.", &c.LocalSpan)
 	f.str("budget.metric-calibration", "On a trace with several metrics: calibrate the budget jointly on the policy's overload (joint, the default when empty) or each metric on its own (per-metric).", &o.MetricCalibration)
 	f.str("budget.down-gate", "Scale-down gate: hold (the hold window's own calibrated quantile) or lead (the largest forecast over lead + hold with the lead-time margin). Backtest only.", &o.DownGate)
