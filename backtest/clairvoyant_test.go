@@ -117,11 +117,12 @@ func TestBudgetCandidateOptions(t *testing.T) {
 	}
 	ref := cost(base)
 	for name, set := range map[string]func(*Options){
-		"down-gate lead":      func(o *Options) { o.DownGate = "lead" },
-		"anchor path":         func(o *Options) { o.Anchor = "path" },
-		"nowcast-span 5s":     func(o *Options) { o.NowcastSpan = 5 * time.Second },
-		"path-between max":    func(o *Options) { o.PathBetween = "max" },
-		"nowcast deconvolved": func(o *Options) { o.Nowcast = "deconvolved" },
+		"down-gate lead":     func(o *Options) { o.DownGate = "lead" },
+		"anchor path":        func(o *Options) { o.Anchor = "path" },
+		"nowcast-span 5s":    func(o *Options) { o.NowcastSpan = 5 * time.Second },
+		"path-between max":   func(o *Options) { o.PathBetween = "max" },
+		"nowcast trend":      func(o *Options) { o.Nowcast = "trend" },
+		"one pool of errors": func(o *Options) { o.Calibration.Neighbours = 0 },
 	} {
 		o := base
 		set(&o)

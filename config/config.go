@@ -605,6 +605,8 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *e
 	// budget.u_sla …, so the path is scaling.budget.u_sla).
 	errs.addSubfields(path+".scaling", p.Scaling.Validate())
 	fillUnset(&p.Budget, forecast.DefaultCalibratorConfig(), given.Budget)
+	_, neighboursSet := given.Budget["quantile_neighbours"]
+	p.Budget = p.Budget.WithMethodDefaults(neighboursSet)
 	errs.addSubfields(path+".budget", p.Budget.Validate())
 	// An invalid metrics policy falls back to its defaults with a warning (the Elastic Scaler's
 	// rule: a bad setting never stops the scaler).

@@ -257,6 +257,16 @@ func TestBudgetPolicy(t *testing.T) {
 		t.Errorf("cart: algorithm %q model %q budget %+v; want seasonal-naive-budget with %+v (merged from api's)", cart.Algorithm, cart.Model, cart.Budget, wantCal)
 	}
 
+	if defCal.Neighbours != forecast.DefaultNeighbours || web.Budget.Neighbours != forecast.DefaultNeighbours {
+		t.Errorf("web: quantile_neighbours %v (default %v), want %v", web.Budget.Neighbours, defCal.Neighbours, forecast.DefaultNeighbours)
+	}
+	search := c.Policies[3]
+	wantCal = defCal
+	wantCal.Method, wantCal.Neighbours = forecast.QuantilePOT, 0
+	if search.Budget != wantCal {
+		t.Errorf("search: budget %+v, want %+v (quantile_neighbours 0 under pot)", search.Budget, wantCal)
+	}
+
 	for i, p := range c.Policies {
 		rc, err := p.RunnerConfig()
 		if err != nil {

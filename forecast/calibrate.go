@@ -92,14 +92,15 @@ type CalibratorConfig struct {
 	// level α stays one). Measured out of sample (docs/results-budget.md); not a configuration
 	// field.
 	Buckets int `yaml:"-" json:"buckets,omitempty"`
-	// Neighbours, when positive, conditions the quantile on the level it is applied at: the
-	// quantile of forecast f is read from the share Neighbours of the kept errors whose own
-	// forecasts were nearest f (by the ratio of the two; at least MinErrors of them), so that
-	// the errors made at a spike's height do not widen the margin at the base level (Mondrian,
-	// or localised, conformal prediction with the forecast as the taxonomy). The level α stays
-	// one, calibrated on every exceedance. Empirical quantile only. Measured out of sample
-	// (docs/results-budget.md); not a configuration field.
-	Neighbours float64 `yaml:"-" json:"neighbours,omitempty"`
+	// Neighbours conditions the quantile on the level it is applied at: the margin of a
+	// forecast is read from the errors of the kept forecasts nearest it (by ratio), this share
+	// of them (0.125) but at least min_errors and at least 2/overload_budget (200 at 1 %), so
+	// that the errors made at a spike's height do not widen the margin at the base level
+	// (localised conformal prediction, with the forecast as the taxonomy). The level α stays
+	// one, calibrated on every overload. 0 reads every kept error (one pool), the default with
+	// quantile_method pot, which must have one pool. Chosen out of sample
+	// (docs/results-budget.md, the seventh and eighth rounds).
+	Neighbours float64 `yaml:"quantile_neighbours" json:"quantile_neighbours"`
 }
 
 // Spend values of CalibratorConfig.Spend.
@@ -108,9 +109,31 @@ const (
 	SpendSize  = "size"
 )
 
+// DefaultNeighbours is the default CalibratorConfig.Neighbours of the empirical quantile: the
+// eighth of the kept errors whose forecasts were nearest (95 of 760).
+const DefaultNeighbours = 0.125
+
+// NeighboursPerBudget/Budget is the fewest errors the quantile of a forecast is read from under
+// CalibratorConfig.Neighbours (200 at a budget of 1 %, 400 at 0.5 %), so that the budget's
+// level falls between their third and second largest: with fewer, the (1 − b) quantile is their
+// largest, and a level α the calibration lowers to cover the rare tall errors cannot go further
+// (at 0.5 %, 95 neighbours overspent the budget 1.5–2.3× on 9 of 38 (trace, demand) cells, 1/b
+// of them on 3, 2/b on none: docs/results-budget.md, the eighth round).
+const NeighboursPerBudget = 2
+
 // DefaultCalibratorConfig returns the defaults of METHOD §9.
 func DefaultCalibratorConfig() CalibratorConfig {
-	return CalibratorConfig{Budget: 0.01, Gain: 0.005, Window: 760, Tau: 0.2, Method: QuantileEmpirical, Errors: ErrorsAdditive, Scoring: ScoringTick, MinErrors: 30, ColdMargin: 2}
+	return CalibratorConfig{Budget: 0.01, Gain: 0.005, Window: 760, Tau: 0.2, Method: QuantileEmpirical, Errors: ErrorsAdditive, Scoring: ScoringTick, MinErrors: 30, ColdMargin: 2, Neighbours: DefaultNeighbours}
+}
+
+// WithMethodDefaults is c with the defaults that depend on the quantile method applied to the
+// fields left at their general default: Neighbours, unless set (neighboursSet), is 0 under
+// QuantilePOT, whose tail is fitted on one pool of errors.
+func (c CalibratorConfig) WithMethodDefaults(neighboursSet bool) CalibratorConfig {
+	if !neighboursSet && c.Method == QuantilePOT {
+		c.Neighbours = 0
+	}
+	return c
 }
 
 // Validate reports every invalid setting, each error naming the field by its YAML name first:
@@ -147,9 +170,11 @@ func (c CalibratorConfig) Validate() error {
 		bad(fmt.Errorf("buckets must be in [0, 1440], got %d", c.Buckets))
 	}
 	if !fin(c.Neighbours) || c.Neighbours < 0 || c.Neighbours > 1 {
-		bad(fmt.Errorf("neighbours must be in [0, 1], got %v", c.Neighbours))
-	} else if c.Neighbours > 0 && (c.Method == QuantilePOT || c.Buckets > 0) {
-		bad(fmt.Errorf("neighbours needs quantile_method %q and no buckets, got %q and %d", QuantileEmpirical, c.Method, c.Buckets))
+		bad(fmt.Errorf("quantile_neighbours must be in [0, 1], got %v", c.Neighbours))
+	} else if c.Neighbours > 0 && c.Method == QuantilePOT {
+		bad(fmt.Errorf("quantile_neighbours must be 0 with quantile_method %q (the tail is fitted on one pool), got %v", QuantilePOT, c.Neighbours))
+	} else if c.Neighbours > 0 && c.Buckets > 0 {
+		bad(fmt.Errorf("quantile_neighbours must be 0 with buckets, got %v", c.Neighbours))
 	}
 	if c.LocalSpan < 0 {
 		bad(fmt.Errorf("local_span must not be negative, got %d", c.LocalSpan))
@@ -195,10 +220,11 @@ const (
 // allocate.
 type Calibrator struct {
 	cfg    CalibratorConfig
-	ring   []float64 // errors in arrival order (a ring of cfg.Window)
-	ringF  []float64 // Neighbours: the forecast of each error of ring
-	byF    []fcError // Neighbours: the same errors, by ascending forecast
-	near   []float64 // Neighbours: scratch for the errors nearest a forecast
+	ring   []float64  // errors in arrival order (a ring of cfg.Window)
+	ringF  []float64  // Neighbours: the forecast of each error of ring
+	byF    []fcError  // Neighbours: the same errors, by ascending forecast
+	near   []float64  // Neighbours: scratch for the errors nearest a forecast
+	top    [8]float64 // quantileOf: the few largest of near
 	next   int
 	sorted []float64 // the same errors, ascending
 	alpha  float64
@@ -233,7 +259,12 @@ func NewCalibrator(cfg CalibratorConfig) (*Calibrator, error) {
 		c.alt = a
 		return c, nil
 	}
-	c := &Calibrator{cfg: cfg, ring: make([]float64, 0, cfg.Window), sorted: make([]float64, 0, cfg.Window), alpha: cfg.Budget, slot: -1}
+	c := &Calibrator{cfg: cfg, ring: make([]float64, 0, cfg.Window), alpha: cfg.Budget, slot: -1}
+	if cfg.Neighbours > 0 {
+		c.ringF, c.byF = make([]float64, 0, cfg.Window), make([]fcError, 0, cfg.Window)
+	} else {
+		c.sorted = make([]float64, 0, cfg.Window)
+	}
 	if cfg.Buckets > 0 {
 		sub := cfg
 		sub.Buckets = 0
@@ -302,24 +333,29 @@ func (c *Calibrator) AddError(actual, forecast float64) error {
 	default:
 		e = math.Log(math.Max(actual, f) / math.Max(forecast, f))
 	}
+	// With Neighbours the errors are kept by their forecasts (byF) instead of by their values
+	// (sorted): the quantile is read from the nearest ones only.
+	near := c.cfg.Neighbours > 0
 	if len(c.ring) < c.cfg.Window {
 		c.ring = append(c.ring, e)
-		c.sorted = insertSorted(c.sorted, e)
-		if c.cfg.Neighbours > 0 {
+		if near {
 			c.ringF = append(c.ringF, forecast)
 			c.byF = insertByForecast(c.byF, fcError{forecast, e})
+		} else {
+			c.sorted = insertSorted(c.sorted, e)
 		}
 	} else {
 		old := c.ring[c.next]
 		c.ring[c.next] = e
-		if c.cfg.Neighbours > 0 {
+		if near {
 			c.byF = removeByForecast(c.byF, fcError{c.ringF[c.next], old})
 			c.ringF[c.next] = forecast
 			c.byF = insertByForecast(c.byF, fcError{forecast, e})
+		} else {
+			c.sorted = removeSorted(c.sorted, old)
+			c.sorted = insertSorted(c.sorted, e)
 		}
 		c.next = (c.next + 1) % c.cfg.Window
-		c.sorted = removeSorted(c.sorted, old)
-		c.sorted = insertSorted(c.sorted, e)
 	}
 	c.refit()
 	return nil
@@ -373,37 +409,129 @@ func removeByForecast(s []fcError, v fcError) []fcError {
 }
 
 // nearQuantile is q_{1−α} of the errors whose forecasts were nearest f (Neighbours): the
-// share Neighbours of those kept, at least MinErrors, nearest by |ln(forecast/f)| (each side
-// lifted by the floor, so that 0 is a level like any other), and every one as near as the last.
+// share Neighbours of those kept, at least MinErrors and at least NeighboursPerBudget/Budget,
+// nearest by |ln(forecast/f)| (each side lifted by the floor, so that 0 is a level like any
+// other), and every one as near as the last. byF is sorted by forecast, so they are a run of it
+// around f, grown from both ends; a side's distance is compared as a ratio (the logarithm is
+// monotone), and the quantile found by selection (quantileOf).
 func (c *Calibrator) nearQuantile(f float64) float64 {
 	n := len(c.byF)
-	k := min(n, max(c.cfg.MinErrors, int(math.Round(c.cfg.Neighbours*float64(n)))))
+	alpha := c.Alpha()
+	k := min(n, max(c.cfg.MinErrors, int(math.Round(c.cfg.Neighbours*float64(n))), int(math.Ceil(NeighboursPerBudget/c.cfg.Budget))))
 	fl := math.Max(c.floor, 1e-12)
-	lf := math.Log(math.Max(f, 0) + fl)
-	dist := func(i int) float64 { return math.Abs(math.Log(math.Max(c.byF[i].f, 0)+fl) - lf) }
+	g := math.Max(f, 0) + fl
+	// Above f (i ≥ hi) the ratio is (forecast + fl)/g, below it g/(forecast + fl): both ≥ 1
+	// (AddError keeps no negative forecast). ra and rb are the next ones on each side.
 	hi, _ := slices.BinarySearchFunc(c.byF, fcError{f, math.Inf(-1)}, cmpFcError)
 	lo := hi - 1
+	inf := math.Inf(1)
+	ra, rb := inf, inf
+	if hi < n {
+		ra = (c.byF[hi].f + fl) / g
+	}
+	if lo >= 0 {
+		rb = g / (c.byF[lo].f + fl)
+	}
 	c.near = c.near[:0]
 	last := math.Inf(-1)
 	for len(c.near) < k {
-		if lo < 0 || hi < n && dist(hi) < dist(lo) {
-			c.near, last = append(c.near, c.byF[hi].e), dist(hi)
-			hi++
+		if ra < rb {
+			c.near, last = append(c.near, c.byF[hi].e), ra
+			if hi++; hi < n {
+				ra = (c.byF[hi].f + fl) / g
+			} else {
+				ra = inf
+			}
 		} else {
-			c.near, last = append(c.near, c.byF[lo].e), dist(lo)
-			lo--
+			c.near, last = append(c.near, c.byF[lo].e), rb
+			if lo--; lo >= 0 {
+				rb = g / (c.byF[lo].f + fl)
+			} else {
+				rb = inf
+			}
 		}
 	}
 	// Every error as near as the k-th comes too: which of equally near forecasts to take must
 	// not depend on their errors (the order of byF among equal forecasts).
-	for ; lo >= 0 && dist(lo) == last; lo-- {
+	for ; lo >= 0 && g/(c.byF[lo].f+fl) == last; lo-- {
 		c.near = append(c.near, c.byF[lo].e)
 	}
-	for ; hi < n && dist(hi) == last; hi++ {
+	for ; hi < n && (c.byF[hi].f+fl)/g == last; hi++ {
 		c.near = append(c.near, c.byF[hi].e)
 	}
-	slices.Sort(c.near)
-	return quantileSorted(c.near, 1-c.Alpha())
+	return c.quantileOf(c.near, 1-alpha)
+}
+
+// quantileOf is quantileSorted of v sorted, without sorting v. When the quantile is among the
+// few largest of v (the usual case: p near 1), it keeps those in c.top while reading v once;
+// otherwise it selects (selectNth, which reorders v).
+func (c *Calibrator) quantileOf(v []float64, p float64) float64 {
+	m := len(v)
+	h := float64(m-1) * p
+	lo := int(h)
+	if lo >= m-1 {
+		return slices.Max(v)
+	}
+	t := m - lo // s[lo] and s[lo+1] of v sorted are its t-th and (t−1)-th largest
+	if t > len(c.top) {
+		selectNth(v, lo)
+		return v[lo] + (h-float64(lo))*(slices.Min(v[lo+1:])-v[lo])
+	}
+	top := c.top[:t] // ascending: the t largest read so far
+	copy(top, v[:t])
+	slices.Sort(top)
+	for _, x := range v[t:] {
+		if x <= top[0] {
+			continue
+		}
+		i := 1 // drop top[0], insert x
+		for ; i < t && top[i] < x; i++ {
+			top[i-1] = top[i]
+		}
+		top[i-1] = x
+	}
+	return top[0] + (h-float64(lo))*(top[1]-top[0])
+}
+
+// selectNth reorders v so that v[k] is the value v sorted would have there, none before it
+// larger and none after it smaller (Hoare's selection, median-of-three pivots).
+func selectNth(v []float64, k int) {
+	lo, hi := 0, len(v)-1
+	for hi > lo {
+		mid := lo + (hi-lo)/2
+		if v[mid] < v[lo] {
+			v[mid], v[lo] = v[lo], v[mid]
+		}
+		if v[hi] < v[lo] {
+			v[hi], v[lo] = v[lo], v[hi]
+		}
+		if v[hi] < v[mid] {
+			v[hi], v[mid] = v[mid], v[hi]
+		}
+		pivot := v[mid]
+		i, j := lo, hi
+		for i <= j {
+			for v[i] < pivot {
+				i++
+			}
+			for v[j] > pivot {
+				j--
+			}
+			if i <= j {
+				v[i], v[j] = v[j], v[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return
+		}
+	}
 }
 
 // refit fits the GPD tail of the errors over their (1−τ) quantile.
@@ -485,7 +613,7 @@ func (c *Calibrator) Alpha() float64 { return min(max(c.alpha, alphaMin), alphaM
 func (c *Calibrator) Exceeded() (exceeded, observed int) { return c.exceeded, c.observed }
 
 // Errors is the number of errors kept.
-func (c *Calibrator) Errors() int { return len(c.sorted) }
+func (c *Calibrator) Errors() int { return len(c.ring) }
 
 // Upper is the calibrated upper (1−α) quantile of what comes after forecast f (never below 0).
 // With fewer than MinErrors errors it is f·ColdMargin.
@@ -501,17 +629,19 @@ func (c *Calibrator) Upper(f float64) float64 {
 }
 
 func (c *Calibrator) upper(f float64) float64 {
-	if c.slot >= 0 && c.slot < len(c.slots) && len(c.slots[c.slot].sorted) >= c.cfg.MinErrors {
+	if c.slot >= 0 && c.slot < len(c.slots) && c.slots[c.slot].Errors() >= c.cfg.MinErrors {
 		s := c.slots[c.slot]
 		s.alpha = c.alpha
 		return s.upper(f)
 	}
-	if len(c.sorted) < c.cfg.MinErrors {
+	if c.Errors() < c.cfg.MinErrors {
 		return f * c.cfg.ColdMargin
 	}
-	q := c.errorQuantile()
+	var q float64
 	if c.cfg.Neighbours > 0 {
 		q = c.nearQuantile(f)
+	} else {
+		q = c.errorQuantile()
 	}
 	switch c.cfg.Errors {
 	case ErrorsAdditive:
@@ -522,16 +652,6 @@ func (c *Calibrator) upper(f float64) float64 {
 		return math.Max(0, f+q*math.Max(c.scale, c.floor))
 	}
 	return f * math.Exp(q)
-}
-
-// Margin is exp(q_{1−α}(e)): the factor that lifts a forecast to its calibrated upper quantile.
-// With fewer than MinErrors errors it is ColdMargin. It never goes below exp of the smallest
-// error kept (a forecast is never lowered past what it has ever been off by downwards).
-func (c *Calibrator) Margin() float64 {
-	if len(c.sorted) < c.cfg.MinErrors {
-		return c.cfg.ColdMargin
-	}
-	return math.Exp(c.errorQuantile())
 }
 
 // errorQuantile is q_{1−α} of the kept errors: empirical, or from the POT tail past (1−τ).

@@ -17,12 +17,13 @@ func TestCalibratorMarginGaussian(t *testing.T) {
 	for _, method := range []string{QuantileEmpirical, QuantilePOT} {
 		cfg := DefaultCalibratorConfig()
 		cfg.Gain, cfg.Method, cfg.Errors = 0, method, ErrorsRatio
+		cfg = cfg.WithMethodDefaults(false)
 		c, err := NewCalibrator(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Margin() != cfg.ColdMargin {
-			t.Fatalf("%s: cold margin %v, want %v", method, c.Margin(), cfg.ColdMargin)
+		if c.Upper(1) != cfg.ColdMargin {
+			t.Fatalf("%s: cold margin %v, want %v", method, c.Upper(1), cfg.ColdMargin)
 		}
 		rng := rand.New(rand.NewPCG(1, 2))
 		for range 5000 {
@@ -33,7 +34,7 @@ func TestCalibratorMarginGaussian(t *testing.T) {
 		if c.Errors() != cfg.Window {
 			t.Fatalf("%s: %d errors kept, want the window %d", method, c.Errors(), cfg.Window)
 		}
-		if m, want := c.Margin(), math.Exp(2.326*0.1); math.Abs(m-want) > 0.04 {
+		if m, want := c.Upper(1), math.Exp(2.326*0.1); math.Abs(m-want) > 0.04 {
 			t.Errorf("%s: margin %v, want ≈ %v", method, m, want)
 		}
 	}
@@ -57,7 +58,7 @@ func TestCalibratorTracksBudgetUnderDrift(t *testing.T) {
 			e := sd*rng.NormFloat64() + sd*rng.ExpFloat64()
 			actual, forecast := 100*math.Exp(e), 100.0
 			if i > 2000 {
-				over := actual > forecast*c.Margin()
+				over := actual > forecast*c.Upper(1)
 				c.Observe(over)
 				n++
 				if over {
@@ -141,7 +142,7 @@ func BenchmarkCalibrator(b *testing.B) {
 	for b.Loop() {
 		_ = c.AddError(100*math.Exp(0.1*rng.NormFloat64()), 100)
 		c.Observe(i%100 == 0)
-		_ = c.Margin()
+		_ = c.Upper(1)
 		i++
 	}
 }
@@ -284,7 +285,7 @@ func TestCalibratorBuckets(t *testing.T) {
 	day := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	margins := func(buckets int) (night, day3pm float64) {
 		cfg := DefaultCalibratorConfig()
-		cfg.Gain, cfg.Buckets = 0, buckets
+		cfg.Gain, cfg.Buckets, cfg.Neighbours = 0, buckets, 0
 		c, err := NewCalibrator(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -348,6 +349,36 @@ func TestCalibratorNeighbours(t *testing.T) {
 	}
 }
 
+// TestCalibratorNeighboursResolveBudget: the neighbours are at least 2/budget, so that the
+// budget's quantile can be read from them. Forecasts 1, 1.0025, … 1.9975 with errors of 0.1,
+// but 5 at the 151st, 161st and 171st nearest to 1: the margin at 1 core from 40 neighbours (a
+// tenth of 400) would be 0.1; at a budget of 1 % they are 200 and the 99 % quantile of 200
+// errors is 5 (between the third and second largest); at 4 % they are 50 and it is 0.1 again.
+func TestCalibratorNeighboursResolveBudget(t *testing.T) {
+	for _, tc := range []struct {
+		budget, want float64
+	}{{0.01, 5}, {0.04, 0.1}} {
+		cfg := DefaultCalibratorConfig()
+		cfg.Budget, cfg.Gain, cfg.Neighbours, cfg.Window = tc.budget, 0, 0.1, 400
+		c, err := NewCalibrator(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range cfg.Window {
+			f, e := 1+float64(i)/400, 0.1
+			if i == 150 || i == 160 || i == 170 {
+				e = 5
+			}
+			if err := c.AddError(f+e, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := c.Upper(1) - 1; math.Abs(got-tc.want) > 0.03 {
+			t.Errorf("budget %v: margin at 1 core %v, want %v", tc.budget, got, tc.want)
+		}
+	}
+}
+
 // TestCalibratorNeighboursBruteForce: the quantile of the nearest errors equals the one found by
 // sorting every kept error by its forecast's distance, on random forecasts with ties, through
 // the ring's wrap.
@@ -357,6 +388,7 @@ func TestCalibratorNeighboursBruteForce(t *testing.T) {
 		cfg := DefaultCalibratorConfig()
 		cfg.Window, cfg.MinErrors = 10+rng.IntN(60), 2
 		cfg.Neighbours = rng.Float64()
+		cfg.Budget = 0.02 + 0.4*rng.Float64() // 2/budget of 5–100: the share decides, or the budget does
 		c, err := NewCalibrator(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -381,7 +413,7 @@ func TestCalibratorNeighboursBruteForce(t *testing.T) {
 			d := func(x float64) float64 { return math.Abs(math.Log(x+fl) - math.Log(q+fl)) }
 			s := slices.Clone(ring)
 			slices.SortStableFunc(s, func(x, y kept) int { return cmp.Compare(d(x.f), d(y.f)) })
-			k := min(len(s), max(cfg.MinErrors, int(math.Round(cfg.Neighbours*float64(len(s))))))
+			k := min(len(s), max(cfg.MinErrors, int(math.Round(cfg.Neighbours*float64(len(s)))), int(math.Ceil(NeighboursPerBudget/cfg.Budget))))
 			for k < len(s) && d(s[k].f) == d(s[k-1].f) { // and every one as near as the k-th
 				k++
 			}
@@ -394,6 +426,25 @@ func TestCalibratorNeighboursBruteForce(t *testing.T) {
 			if got := c.Upper(q); math.Abs(got-math.Max(0, want)) > 1e-9 {
 				t.Fatalf("trial %d step %d: Upper(%v) = %v, brute force %v", trial, i, q, got, want)
 			}
+		}
+	}
+}
+
+// TestQuantileOf: the quantile by selection equals the one of the sorted values, at every level
+// (the few largest kept, or sorted when there are more), with ties and a single value.
+func TestQuantileOf(t *testing.T) {
+	c := &Calibrator{}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for trial := range 5000 {
+		v := make([]float64, 1+rng.IntN(300))
+		for i := range v {
+			v[i] = float64(rng.IntN(20)) - 10 + rng.NormFloat64()*float64(trial%2) // ties when trial is even
+		}
+		p := []float64{0, 0.5, 0.9, 0.99, 0.995, 1 - 1e-5, 1, rng.Float64()}[trial%8]
+		s := slices.Clone(v)
+		slices.Sort(s)
+		if got, want := c.quantileOf(slices.Clone(v), p), quantileSorted(s, p); got != want {
+			t.Fatalf("trial %d: %d values, p %v: quantileOf %v, sorted %v", trial, len(v), p, got, want)
 		}
 	}
 }

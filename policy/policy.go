@@ -150,13 +150,15 @@ type Config struct {
 	// of sample (docs/results-budget.md).
 	NowcastSpan time.Duration
 	// Nowcast is how the budget policy recovers the demand now from the observation, a mean over
-	// the ObservationWindow: NowcastTrend (default, "") extrapolates the last tick's trend over
-	// NowcastSpan, exact under a linear trend but 1.5× a jump a window after it;
-	// NowcastDeconvolved inverts the mean (the mean over the last tick is the one a window ago
-	// plus window/tick times the observation's change), exact for demand that is constant over
-	// each tick, and clipped between the observation and the trend's nowcast, so that it is no
-	// noisier than the trend's and repairs itself whenever the observation is flat. Measured out
-	// of sample (docs/results-budget.md).
+	// the ObservationWindow: NowcastDeconvolved (default, "") inverts the mean (the mean over
+	// the last tick is the one a window ago plus window/tick times the observation's change),
+	// exact for demand that is constant over each tick, and clipped between the observation and
+	// the trend's nowcast, so that it is no noisier than the trend's and repairs itself whenever
+	// the observation is flat; it also counts an exceedance as a clock would (the mean demand
+	// over the last tick against the capacity over it). NowcastTrend extrapolates the last
+	// tick's trend over NowcastSpan, exact under a linear trend but 1.5× a jump a window after
+	// it. Chosen out of sample with the level-conditioned quantile
+	// (forecast.CalibratorConfig.Neighbours; docs/results-budget.md, the seventh round).
 	Nowcast string
 	// PathBetween is how the budget policy reads its forecast path between two forecast points
 	// at t + lead: PathLinear (default, "") interpolates, PathMax takes the larger point (robust
@@ -189,6 +191,9 @@ const (
 	NowcastTrend       = "trend"
 	NowcastDeconvolved = "deconvolved"
 )
+
+// deconvolved says whether the budget policy deconvolves the observation (Config.Nowcast).
+func (r *Runner) deconvolved() bool { return r.cfg.Nowcast != NowcastTrend }
 
 // Anchor values of Config.Anchor.
 const (
@@ -973,7 +978,7 @@ func (r *Runner) tickJudged(obs Observation) judgement {
 		}
 		if r.cfg.ObservationWindow > 0 && !math.IsNaN(tb.prevObs) {
 			d = math.Max(0, d+(d-tb.prevObs)*float64(span)/float64(dt))
-			if r.cfg.Nowcast == NowcastDeconvolved {
+			if r.deconvolved() {
 				d, tickMean = tb.deconvolve(obs, dt, d, r.cfg.ObservationWindow)
 			}
 		}
@@ -1001,7 +1006,7 @@ func (r *Runner) tickJudged(obs Observation) judgement {
 	// tick against the capacity over that tick (the smaller ready count of its two ends), so a
 	// miss is counted for as long as it lasted, not a tick short (the nowcast of a jump is a tick
 	// late) nor over an overshoot.
-	if r.cfg.Nowcast == NowcastDeconvolved && !r.cfg.ScoreLate && !math.IsNaN(tickMean) {
+	if r.deconvolved() && !r.cfg.ScoreLate && !math.IsNaN(tickMean) {
 		j.missDemand, j.missReady = tickMean, min(obs.Ready, tb.prevReady)
 	}
 	return j
@@ -1079,7 +1084,7 @@ func (r *Runner) tickBudget(obs Observation) {
 	j := r.tickJudged(obs)
 	d, dt, actual, judged, tickMean := j.now, j.dt, j.actual, j.judged, j.tickMean
 	tb.prev, tb.prevObs, tb.prevReady = obs.Time, obs.Demand, obs.Ready
-	if r.cfg.Nowcast == NowcastDeconvolved {
+	if r.deconvolved() {
 		if math.IsNaN(tickMean) {
 			tickMean = d
 		}
@@ -1088,7 +1093,8 @@ func (r *Runner) tickBudget(obs Observation) {
 		for k+1 < len(tb.tickMeans) && !tb.tickMeans[k+1].t.After(obs.Time.Add(-r.cfg.ObservationWindow)) {
 			k++
 		}
-		tb.tickMeans = tb.tickMeans[k:]
+		// Moved down rather than resliced, so that the append above reuses the array.
+		tb.tickMeans = tb.tickMeans[:copy(tb.tickMeans, tb.tickMeans[k:])]
 	}
 	if r.cfg.ScoreLate && r.cfg.ObservationWindow > 0 {
 		tb.ready = append(tb.ready, readyAt{obs.Time, obs.Ready})

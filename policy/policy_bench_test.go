@@ -10,7 +10,10 @@ import (
 // BenchmarkBudgetDecision is one decision of the budget policy in steady state, at 15 s ticks
 // with 5-minute history steps: W1 stabilisation, the calibration update (exceedance, errors of
 // the forecasts come due), the quantiles and the hysteresis. One tick in twenty also starts a
-// history step (a naive forecast). METHOD §9 asks ≤ 5 µs and no allocation.
+// history step (a naive forecast). No allocation. Reading each quantile from the errors of the
+// nearest forecasts (forecast.CalibratorConfig.Neighbours, 200 of them at 1 %) costs about
+// 6× one pool's sorted errors (10 µs against 1.7 µs per decision, measured in one run): 0.1 s
+// of a core per 15 s interval for 10,000 policies.
 func BenchmarkBudgetDecision(b *testing.B) {
 	for _, scoring := range []string{"tick", "sample"} {
 		b.Run(scoring, func(b *testing.B) {

@@ -573,8 +573,9 @@ func TestBudgetNowcastDeconvolved(t *testing.T) {
 		want     []float64
 		exceeded int
 	}{
-		{"", []float64{25, 30, 35, 40, 30, 30}, 1},
+		{NowcastTrend, []float64{25, 30, 35, 40, 30, 30}, 1},
 		{NowcastDeconvolved, []float64{25, 30, 30, 30, 30, 30}, 0},
+		{"", []float64{25, 30, 30, 30, 30, 30}, 0}, // the default
 	} {
 		r := newRunner(t, "naive-budget", func(c *Config) {
 			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute

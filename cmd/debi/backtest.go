@@ -149,8 +149,8 @@ func parser[T any](f func(string) (T, error), what string) func(string) (T, erro
 
 func (f flagger) str(name, help string, p *string) { f.cmd.Flag(name, help).Default(*p).StringVar(p) }
 
-func (f flagger) float(name, help string, p *float64) {
-	f.value(name, help, parsed[float64]{p, parser(func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }, "a number"),
+func (f flagger) float(name, help string, p *float64) *kingpin.FlagClause {
+	return f.value(name, help, parsed[float64]{p, parser(func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }, "a number"),
 		func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }})
 }
 
@@ -192,12 +192,13 @@ func (f flagger) dur(name, help string, p *time.Duration) {
 	f.value(name, help, parsed[time.Duration]{p, parser(time.ParseDuration, "a duration (e.g. 30s, 2m)"), shortDuration})
 }
 
-func (f flagger) value(name, help string, v kingpin.Value) {
+func (f flagger) value(name, help string, v kingpin.Value) *kingpin.FlagClause {
 	fl := f.cmd.Flag(name, help)
 	if d := v.String(); d != "" {
 		fl = fl.Default(d)
 	}
 	fl.SetValue(namedValue{name, v})
+	return fl
 }
 
 // namedValue prefixes the errors of a flag value with the flag's name.
@@ -277,7 +278,8 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.float("budget.debt-limit", "Bound on the calibration debt: the level α is kept at or above −debt-limit (0: unbounded). Backtest only.", &c.DebtLimit)
 	f.str("budget.spend", "How the calibration spends the budget: level (the quantile's level α, adaptive conformal inference) or size (α at the budget, a factor on the quantile). Backtest only.", &c.Spend)
 	f.int("budget.buckets", "Condition the quantile on the time of day: errors kept per 24h/buckets slot (0: one pool). Backtest only.", &c.Buckets)
-	f.float("budget.neighbours", "Condition the quantile on the level: read it from this share of the kept errors whose forecasts were nearest the forecast (0: all). Backtest only.", &c.Neighbours)
+	neighboursSet := new(bool)
+	f.float("budget.quantile-neighbours", "Condition the empirical quantile on the level: read it from this share of the kept errors whose forecasts were nearest the forecast (0: every kept error; 0 by default with --budget.quantile pot).", &c.Neighbours).IsSetByUser(neighboursSet)
 	f.int("budget.local-span", "Errors whose mean absolute value is the local scale of --budget.errors local (0: 240, 1 h of 15 s ticks). Backtest only.", &c.LocalSpan)
 	f.str("budget.metric-calibration", "On a trace with several metrics: calibrate the budget jointly on the policy's overload (joint, the default when empty) or each metric on its own (per-metric).", &o.MetricCalibration)
 	f.str("budget.down-gate", "Scale-down gate: hold (the hold window's own calibrated quantile) or lead (the largest forecast over lead + hold with the lead-time margin). Backtest only.", &o.DownGate)
@@ -285,7 +287,7 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.dur("budget.anchor-span", "Smooth the anchor of the forecast path (nowcast − path) by an exponential mean over this time (0: the last tick's). Backtest only.", &o.AnchorSpan)
 	f.cmd.Flag("budget.score-late", "Judge forecasts and exceedances against the observation half a window later instead of the nowcast. Backtest only.").BoolVar(&o.ScoreLate)
 	f.dur("budget.nowcast-span", "How far the observation is extrapolated by its last trend to the demand now (0: half the metric window). Backtest only.", &o.NowcastSpan)
-	f.str("budget.nowcast", "How the demand now is recovered from the observation, a mean over the metric window: trend (its last tick's trend extrapolated) or deconvolved (the mean inverted, clipped between the observation and the trend's). Backtest only.", &o.Nowcast)
+	f.str("budget.nowcast", "How the demand now is recovered from the observation, a mean over the metric window: trend (its last tick's trend extrapolated) or deconvolved (the default: the mean inverted, clipped between the observation and the trend's).", &o.Nowcast)
 	f.str("budget.path-between", "How the forecast path is read between two points at t + lead: linear or max (the larger point). Backtest only.", &o.PathBetween)
 
 	o.Model.Season, o.Model.Window, o.Model.Hidden, o.Model.MaxIterations, o.Model.TimeBudget, o.Model.Seed = 0, 0, 0, 0, 0, 1
@@ -297,6 +299,7 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.int64("model.seed", "Training seed.", &o.Model.Seed)
 	f.str("model.fallback", "A model that forecasts while the policy's model waits for the history it needs (Holt-Winters: two seasons), e.g. arima. Backtest only.", &o.Fallback)
 	finish = func() {
+		o.Calibration = o.Calibration.WithMethodDefaults(*neighboursSet)
 		o.SweepTargets = sweep
 		o.StartupSweep = sweepStartup
 		if len(capacity) > 0 {
