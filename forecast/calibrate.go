@@ -117,7 +117,7 @@ const DefaultNeighbours = 0.125
 // CalibratorConfig.Neighbours (200 at a budget of 1 %, 400 at 0.5 %), so that the budget's
 // level falls between their third and second largest: with fewer, the (1 − b) quantile is their
 // largest, and a level α the calibration lowers to cover the rare tall errors cannot go further
-// (at 0.5 %, 95 neighbours overspent the budget 1.5–2.3× on 9 of 38 (trace, demand) cells, 1/b
+// (at 0.5 %, 95 neighbours overspent the budget 1.5–2.3× on 10 of 38 (trace, demand) cells, 1/b
 // of them on 3, 2/b on none: docs/results-budget.md, the eighth round).
 const NeighboursPerBudget = 2
 

@@ -18,6 +18,8 @@ cd "$ROOT"
 BIN=${BIN:-bin/debi}
 go build -o "$BIN" ./cmd/debi
 tmp=$(mktemp -d)
+# The out-of-sample section (make results-oos) is kept as it is, at the end of the page.
+sed -n '/^<!-- results-oos:begin/,/^<!-- results-oos:end -->/p' "$OUT" > "$tmp/oos.md" 2>/dev/null || true
 start=$(date +%s)
 for part in $PARTS; do
   case $part in
@@ -59,6 +61,10 @@ secs=$(( $(date +%s) - start ))
     echo "## Which model serves budget best (budget 1 %, start-up 2 min)"
     echo
     cat "$tmp/models.md"
+  fi
+  if [ -s "$tmp/oos.md" ]; then
+    echo
+    cat "$tmp/oos.md"
   fi
 } > "$OUT"
 rm -rf "$tmp"

@@ -157,6 +157,8 @@ func TestBadInput(t *testing.T) {
 		{"capacity of no metric", []string{"backtest", "--trace", twoMetricTrace, "--trace.capacity", "rps=100"}, 1, "no metric \"rps\""},
 		{"capacity not a pair", []string{"backtest", "--trace.capacity", "rps"}, 2, "--trace.capacity"},
 		{"bad metric calibration", []string{"backtest", "--budget.metric-calibration", "both"}, 1, "--budget.metric-calibration"},
+		{"neighbours under pot", []string{"backtest", "--budget.quantile", "pot", "--budget.quantile-neighbours", "0.25"}, 1, "quantile_neighbours must be 0 with quantile_method \"pot\""},
+		{"neighbours above 1", []string{"backtest", "--budget.quantile-neighbours", "2"}, 1, "quantile_neighbours must be in [0, 1]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCmd(tc.args...)
@@ -164,6 +166,15 @@ func TestBadInput(t *testing.T) {
 				t.Fatalf("exit %d (want %d), stderr %q does not contain %q", code, tc.code, stderr, tc.want)
 			}
 		})
+	}
+}
+
+// TestBudgetQuantilePOT: --budget.quantile pot alone takes one pool of errors (its
+// quantile_neighbours default is 0), so it runs.
+func TestBudgetQuantilePOT(t *testing.T) {
+	code, out, stderr := runCmd("backtest", "--policies", "budget", "--budget.quantile", "pot", "--max-steps", "1200", "--format", "json")
+	if code != 0 || !strings.Contains(out, `"policy": "budget"`) {
+		t.Fatalf("exit %d, stderr %q, stdout %.200q", code, stderr, out)
 	}
 }
 
