@@ -220,9 +220,9 @@ const (
 // allocate.
 type Calibrator struct {
 	cfg    CalibratorConfig
-	ring   []float64  // errors in arrival order (a ring of cfg.Window)
-	ringF  []float64  // Neighbours: the forecast of each error of ring
-	byF    []fcError  // Neighbours: the same errors, by ascending forecast
+	ring   []float64  // errors in arrival order (a ring of cfg.Window), without Neighbours
+	byF    []fcError  // Neighbours: the errors with their forecasts, by ascending forecast
+	seq    uint64     // Neighbours: the arrival number of the next error
 	near   []float64  // Neighbours: scratch for the errors nearest a forecast
 	top    [8]float64 // quantileOf: the few largest of near
 	next   int
@@ -259,11 +259,11 @@ func NewCalibrator(cfg CalibratorConfig) (*Calibrator, error) {
 		c.alt = a
 		return c, nil
 	}
-	c := &Calibrator{cfg: cfg, ring: make([]float64, 0, cfg.Window), alpha: cfg.Budget, slot: -1}
+	c := &Calibrator{cfg: cfg, alpha: cfg.Budget, slot: -1}
 	if cfg.Neighbours > 0 {
-		c.ringF, c.byF = make([]float64, 0, cfg.Window), make([]fcError, 0, cfg.Window)
+		c.byF = make([]fcError, 0, cfg.Window)
 	} else {
-		c.sorted = make([]float64, 0, cfg.Window)
+		c.ring, c.sorted = make([]float64, 0, cfg.Window), make([]float64, 0, cfg.Window)
 	}
 	if cfg.Buckets > 0 {
 		sub := cfg
@@ -333,29 +333,26 @@ func (c *Calibrator) AddError(actual, forecast float64) error {
 	default:
 		e = math.Log(math.Max(actual, f) / math.Max(forecast, f))
 	}
-	// With Neighbours the errors are kept by their forecasts (byF) instead of by their values
-	// (sorted): the quantile is read from the nearest ones only.
-	near := c.cfg.Neighbours > 0
-	if len(c.ring) < c.cfg.Window {
-		c.ring = append(c.ring, e)
-		if near {
-			c.ringF = append(c.ringF, forecast)
-			c.byF = insertByForecast(c.byF, fcError{forecast, e})
-		} else {
-			c.sorted = insertSorted(c.sorted, e)
+	switch {
+	case c.cfg.Neighbours > 0:
+		// The errors are kept by their forecasts (byF) instead of by their values (sorted), the
+		// quantile read from the nearest ones only; the oldest is found by its arrival number.
+		if len(c.byF) == c.cfg.Window {
+			oldest := c.seq - uint64(c.cfg.Window)
+			i := slices.IndexFunc(c.byF, func(x fcError) bool { return x.seq == oldest })
+			c.byF = slices.Delete(c.byF, i, i+1)
 		}
-	} else {
+		c.byF = insertByForecast(c.byF, fcError{forecast, e, c.seq})
+		c.seq++
+	case len(c.ring) < c.cfg.Window:
+		c.ring = append(c.ring, e)
+		c.sorted = insertSorted(c.sorted, e)
+	default:
 		old := c.ring[c.next]
 		c.ring[c.next] = e
-		if near {
-			c.byF = removeByForecast(c.byF, fcError{c.ringF[c.next], old})
-			c.ringF[c.next] = forecast
-			c.byF = insertByForecast(c.byF, fcError{forecast, e})
-		} else {
-			c.sorted = removeSorted(c.sorted, old)
-			c.sorted = insertSorted(c.sorted, e)
-		}
 		c.next = (c.next + 1) % c.cfg.Window
+		c.sorted = removeSorted(c.sorted, old)
+		c.sorted = insertSorted(c.sorted, e)
 	}
 	c.refit()
 	return nil
@@ -386,8 +383,12 @@ func removeSorted(s []float64, v float64) []float64 {
 	return append(s[:i], s[i+1:]...)
 }
 
-// fcError is one kept error with the forecast it was made on (Neighbours).
-type fcError struct{ f, e float64 }
+// fcError is one kept error with the forecast it was made on and its arrival number
+// (Neighbours).
+type fcError struct {
+	f, e float64
+	seq  uint64
+}
 
 func cmpFcError(a, b fcError) int {
 	if c := cmp.Compare(a.f, b.f); c != 0 {
@@ -399,13 +400,6 @@ func cmpFcError(a, b fcError) int {
 func insertByForecast(s []fcError, v fcError) []fcError {
 	i, _ := slices.BinarySearchFunc(s, v, cmpFcError)
 	return slices.Insert(s, i, v)
-}
-
-func removeByForecast(s []fcError, v fcError) []fcError {
-	if i, found := slices.BinarySearchFunc(s, v, cmpFcError); found {
-		return slices.Delete(s, i, i+1)
-	}
-	return s
 }
 
 // nearQuantile is q_{1−α} of the errors whose forecasts were nearest f (Neighbours): the
@@ -422,7 +416,7 @@ func (c *Calibrator) nearQuantile(f float64) float64 {
 	g := math.Max(f, 0) + fl
 	// Above f (i ≥ hi) the ratio is (forecast + fl)/g, below it g/(forecast + fl): both ≥ 1
 	// (AddError keeps no negative forecast). ra and rb are the next ones on each side.
-	hi, _ := slices.BinarySearchFunc(c.byF, fcError{f, math.Inf(-1)}, cmpFcError)
+	hi, _ := slices.BinarySearchFunc(c.byF, fcError{f: f, e: math.Inf(-1)}, cmpFcError)
 	lo := hi - 1
 	inf := math.Inf(1)
 	ra, rb := inf, inf
@@ -613,7 +607,7 @@ func (c *Calibrator) Alpha() float64 { return min(max(c.alpha, alphaMin), alphaM
 func (c *Calibrator) Exceeded() (exceeded, observed int) { return c.exceeded, c.observed }
 
 // Errors is the number of errors kept.
-func (c *Calibrator) Errors() int { return len(c.ring) }
+func (c *Calibrator) Errors() int { return len(c.ring) + len(c.byF) }
 
 // Upper is the calibrated upper (1−α) quantile of what comes after forecast f (never below 0).
 // With fewer than MinErrors errors it is f·ColdMargin.
