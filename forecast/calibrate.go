@@ -220,11 +220,10 @@ const (
 // allocate.
 type Calibrator struct {
 	cfg    CalibratorConfig
-	ring   []float64  // errors in arrival order (a ring of cfg.Window), without Neighbours
-	byF    []fcError  // Neighbours: the errors with their forecasts, by ascending forecast
-	seq    uint64     // Neighbours: the arrival number of the next error
-	near   []float64  // Neighbours: scratch for the errors nearest a forecast
-	top    [8]float64 // quantileOf: the few largest of near
+	ring   []float64 // errors in arrival order (a ring of cfg.Window), without Neighbours
+	byF    []fcError // Neighbours: the errors with their forecasts, by ascending forecast
+	seq    uint64    // Neighbours: the arrival number of the next error
+	near   []float64 // Neighbours: scratch for the errors nearest a forecast
 	next   int
 	sorted []float64 // the same errors, ascending
 	alpha  float64
@@ -453,38 +452,20 @@ func (c *Calibrator) nearQuantile(f float64) float64 {
 	for ; hi < n && (c.byF[hi].f+fl)/g == last; hi++ {
 		c.near = append(c.near, c.byF[hi].e)
 	}
-	return c.quantileOf(c.near, 1-alpha)
+	return quantileOf(c.near, 1-alpha)
 }
 
-// quantileOf is quantileSorted of v sorted, without sorting v. When the quantile is among the
-// few largest of v (the usual case: p near 1), it keeps those in c.top while reading v once;
-// otherwise it selects (selectNth, which reorders v).
-func (c *Calibrator) quantileOf(v []float64, p float64) float64 {
+// quantileOf is quantileSorted of v sorted, found by selection (selectNth, which reorders v)
+// instead of a sort.
+func quantileOf(v []float64, p float64) float64 {
 	m := len(v)
 	h := float64(m-1) * p
 	lo := int(h)
 	if lo >= m-1 {
 		return slices.Max(v)
 	}
-	t := m - lo // s[lo] and s[lo+1] of v sorted are its t-th and (t−1)-th largest
-	if t > len(c.top) {
-		selectNth(v, lo)
-		return v[lo] + (h-float64(lo))*(slices.Min(v[lo+1:])-v[lo])
-	}
-	top := c.top[:t] // ascending: the t largest read so far
-	copy(top, v[:t])
-	slices.Sort(top)
-	for _, x := range v[t:] {
-		if x <= top[0] {
-			continue
-		}
-		i := 1 // drop top[0], insert x
-		for ; i < t && top[i] < x; i++ {
-			top[i-1] = top[i]
-		}
-		top[i-1] = x
-	}
-	return top[0] + (h-float64(lo))*(top[1]-top[0])
+	selectNth(v, lo)
+	return v[lo] + (h-float64(lo))*(slices.Min(v[lo+1:])-v[lo])
 }
 
 // selectNth reorders v so that v[k] is the value v sorted would have there, none before it
@@ -623,6 +604,9 @@ func (c *Calibrator) Upper(f float64) float64 {
 }
 
 func (c *Calibrator) upper(f float64) float64 {
+	if math.IsNaN(f) { // no forecast (a missing observation): no quantile, whatever the errors
+		return f
+	}
 	if c.slot >= 0 && c.slot < len(c.slots) && c.slots[c.slot].Errors() >= c.cfg.MinErrors {
 		s := c.slots[c.slot]
 		s.alpha = c.alpha

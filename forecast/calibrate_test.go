@@ -430,10 +430,9 @@ func TestCalibratorNeighboursBruteForce(t *testing.T) {
 	}
 }
 
-// TestQuantileOf: the quantile by selection equals the one of the sorted values, at every level
-// (the few largest kept, or sorted when there are more), with ties and a single value.
+// TestQuantileOf: the quantile by selection equals the one of the sorted values, at every level,
+// with ties and a single value.
 func TestQuantileOf(t *testing.T) {
-	c := &Calibrator{}
 	rng := rand.New(rand.NewPCG(9, 10))
 	for trial := range 5000 {
 		v := make([]float64, 1+rng.IntN(300))
@@ -443,8 +442,33 @@ func TestQuantileOf(t *testing.T) {
 		p := []float64{0, 0.5, 0.9, 0.99, 0.995, 1 - 1e-5, 1, rng.Float64()}[trial%8]
 		s := slices.Clone(v)
 		slices.Sort(s)
-		if got, want := c.quantileOf(slices.Clone(v), p), quantileSorted(s, p); got != want {
+		if got, want := quantileOf(slices.Clone(v), p), quantileSorted(s, p); got != want {
 			t.Fatalf("trial %d: %d values, p %v: quantileOf %v, sorted %v", trial, len(v), p, got, want)
+		}
+	}
+}
+
+// TestCalibratorUpperOddForecast: a forecast that is not a number has no quantile (NaN, as
+// f + q is), and one that is infinite or negative is answered without a panic, by every
+// quantile kind; the level-conditioned one once had none for NaN and read before its errors.
+func TestCalibratorUpperOddForecast(t *testing.T) {
+	for _, share := range []float64{0, DefaultNeighbours} {
+		cfg := DefaultCalibratorConfig()
+		cfg.Neighbours = share
+		c, err := NewCalibrator(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 500 {
+			_ = c.AddError(float64(i%7), float64(i%5))
+		}
+		if u := c.Upper(math.NaN()); !math.IsNaN(u) {
+			t.Errorf("neighbours %v: Upper(NaN) = %v, want NaN", share, u)
+		}
+		for _, f := range []float64{math.Inf(1), -3, 0, 1e300} {
+			if u := c.Upper(f); math.IsNaN(u) || u < 0 {
+				t.Errorf("neighbours %v: Upper(%v) = %v, want a number ≥ 0", share, f, u)
+			}
 		}
 	}
 }
