@@ -1088,13 +1088,18 @@ func (r *Runner) tickBudget(obs Observation) {
 		if math.IsNaN(tickMean) {
 			tickMean = d
 		}
-		tb.tickMeans = append(tb.tickMeans, timedValue{obs.Time, tickMean})
-		k := 0 // keep the newest at or before a window ago, and every later one
-		for k+1 < len(tb.tickMeans) && !tb.tickMeans[k+1].t.After(obs.Time.Add(-r.cfg.ObservationWindow)) {
-			k++
+		// A tick without a number (a missing observation), or not after the last one kept (a
+		// doubled or late observation), keeps no mean: the means stay a time series of numbers,
+		// and a missing tick is a gap, which tickMeanAt reports.
+		if n := len(tb.tickMeans); !math.IsNaN(tickMean) && !math.IsInf(tickMean, 0) && (n == 0 || obs.Time.After(tb.tickMeans[n-1].t)) {
+			tb.tickMeans = append(tb.tickMeans, timedValue{obs.Time, tickMean})
+			k := 0 // keep the newest at or before a window ago, and every later one
+			for k+1 < len(tb.tickMeans) && !tb.tickMeans[k+1].t.After(obs.Time.Add(-r.cfg.ObservationWindow)) {
+				k++
+			}
+			// Moved down rather than resliced, so that the append above reuses the array.
+			tb.tickMeans = tb.tickMeans[:copy(tb.tickMeans, tb.tickMeans[k:])]
 		}
-		// Moved down rather than resliced, so that the append above reuses the array.
-		tb.tickMeans = tb.tickMeans[:copy(tb.tickMeans, tb.tickMeans[k:])]
 	}
 	if r.cfg.ScoreLate && r.cfg.ObservationWindow > 0 {
 		tb.ready = append(tb.ready, readyAt{obs.Time, obs.Ready})

@@ -610,6 +610,56 @@ func TestBudgetNowcastDeconvolved(t *testing.T) {
 	}
 }
 
+// TestBudgetNowcastBadInput: the default (deconvolved) nowcast on the inputs a live exporter
+// gets: a doubled observation (the same time twice) changes nothing on flat demand; a missing
+// one holds the size; after a 10-minute gap, with no tick means a window back,
+// the nowcast is the trend's until a window has passed and then the new level; an observation
+// older than the last one is taken without extrapolation. Every forecast is a finite number
+// ≥ 0.
+func TestBudgetNowcastBadInput(t *testing.T) {
+	r := newRunner(t, "naive-budget", func(c *Config) {
+		c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+	})
+	ctx := context.Background()
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 15 * time.Second) }
+	step := func(tm time.Time, d float64) Result {
+		t.Helper()
+		res, err := r.Step(ctx, Observation{Time: tm, Demand: d, Current: 20, Ready: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f := res.Budget.Forecast; math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+			t.Fatalf("at %v: forecast %v", tm.Sub(t0), f)
+		}
+		return res
+	}
+	for i := range 400 {
+		step(at(i), 10)
+	}
+	if f := step(at(399), 10).Budget.Forecast; f != 10 { // doubled
+		t.Errorf("a doubled observation: forecast %v, want 10", f)
+	}
+	if f := step(at(400), 10).Budget.Forecast; f != 10 {
+		t.Errorf("after a doubled observation: forecast %v, want 10", f)
+	}
+	// A missing sample: the stabilised demand still has the window's earlier ones, so no error;
+	// the size is held.
+	res, err := r.Step(ctx, Observation{Time: at(401), Demand: math.NaN(), Current: 20, Ready: 20})
+	if (err != nil && !errors.Is(err, ErrNoData)) || res.Decision.Replicas != 20 {
+		t.Errorf("a missing observation: %v, decided %d, want the size 20 held", err, res.Decision.Replicas)
+	}
+	// A 10-minute gap, then demand at 30: the observation climbs over the window (15, 20, 25, 30).
+	for k, d := range []float64{15, 20, 25, 30, 30, 30, 30, 30} {
+		f := step(at(442+k), d).Budget.Forecast
+		if k >= 4 && f != 30 {
+			t.Errorf("%d ticks after the gap: forecast %v, want 30", k, f)
+		}
+	}
+	if f := step(at(445), 30).Budget.Forecast; f != 30 { // older than the last
+		t.Errorf("an observation older than the last: forecast %v, want 30 (no extrapolation)", f)
+	}
+}
+
 // TestBudgetFallback: with a fallback model the budget policy forecasts from the fallback's
 // history on (ARIMA: 24 steps) instead of waiting the two days Holt-Winters needs, keeps the
 // history Holt-Winters needs although Config.History is shorter, and switches to it when that
