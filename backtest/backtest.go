@@ -267,7 +267,7 @@ func (o Options) Validate() error {
 		return scaling.PrefixErrors("budget.", err)
 	}
 	for _, p := range o.Policies {
-		if strings.EqualFold(p, OraclePolicy) {
+		if strings.EqualFold(p, OraclePolicy) || strings.EqualFold(p, PricedOraclePolicy) {
 			continue
 		}
 		if _, ok, err := ParseClairvoyant(p); ok {
@@ -1199,9 +1199,15 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 	var decide decider
 	hasModel := false
 	var now time.Duration // the simulated time, for a clairvoyant forecaster
-	if strings.EqualFold(policyName, OraclePolicy) {
+	switch {
+	case strings.EqualFold(policyName, OraclePolicy):
 		decide = oracle(w, o)
-	} else {
+	case strings.EqualFold(policyName, PricedOraclePolicy):
+		var err error
+		if decide, err = pricedOracle(w, o, o.Calibration.Budget); err != nil {
+			return Run{}, err
+		}
+	default:
 		var spec policy.Spec
 		var fc forecast.Forecaster
 		d, clair, err := ParseClairvoyant(policyName)
