@@ -334,6 +334,13 @@ type Metrics struct {
 	// this trace at this overload. The actual row, whose ready pods are recorded, gets the
 	// bound without the start-up (NeedBound.Instant).
 	FrontierBound float64 `json:"frontier_bound"`
+	// FloorClosed is (1 − FrontierRatio)/(1 − the trace's FrontierFloor): the share of the
+	// saving over the fixed targets that the floor no schedule can beat shows possible which this
+	// policy captures (0 = no better than the best fixed target, 1 = at the floor, below 0 =
+	// dearer than the best fixed target). Unlike GapClosed it is measured against what is
+	// possible inside the overload budget's band, not at the oracle's zero overload. NaN when
+	// the floor saves less than 1 % or an input is missing (FloorClosed).
+	FloorClosed float64 `json:"floor_closed"`
 	// Utilization is ∫min(D, Nr·R) / ∫N·R.
 	Utilization float64 `json:"utilization"`
 	// OverloadFraction is the share of scored time with D > u_sla·Nr·R.
@@ -1016,8 +1023,8 @@ func (rep *Report) notes(tr *TraceResult) {
 	}
 }
 
-// finishTrace fills the ratios to hpa, to the frontier and to the oracle, and the frontier
-// floor of the overload budget b.
+// finishTrace fills the ratios to hpa, to the frontier and to the oracle, the frontier floor of
+// the overload budget b, and each run's share of the floor's saving (FloorClosed).
 func finishTrace(tr *TraceResult, b float64) {
 	hpaCost, actualCost := math.NaN(), math.NaN()
 	for _, r := range tr.Runs {
@@ -1071,6 +1078,7 @@ func finishTrace(tr *TraceResult, b float64) {
 	for i := range tr.Runs {
 		r := &tr.Runs[i]
 		r.GapClosed = GapClosed(r.FrontierRatio, tr.OracleFrontierRatio)
+		r.FloorClosed = FloorClosed(r.FrontierRatio, tr.FrontierFloor)
 		r.GapAtOverload = math.NaN()
 		if len(env) > 0 && !math.IsNaN(oracleCost) {
 			if e, _ := EnvelopeCost(env, r.OverloadFraction); e > oracleCost {
@@ -1087,6 +1095,23 @@ func GapClosed(fr, oracle float64) float64 {
 		return math.NaN()
 	}
 	return (1 - fr) / (1 - oracle)
+}
+
+// MinFloorSaving is the least saving 1 − frontier_floor for which FloorClosed is defined: below
+// it the floor is as dear as the best fixed target (or dearer), and the ratio would divide by
+// about zero.
+const MinFloorSaving = 0.01
+
+// FloorClosed is (1 − fr)/(1 − floor), the share of the saving at equal overload that the
+// floor shows possible which a frontier ratio fr captures: 0 for no better than the best
+// fixed HPA target, 1 at the floor, negative for a policy dearer than the best fixed target.
+// NaN (undefined) when either input is NaN or infinite, or when the floor saves less than
+// MinFloorSaving (a floor at or above 1 leaves nothing to close).
+func FloorClosed(fr, floor float64) float64 {
+	if math.IsNaN(fr) || math.IsInf(fr, 0) || math.IsNaN(floor) || math.IsInf(floor, 0) || !(1-floor >= MinFloorSaving) {
+		return math.NaN()
+	}
+	return (1 - fr) / (1 - floor)
 }
 
 // Envelope returns the lower envelope of (overload fraction, cost) of the sweep: the points that

@@ -3,9 +3,11 @@ package backtest
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -272,6 +274,13 @@ func TestRunTracesReport(t *testing.T) {
 			if want := GapClosed(r.FrontierRatio, tr.OracleFrontierRatio); !(r.GapClosed == want || math.IsNaN(want)) {
 				t.Errorf("%s/%s: gap_closed %v, want %v", tr.Trace, r.Policy, r.GapClosed, want)
 			}
+			// floor_closed is computed once, from the run's frontier ratio and the trace's floor.
+			if want := FloorClosed(r.FrontierRatio, tr.FrontierFloor); !(r.FloorClosed == want || math.IsNaN(want) && math.IsNaN(r.FloorClosed)) {
+				t.Errorf("%s/%s: floor_closed %v, want %v", tr.Trace, r.Policy, r.FloorClosed, want)
+			}
+			if r.Policy == "hpa" && !(r.FloorClosed <= 0) && r.FrontierRatio >= 1 {
+				t.Errorf("%s: hpa at frontier ratio %v closes %v of the floor's saving, want at most 0", tr.Trace, r.FrontierRatio, r.FloorClosed)
+			}
 			// No run is cheaper than the bound at its own overload; the oracle, which pays for
 			// the start-up delay, is within a few per cent of it at zero overload.
 			if !(r.FrontierBound <= r.FrontierRatio*(1+1e-12)) {
@@ -299,7 +308,7 @@ func TestRunTracesReport(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
 		t.Fatalf("json output does not parse: %v", err)
 	}
-	for _, k := range []string{"policy", "cost", "cost_ratio", "utilization", "overload_fraction", "gap_closed",
+	for _, k := range []string{"policy", "cost", "cost_ratio", "utilization", "overload_fraction", "gap_closed", "floor_closed", "frontier_bound",
 		"unserved", "actions_per_day", "gap_at_overload", "under_share", "over_pods", "forecast_coverage", "train_seconds", "decide_seconds", "frontier_ratio", "ticks_per_second"} {
 		if _, ok := doc.Traces[0].Runs[0][k]; !ok {
 			t.Errorf("json run lacks %q", k)
@@ -316,6 +325,9 @@ func TestRunTracesReport(t *testing.T) {
 		if err := rep.Write(&buf, f); err != nil || !strings.Contains(buf.String(), "debi") || !strings.Contains(buf.String(), "oracle") {
 			t.Errorf("format %s: %v\n%s", f, err, buf.String())
 		}
+		if !strings.Contains(buf.String(), "floor_closed") {
+			t.Errorf("format %s lacks floor_closed", f)
+		}
 		if f == "markdown" || f == "csv" || f == "report" {
 			if !strings.Contains(buf.String(), "gap_closed") {
 				t.Errorf("format %s lacks gap_closed", f)
@@ -327,7 +339,8 @@ func TestRunTracesReport(t *testing.T) {
 	}
 }
 
-// TestScreenFits: the default screen fits 100 columns and leads with frontier and gap.
+// TestScreenFits: the default screen fits 100 columns and leads with frontier and floor_closed;
+// the gaps to the oracle are left to --format full.
 func TestScreenFits(t *testing.T) {
 	o := quickOptions()
 	o.Policies = []string{"hpa", "apa", "evt-holtwinters-hpa", "debi"}
@@ -346,8 +359,13 @@ func TestScreenFits(t *testing.T) {
 		}
 	}
 	out := buf.String()
-	if !strings.Contains(out, "frontier") || !strings.Contains(out, "gap") || !strings.Contains(out, "start-up 30s") {
-		t.Errorf("screen lacks frontier, gap or the start-up sweep:\n%s", out)
+	if !strings.Contains(out, "frontier") || !strings.Contains(out, "floor_closed") || !strings.Contains(out, "start-up 30s") {
+		t.Errorf("screen lacks frontier, floor_closed or the start-up sweep:\n%s", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "class" && (slices.Contains(f, "gap") || slices.Contains(f, "gap@x") || !slices.Contains(f, "floor_closed")) {
+			t.Errorf("class table header %q: want floor_closed and no gap to the oracle", line)
+		}
 	}
 	if len(rep.Startup) != 1 || rep.Startup[0].Delay != 30*time.Second || len(rep.Startup[0].Traces[0].Runs) != 5 {
 		t.Fatalf("start-up sweep: %+v", rep.Startup)
@@ -588,5 +606,180 @@ func TestNeedBound(t *testing.T) {
 	}
 	if got := b.Floor(env, 0.3, 0.45); !math.IsNaN(got) {
 		t.Errorf("floor over 30–45 %%, where no whole count of four ticks lies: %v, want NaN", got)
+	}
+}
+
+// TestFloorClosed: (1 − fr)/(1 − floor), undefined (NaN) where the floor saves less than 1 %
+// of the envelope or an input is missing, never a huge number.
+func TestFloorClosed(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, tc := range []struct {
+		name      string
+		fr, floor float64
+		want      float64 // NaN: undefined
+	}{
+		{"half the floor's saving", 0.9, 0.8, 0.5},            // 0.1/0.2
+		{"at the floor", 0.8, 0.8, 1},                         // 0.2/0.2
+		{"the best fixed target", 1, 0.8, 0},                  // 0/0.2
+		{"dearer than the best fixed target", 1.1, 0.8, -0.5}, // −0.1/0.2
+		{"below the floor (outside the band)", 0.7, 0.8, 1.5}, // 0.3/0.2
+		{"the floor saves exactly 1 %", 0.995, 0.99, 0.5},     // 0.005/0.01
+		{"floor 1: nothing to close", 0.9, 1, nan},
+		{"the floor saves under 1 %", 0.9, 0.995, nan},
+		{"a floor above 1", 0.9, 1.2, nan},
+		{"no floor (no sweep)", 0.9, nan, nan},
+		{"no frontier ratio", nan, 0.8, nan},
+		{"both missing", nan, nan, nan},
+		{"an infinite ratio", inf, 0.8, nan},
+		{"an infinite floor", 0.9, -inf, nan},
+	} {
+		got := FloorClosed(tc.fr, tc.floor)
+		if math.IsNaN(tc.want) {
+			if !math.IsNaN(got) {
+				t.Errorf("%s: FloorClosed(%v, %v) = %v, want undefined (NaN)", tc.name, tc.fr, tc.floor, got)
+			}
+			continue
+		}
+		if math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: FloorClosed(%v, %v) = %v, want %v", tc.name, tc.fr, tc.floor, got, tc.want)
+		}
+	}
+}
+
+// TestFloorClosedInEveryFormat: every format carries floor_closed from the runs' field: the
+// value where it is defined; where it is not, "-" in the text formats, an empty cell in csv,
+// null in json; the class median over the defined values only, with their number when fewer
+// than the class's traces.
+func TestFloorClosedInEveryFormat(t *testing.T) {
+	rep := &Report{Options: DefaultOptions()}
+	rep.Options.Policies = []string{"hpa", "budget"}
+	trace := func(name string, floor, hpaFR, budgetFR float64) TraceResult {
+		tr := TraceResult{Trace: name, Class: "bursty", FrontierFloor: floor, OracleFrontierRatio: math.NaN()}
+		for _, r := range []struct {
+			policy string
+			fr     float64
+		}{{"hpa", hpaFR}, {"budget", budgetFR}} {
+			tr.Runs = append(tr.Runs, Run{Metrics: Metrics{Policy: r.policy, FrontierRatio: r.fr, CostRatio: 1,
+				GapClosed: math.NaN(), GapAtOverload: math.NaN(), FloorClosed: FloorClosed(r.fr, floor)}})
+		}
+		return tr
+	}
+	rep.Traces = []TraceResult{
+		trace("t1", 0.8, 1.2, 0.9), // hpa (1 − 1.2)/0.2 = −1, budget 0.1/0.2 = 0.5
+		trace("t2", 1, 1.2, 0.9),   // the floor saves nothing: undefined
+		trace("t3", 0.5, 1, 0.6),   // hpa 0, budget 0.4/0.5 = 0.8
+	}
+	out := func(format string) string {
+		t.Helper()
+		var buf bytes.Buffer
+		if err := rep.Write(&buf, format); err != nil {
+			t.Fatal(err)
+		}
+		return buf.String()
+	}
+	// want is floor_closed per (trace, policy) in the per-run formats.
+	want := map[string]string{"t1/hpa": "-1.000", "t1/budget": "0.500", "t2/hpa": "-", "t2/budget": "-", "t3/hpa": "0.000", "t3/budget": "0.800"}
+	// cells finds, in rows of cells, the floor_closed column by its header and checks each run.
+	cells := func(format string, rows [][]string, undefined string) {
+		t.Helper()
+		col, found := -1, 0
+		for _, row := range rows {
+			if i := slices.Index(row, "floor_closed"); i >= 0 {
+				col = i
+				continue
+			}
+			if col < 0 || len(row) <= col || len(row) < 3 {
+				continue
+			}
+			k := row[0] + "/" + row[2]
+			if row[0] == "2m0s" { // csv: the start-up delay first
+				k = row[1] + "/" + row[3]
+			}
+			w, ok := want[k]
+			if !ok {
+				continue
+			}
+			if w == "-" {
+				w = undefined
+			}
+			if row[col] != w {
+				t.Errorf("%s: %s floor_closed %q, want %q", format, k, row[col], w)
+			}
+			found++
+		}
+		if col < 0 || found != len(want) {
+			t.Errorf("%s: floor_closed column %d, %d of %d runs found", format, col, found, len(want))
+		}
+	}
+	var full [][]string
+	for _, l := range strings.Split(out("full"), "\n") {
+		full = append(full, strings.Fields(l))
+	}
+	cells("full", full, "-")
+	var md [][]string
+	for _, l := range strings.Split(out("markdown"), "\n") {
+		md = append(md, strings.Split(strings.Trim(l, "| "), " | "))
+	}
+	cells("markdown", md, "-")
+	csvRows, err := csv.NewReader(strings.NewReader(out("csv"))).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells("csv", csvRows, "")
+	// The report's per-trace table, and its class medians: budget's of 0.5 and 0.8 over the two
+	// traces where it is defined, hpa's of −1 and 0.
+	report := out("report")
+	var rows [][]string
+	for _, l := range strings.Split(report, "\n") {
+		rows = append(rows, strings.Split(strings.Trim(l, "| "), " | "))
+	}
+	cells("report", rows, "-")
+	for _, w := range []string{"floor closed (median)", "| bursty | budget | 3 | 0.900 | 0.650 n=2 |", "| bursty | hpa | 3 | 1.200 | -0.500 n=2 |", "| frontier floor |", "| t2 | bursty | 0 × 0s | - | 1.000 |"} {
+		if !strings.Contains(report, w) {
+			t.Errorf("report lacks %q:\n%s", w, report)
+		}
+	}
+	// The screen: the class medians the same, the floor in the per-trace table.
+	screen := out("summary")
+	for _, w := range [][]string{{"bursty", "budget", "3", "0.900", "0.650", "n=2"}, {"bursty", "hpa", "3", "1.200", "-0.500", "n=2"}, {"t2", "bursty", "0×0s", "-", "1.000"}} {
+		found := false
+		for _, l := range strings.Split(screen, "\n") {
+			if f := strings.Fields(l); len(f) >= len(w) && slices.Equal(f[:len(w)], w) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("the screen lacks a line starting %q:\n%s", w, screen)
+		}
+	}
+	// A class where it is defined on no trace: "-", no count.
+	rep.Traces = []TraceResult{trace("t2", 1, 1.2, 0.9)}
+	if rows := rep.Summary(); rows[0].FloorTraces != 0 || !math.IsNaN(rows[0].FloorClosed) || rows[0].floorText() != "-" {
+		t.Errorf("no defined floor_closed: %+v, shown %q", rows[0], rows[0].floorText())
+	}
+	rep.Traces = []TraceResult{trace("t1", 0.8, 1.2, 0.9), trace("t2", 1, 1.2, 0.9), trace("t3", 0.5, 1, 0.6)}
+	// json: the value, or null where undefined (as every NaN of the report).
+	var doc struct {
+		Traces []struct {
+			Trace string           `json:"trace"`
+			Runs  []map[string]any `json:"runs"`
+		} `json:"traces"`
+	}
+	if err := json.Unmarshal([]byte(out("json")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range doc.Traces {
+		for _, r := range tr.Runs {
+			k := tr.Trace + "/" + r["policy"].(string)
+			v, ok := r["floor_closed"]
+			switch w := want[k]; {
+			case !ok:
+				t.Errorf("json: %s has no floor_closed", k)
+			case w == "-" && v != nil:
+				t.Errorf("json: %s floor_closed %v, want null", k, v)
+			case w != "-" && (v == nil || strconv.FormatFloat(v.(float64), 'f', 3, 64) != w):
+				t.Errorf("json: %s floor_closed %v, want %s", k, v, w)
+			}
+		}
 	}
 }

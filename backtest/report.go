@@ -17,9 +17,15 @@ import (
 // Markdown of docs/results.md: per-class summary, start-up sweep, every trace).
 var Formats = []string{"summary", "full", "markdown", "csv", "json", "report"}
 
-var columns = []string{"trace", "class", "policy", "cost", "cost_ratio", "frontier_ratio", "gap_closed", "gap_at_overload", "utilization",
+var columns = []string{"trace", "class", "policy", "cost", "cost_ratio", "frontier_ratio", "floor_closed", "gap_closed", "gap_at_overload", "utilization",
 	"overload", "unserved", "actions_per_day", "mean_replicas", "under_share", "under_pods", "over_share", "over_pods",
 	"forecast_coverage", "budget_headroom", "train_seconds", "decide_seconds", "ticks_per_second"}
+
+// Indices in columns (and row) of the cells the csv format writes differently.
+const (
+	colFrontier    = 5
+	colFloorClosed = 6
+)
 
 // TicksPerSecond is the policy's decision rate: scored ticks over the run's time.
 func (r Run) TicksPerSecond() float64 {
@@ -35,7 +41,7 @@ func (r Run) row(tr TraceResult) []string {
 	if r.FrontierClamped {
 		fr += "*"
 	}
-	return []string{tr.Trace, tr.Class, r.Policy, fmt.Sprintf("%.0f", r.Cost), f3(r.CostRatio), fr, f3(r.GapClosed), f3(r.GapAtOverload),
+	return []string{tr.Trace, tr.Class, r.Policy, fmt.Sprintf("%.0f", r.Cost), f3(r.CostRatio), fr, f3(r.FloorClosed), f3(r.GapClosed), f3(r.GapAtOverload),
 		pct(r.Utilization), pct2(r.OverloadFraction), fmt.Sprintf("%.2f", r.Unserved), fmt.Sprintf("%.1f", r.ActionsPerDay),
 		fmt.Sprintf("%.2f", r.MeanReplicas), pct(r.UnderShare), fmt.Sprintf("%.3f", r.UnderPods), pct(r.OverShare),
 		fmt.Sprintf("%.2f", r.OverPods), pctOrDash(r.ForecastCoverage), f3(r.BudgetHeadroom), fmt.Sprintf("%.2f", r.TrainSeconds),
@@ -76,7 +82,10 @@ func (rep *Report) Write(w io.Writer, format string) error {
 			for _, tr := range set.Traces {
 				for _, r := range tr.Runs {
 					row := r.row(tr)
-					row[5] = strings.TrimSuffix(row[5], "*")
+					row[colFrontier] = strings.TrimSuffix(row[colFrontier], "*")
+					if math.IsNaN(r.FloorClosed) {
+						row[colFloorClosed] = "" // undefined: an empty cell, not a number
+					}
 					if err := cw.Write(append([]string{set.Delay.String()}, row...)); err != nil {
 						return err
 					}
@@ -136,7 +145,10 @@ func (rep *Report) writeNotes(w io.Writer) {
 }
 
 const footnote = "cost = R·∫N dt (core-hours); cost_ratio is to hpa; frontier_ratio is cost over the " +
-	"HPA-target envelope's at equal overload (* = outside the envelope, nearest end used); gap_closed = " +
+	"HPA-target envelope's at equal overload (* = outside the envelope, nearest end used); floor_closed = " +
+	"(1 − frontier_ratio)/(1 − frontier_floor), the share of the saving possible within the budget's overload " +
+	"band (frontier_floor: the lowest frontier ratio any schedule can have there, hindsight and start-up counted) " +
+	"that the policy captures (0 = the best fixed target, 1 = the floor; - where the floor saves under 1 %); gap_closed = " +
 	"(1 − frontier_ratio)/(1 − oracle's); gap_at_overload = (E − cost)/(E − oracle's cost) with E the " +
 	"envelope's cost at the policy's own overload; overload = share of time with D > u_sla·Nr·R; under/over = " +
 	"SPEC RG provisioning against the oracle's need ceil(D/(u_sla·R)): share of time and mean pods; " +
@@ -205,8 +217,8 @@ func (rep *Report) jsonView() any {
 					"policy": r.Policy, "cost": num(r.Cost), "cost_ratio": num(r.CostRatio), "actual_ratio": num(r.ActualRatio),
 					"configured":     r.Policy == rep.Options.Configured,
 					"frontier_ratio": num(r.FrontierRatio), "frontier_clamped": r.FrontierClamped, "gap_closed": num(r.GapClosed), "gap_at_overload": num(r.GapAtOverload),
-					"frontier_bound": num(r.FrontierBound),
-					"utilization":    num(r.Utilization), "overload_fraction": num(r.OverloadFraction), "unserved": num(r.Unserved),
+					"frontier_bound": num(r.FrontierBound), "floor_closed": num(r.FloorClosed),
+					"utilization": num(r.Utilization), "overload_fraction": num(r.OverloadFraction), "unserved": num(r.Unserved),
 					"scale_actions": r.ScaleActions, "actions_per_day": num(r.ActionsPerDay), "mean_replicas": num(r.MeanReplicas),
 					"under_share": num(r.UnderShare), "under_pods": num(r.UnderPods), "over_share": num(r.OverShare), "over_pods": num(r.OverPods),
 					"forecast_coverage": num(r.ForecastCoverage), "model_history": r.ModelHistory,

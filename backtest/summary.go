@@ -27,7 +27,11 @@ type ClassRow struct {
 	FrontierRatio float64 // median frontier ratio
 	// Clamped says a trace's frontier ratio in the median lay outside the envelope (its
 	// nearest end used): printed with a *, as --format full does.
-	Clamped       bool
+	Clamped bool
+	// FloorClosed is the median of the traces' floor_closed over those where it is defined,
+	// FloorTraces their number (the class's Traces when defined on every one).
+	FloorClosed   float64
+	FloorTraces   int
 	GapClosed     float64 // median gap closed
 	GapAtOverload float64 // median gap at the policy's own overload
 	Overload      float64 // mean overload time, percent
@@ -46,7 +50,7 @@ func (rep *Report) Summary() []ClassRow { return summarize(rep.Traces, rep.Optio
 
 func summarize(traces []TraceResult, policies []string) []ClassRow {
 	type acc struct {
-		front, gap, gapx          []float64
+		front, floor, gap, gapx   []float64
 		over, cost, util, actions float64
 		actual                    float64
 		clamped                   bool
@@ -72,6 +76,9 @@ func summarize(traces []TraceResult, policies []string) []ClassRow {
 			}
 			a.front = append(a.front, r.FrontierRatio)
 			a.gap = append(a.gap, r.GapClosed)
+			if !math.IsNaN(r.FloorClosed) {
+				a.floor = append(a.floor, r.FloorClosed)
+			}
 			a.gapx = append(a.gapx, r.GapAtOverload)
 			a.over += 100 * r.OverloadFraction
 			a.cost += 100 * (r.CostRatio - 1)
@@ -96,6 +103,7 @@ func summarize(traces []TraceResult, policies []string) []ClassRow {
 	for k, a := range sums {
 		n := float64(len(a.front))
 		rows = append(rows, ClassRow{Class: k[0], Policy: k[1], Traces: len(a.front), FrontierRatio: median(a.front),
+			FloorClosed: median(a.floor), FloorTraces: len(a.floor),
 			GapClosed: median(a.gap), GapAtOverload: median(a.gapx), Overload: a.over / n, CostChange: a.cost / n, UtilizationDelta: a.util / n,
 			ActualChange: a.actual / n, Clamped: a.clamped,
 			ActionsPerDay: a.actions / n})
@@ -131,8 +139,8 @@ func classRank(m map[string]int, c string) int {
 }
 
 // WriteScreen prints the default screen, at most 100 columns wide: the parameters, the
-// per-class summary with frontier_ratio and gap_closed first, the oracle's limit per trace, the
-// start-up sweep and the notes.
+// per-class summary with frontier_ratio and floor_closed first (the gaps to the oracle are in
+// --format full), the oracle's limit and the floor per trace, the start-up sweep and the notes.
 func (rep *Report) WriteScreen(w io.Writer) error {
 	fmt.Fprintln(w, wrap(rep.caption(), 100))
 	fmt.Fprintln(w)
@@ -146,14 +154,14 @@ func (rep *Report) WriteScreen(w io.Writer) error {
 	rep.writeClassTable(w, rep.Traces, rep.Options.StartupDelay)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "trace\tclass\tsamples\toracle\t>N_max\tenvelope targets")
+	fmt.Fprintln(tw, "trace\tclass\tsamples\toracle\tfloor\t>N_max\tenvelope targets")
 	for _, tr := range rep.Traces {
 		name := tr.Trace
 		if len(name) > 32 {
 			name = name[:32]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d×%v\t%s\t%s\t%s\n", name, tr.Class, tr.Samples, durationText(tr.SamplePeriod),
-			f3(tr.OracleFrontierRatio), pct2(tr.Unavoidable), envelopeText(tr.Frontier))
+		fmt.Fprintf(tw, "%s\t%s\t%d×%v\t%s\t%s\t%s\t%s\n", name, tr.Class, tr.Samples, durationText(tr.SamplePeriod),
+			f3(tr.OracleFrontierRatio), f3(tr.FrontierFloor), pct2(tr.Unavoidable), envelopeText(tr.Frontier))
 	}
 	tw.Flush()
 	for _, s := range rep.Startup {
@@ -163,9 +171,12 @@ func (rep *Report) WriteScreen(w io.Writer) error {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, wrap("frontier = cost ÷ the cheapest fixed HPA target at the same overload (< 1 beats every one); "+
 		"* = outside the envelope, its nearest end used; "+actualText(rep.Traces)+
-		"gap = share of the oracle's saving captured; gap@x = the same against the envelope at the policy's own overload x; overload = share of time above u_sla; oracle = the "+
-		"oracle's frontier ratio; >N_max = time with demand above u_sla·N_max·R, overload no policy avoids; "+
-		"--format full gives every figure of every trace.", 100))
+		"floor_closed = (1 − frontier)/(1 − floor), the share captured of the saving the floor shows possible "+
+		"(0 = the best fixed target, 1 = the floor, above 1 only outside the budget's band, as the oracle's zero overload; "+
+		"- = the floor saves under 1 %; n=k: the median of the k traces where it is defined); "+
+		"overload = share of time above u_sla; oracle = the "+
+		"oracle's frontier ratio; floor = the lowest frontier ratio any schedule can have with its avoidable overload in 0.5–1.5× the budget, hindsight and start-up counted; >N_max = time with demand above u_sla·N_max·R, overload no policy avoids; "+
+		"--format full gives every figure of every trace (gap_closed and gap_at_overload: the share of the oracle's saving captured).", 100))
 	rep.writeNotes(w)
 	return nil
 }
@@ -232,11 +243,11 @@ func envelopeText(pts []FrontierPoint) string {
 }
 
 func (rep *Report) writeClassTable(w io.Writer, traces []TraceResult, startup time.Duration) {
-	fmt.Fprintf(w, "Per class at start-up %v (frontier and gap: median over the class's traces)\n", durationText(startup))
+	fmt.Fprintf(w, "Per class at start-up %v (frontier and floor_closed: medians over the class's traces)\n", durationText(startup))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	rows := summarize(traces, rep.Options.Policies)
 	actual := slices.ContainsFunc(rows, func(r ClassRow) bool { return r.Policy == ActualPolicy })
-	head := "class\tpolicy\ttraces\tfrontier\tgap\tgap@x\toverload\tcost/hpa\tactions/day\t"
+	head := "class\tpolicy\ttraces\tfrontier\tfloor_closed\toverload\tcost/hpa\tactions/day\t"
 	if actual {
 		head += "cost/actual\t"
 	}
@@ -253,8 +264,8 @@ func (rep *Report) writeClassTable(w io.Writer, traces []TraceResult, startup ti
 		if r.Clamped && fr != "-" {
 			fr += "*"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%.2f%%\t%+.1f%%\t%.1f\t", r.Class, pol, r.Traces, fr,
-			f3(r.GapClosed), f3(r.GapAtOverload), r.Overload, r.CostChange, r.ActionsPerDay)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.2f%%\t%+.1f%%\t%.1f\t", r.Class, pol, r.Traces, fr,
+			r.floorText(), r.Overload, r.CostChange, r.ActionsPerDay)
 		if actual {
 			fmt.Fprintf(tw, "%+.1f%%\t", r.ActualChange)
 		}
@@ -263,29 +274,39 @@ func (rep *Report) writeClassTable(w io.Writer, traces []TraceResult, startup ti
 	tw.Flush()
 }
 
+// floorText is the class median of floor_closed, with the number of traces it is defined on
+// when that is fewer than the class's ("0.512 n=2"); "-" when it is defined on none.
+func (r ClassRow) floorText() string {
+	s := f3(r.FloorClosed)
+	if r.FloorTraces > 0 && r.FloorTraces < r.Traces {
+		s += fmt.Sprintf(" n=%d", r.FloorTraces)
+	}
+	return s
+}
+
 // writeReport is the Markdown of docs/results.md.
 func (rep *Report) writeReport(w io.Writer) {
 	fmt.Fprintf(w, "%s\n\n", rep.caption())
 	for _, s := range rep.sets() {
 		fmt.Fprintf(w, "### Per class, start-up %v\n\n", durationText(s.Delay))
-		fmt.Fprintln(w, "| class | policy | traces | frontier ratio (median) | gap closed (median) | gap at own overload (median) | overload | cost vs hpa | utilization vs hpa | actions/day | paper (DEBI vs HPA) |")
-		fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+		fmt.Fprintln(w, "| class | policy | traces | frontier ratio (median) | floor closed (median) | gap closed (median) | gap at own overload (median) | overload | cost vs hpa | utilization vs hpa | actions/day | paper (DEBI vs HPA) |")
+		fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 		for _, r := range summarize(s.Traces, rep.Options.Policies) {
 			paper := ""
 			if c, ok := PaperClaims[r.Class]; ok && strings.HasSuffix(r.Policy, "debi") {
 				paper = fmt.Sprintf("cost %+.0f %%, utilization %+.1f pp", c.Cost, c.Utilization)
 			}
-			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %.2f %% | %+.1f %% | %+.1f pp | %.1f | %s |\n",
-				r.Class, r.Policy, r.Traces, f3(r.FrontierRatio), f3(r.GapClosed), f3(r.GapAtOverload), r.Overload, r.CostChange, r.UtilizationDelta, r.ActionsPerDay, paper)
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %.2f %% | %+.1f %% | %+.1f pp | %.1f | %s |\n",
+				r.Class, r.Policy, r.Traces, f3(r.FrontierRatio), r.floorText(), f3(r.GapClosed), f3(r.GapAtOverload), r.Overload, r.CostChange, r.UtilizationDelta, r.ActionsPerDay, paper)
 		}
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "### Per trace, start-up %v\n\n", durationText(rep.Options.StartupDelay))
-	fmt.Fprintln(w, "| trace | class | samples | oracle frontier ratio | overload no policy avoids (demand above N_max) | envelope targets |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---|")
+	fmt.Fprintln(w, "| trace | class | samples | oracle frontier ratio | frontier floor | overload no policy avoids (demand above N_max) | envelope targets |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---|")
 	for _, tr := range rep.Traces {
-		fmt.Fprintf(w, "| %s | %s | %d × %v | %s | %s | %s |\n", tr.Trace, tr.Class, tr.Samples, durationText(tr.SamplePeriod),
-			f3(tr.OracleFrontierRatio), pct2(tr.Unavoidable), envelopeText(tr.Frontier))
+		fmt.Fprintf(w, "| %s | %s | %d × %v | %s | %s | %s | %s |\n", tr.Trace, tr.Class, tr.Samples, durationText(tr.SamplePeriod),
+			f3(tr.OracleFrontierRatio), f3(tr.FrontierFloor), pct2(tr.Unavoidable), envelopeText(tr.Frontier))
 	}
 	fmt.Fprintln(w)
 	rep.writeTraceMarkdown(w, rep.Traces)

@@ -39,6 +39,23 @@ func TestBacktestEmbeddedJSON(t *testing.T) {
 	if len(doc.Traces) != 3 || len(doc.Traces[0].Runs) != 3 || doc.Traces[0].Runs[2]["policy"] != "oracle" {
 		t.Fatalf("want 3 traces × (2 policies + the oracle), got %+v", doc)
 	}
+	// Every run carries floor_closed: a number, or null where the floor saves nothing.
+	for _, tr := range doc.Traces {
+		for _, r := range tr.Runs {
+			if v, ok := r["floor_closed"]; !ok {
+				t.Errorf("%s/%s: no floor_closed", tr.Trace, r["policy"])
+			} else if _, isNum := v.(float64); v != nil && !isNum {
+				t.Errorf("%s/%s: floor_closed %v is neither a number nor null", tr.Trace, r["policy"], v)
+			}
+		}
+	}
+	// The summary screen leads with it, the other formats carry its column.
+	for _, format := range []string{"summary", "full", "csv", "markdown", "report"} {
+		code, out, stderr := runCmd("backtest", "--max-steps", "1100", "--policies", "hpa", "--sweep", "0.5,0.7", "--format", format)
+		if code != 0 || !strings.Contains(out, "floor_closed") {
+			t.Errorf("--format %s: exit %d, %s; no floor_closed in:\n%.1500s", format, code, stderr, out)
+		}
+	}
 }
 
 // twoMetricTrace is the shipped two-metric trace (trace/testdata/README.md).
@@ -293,7 +310,7 @@ policies:
 	// counts; the coverage counts the 10 points without samples as filled.
 	for _, want := range []string{`"trace": "web (6d23h55m to 2026-11-24 00:00)"`, `"policy": "holtwinters-budget"`, `"configured": "holtwinters-budget"`,
 		`"policy": "hpa"`, `"policy": "oracle"`, `"policy": "actual"`, `"samples": 2016`, `"class": "recorded"`, `"filled": "50m0s"`, `"start": "2026-11-17T00:05:00Z"`,
-		`"series": "ready"`, `"actual_ready": "recorded (ready)"`} {
+		`"series": "ready"`, `"actual_ready": "recorded (ready)"`, `"floor_closed": `, `"frontier_floor": `} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %s:\n%.3000s", want, out)
 		}
@@ -316,7 +333,7 @@ policies:
 			t.Errorf("plot file %q is not shell-safe (or not named after the policy and range)", b)
 		}
 	}
-	for _, want := range []string{"History read from Prometheus", "demand: covered 6d23h10m of 6d23h55m", "filled 50m", "> holtwinters-budget (yours)", "cost/actual", "  actual  ", "its ready pods recorded (ready)"} {
+	for _, want := range []string{"History read from Prometheus", "demand: covered 6d23h10m of 6d23h55m", "filled 50m", "> holtwinters-budget (yours)", "cost/actual", "  actual  ", "its ready pods recorded (ready)", "floor_closed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, out)
 		}
