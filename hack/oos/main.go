@@ -2,7 +2,8 @@
 // the JSON reports of hack/oos-runs.sh: the collection's traces split into two fixed halves
 // (trace.Halves: stratified by class, alternating by file name), a candidate setting of the
 // budget policy chosen on each half and reported on the other, under both demand models, and
-// the decomposition of the oracle's saving by the clairvoyant diagnostics.
+// the decomposition of the oracle's saving by the clairvoyant diagnostics, and the floor no
+// schedule can beat with the share of its saving budget captures (floor_closed).
 //
 // The choice on a half: among the default and the candidates that beat it on that half under
 // each demand model separately (a lower mean of the three class medians of frontier_ratio, and
@@ -23,6 +24,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/debi-scaler/debi/backtest"
 	"github.com/debi-scaler/debi/trace"
 )
 
@@ -30,12 +32,14 @@ var demands = []string{"linear", "step"}
 
 var classes = []string{"periodic", "smooth", "bursty"}
 
-// run is one policy's figures on one trace (a subset of the backtest's JSON).
+// run is one policy's figures on one trace (a subset of the backtest's JSON; a figure that is
+// null or absent there is NaN here, not 0).
 type run struct {
 	Policy        string  `json:"policy"`
 	FrontierRatio float64 `json:"frontier_ratio"`
 	Clamped       bool    `json:"frontier_clamped"`
 	GapClosed     float64 `json:"gap_closed"`
+	FloorClosed   float64 `json:"floor_closed"`
 	Overload      float64 `json:"overload_fraction"`
 	ActionsPerDay float64 `json:"actions_per_day"`
 	MeanReplicas  float64 `json:"mean_replicas"`
@@ -58,6 +62,40 @@ type traceResult struct {
 	Floor       float64 `json:"frontier_floor"`
 	Runs        []run   `json:"runs"`
 	Frontier    []point `json:"frontier"`
+}
+
+// UnmarshalJSON reads a run with its ratios NaN where the JSON has null (the backtest's
+// undefined) or nothing: a missing ratio must not read as 0.
+func (r *run) UnmarshalJSON(b []byte) error {
+	type plain run
+	nan := math.NaN()
+	p := plain{FrontierRatio: nan, GapClosed: nan, FloorClosed: nan, Bound: nan}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*r = run(p)
+	return nil
+}
+
+// UnmarshalJSON reads a trace with its oracle ratio and floor NaN where the JSON has null or
+// nothing.
+func (t *traceResult) UnmarshalJSON(b []byte) error {
+	type plain traceResult
+	p := plain{OracleFR: math.NaN(), Floor: math.NaN()}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*t = traceResult(p)
+	return nil
+}
+
+// floorClosed is r's floor_closed as the backtest wrote it; a report written before the
+// backtest had the field (a kept cache) gets it from the same function, backtest.FloorClosed.
+func (t traceResult) floorClosed(r run) float64 {
+	if !math.IsNaN(r.FloorClosed) {
+		return r.FloorClosed
+	}
+	return backtest.FloorClosed(r.FrontierRatio, t.Floor)
 }
 
 func (t traceResult) run(p string) (run, bool) {
@@ -92,11 +130,17 @@ func load(cache, name, demand string) (map[string]traceResult, error) {
 	return m, nil
 }
 
+// median of the defined (not NaN) values; NaN when none is.
 func median(v []float64) float64 {
-	if len(v) == 0 {
+	var s []float64
+	for _, x := range v {
+		if !math.IsNaN(x) {
+			s = append(s, x)
+		}
+	}
+	if len(s) == 0 {
 		return math.NaN()
 	}
-	s := append([]float64(nil), v...)
 	sort.Float64s(s)
 	if n := len(s); n%2 == 1 {
 		return s[n/2]
@@ -267,6 +311,22 @@ func f3(v float64) string {
 	return fmt.Sprintf("%.3f", v)
 }
 
+// medianText is the median of the defined values of v, with their number when some are not
+// ("0.512 n=7"); "-" when none is.
+func medianText(v []float64) string {
+	n := 0
+	for _, x := range v {
+		if !math.IsNaN(x) {
+			n++
+		}
+	}
+	s := f3(median(v))
+	if n > 0 && n < len(v) {
+		s += fmt.Sprintf(" n=%d", n)
+	}
+	return s
+}
+
 func write(w io.Writer, res results, halves map[string][]string, names []string, flagsOf map[string]string, budget float64, marks map[string]bool) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	other := map[string]string{"A": "B", "B": "A"}
@@ -375,19 +435,26 @@ func floors(w io.Writer, res map[string]map[string]traceResult, halves map[strin
 		"So at overload x no schedule of sizes, hindsight included, costs less than the cheapest choice of the x overloaded ticks under that rule (`NeedBound`, bounded from below by Lagrangian relaxation; at zero overload it is the oracle's cost). "+
 		"`frontier_floor` is that cost over the envelope of fixed targets at x, at its lowest over the avoidable overloads in 0.5–1.5× the budget (%g %%): "+
 		"no schedule that keeps the band has a lower `frontier_ratio` on that trace. `frontier_bound` is the same at budget's own overload. "+
+		"`floor_closed = (1 − frontier_ratio)/(1 − frontier_floor)` is the share of the floor's saving over the best fixed target that budget captures "+
+		"(0 = the best fixed target, 1 = the floor; `-` where the floor saves under 1 %%). "+
 		"Cells are `--demand linear` / `--demand step`.\n\n", 100*budget)
-	p("| trace | half | class | floor in the band | bound at budget's overload | budget's frontier ratio | oracle's |\n|---|---|---|---:|---:|---:|---:|\n")
+	p("| trace | half | class | floor in the band | bound at budget's overload | budget's frontier ratio | budget's floor closed | oracle's |\n|---|---|---|---:|---:|---:|---:|---:|\n")
 	med := map[string]map[string][2][]float64{"A": {}, "B": {}}
+	closed := map[string]map[string][2][]float64{"A": {}, "B": {}}
 	for _, h := range []string{"A", "B"} {
 		for _, name := range halves[h] {
 			tl, ts := res["linear"][name], res["step"][name]
 			rl, _ := tl.run("budget")
 			rs, _ := ts.run("budget")
-			p("| %s%s | %s | %s | %s / %s | %s / %s | %s / %s | %s / %s |\n", name, mark(marks, name), h, tl.Class,
-				f3(tl.Floor), f3(ts.Floor), f3(rl.Bound), f3(rs.Bound), f3(rl.FrontierRatio), f3(rs.FrontierRatio), f3(tl.OracleFR), f3(ts.OracleFR))
+			cl, cs := tl.floorClosed(rl), ts.floorClosed(rs)
+			p("| %s%s | %s | %s | %s / %s | %s / %s | %s / %s | %s / %s | %s / %s |\n", name, mark(marks, name), h, tl.Class,
+				f3(tl.Floor), f3(ts.Floor), f3(rl.Bound), f3(rs.Bound), f3(rl.FrontierRatio), f3(rs.FrontierRatio), f3(cl), f3(cs), f3(tl.OracleFR), f3(ts.OracleFR))
 			v := med[h][tl.Class]
 			v[0], v[1] = append(v[0], tl.Floor), append(v[1], ts.Floor)
 			med[h][tl.Class] = v
+			c := closed[h][tl.Class]
+			c[0], c[1] = append(c[0], cl), append(c[1], cs)
+			closed[h][tl.Class] = c
 		}
 	}
 	p("\nClass medians of the floor, the least any policy's class median of `frontier_ratio` can be while it keeps the band (linear / step):\n\n")
@@ -397,6 +464,16 @@ func floors(w io.Writer, res map[string]map[string]traceResult, halves map[strin
 		for _, c := range classes {
 			v := med[h][c]
 			row += fmt.Sprintf(" %s / %s |", f3(median(v[0])), f3(median(v[1])))
+		}
+		p("%s\n", row)
+	}
+	p("\nClass medians of budget's `floor_closed`, over the traces where it is defined (`n=k` when fewer; linear / step):\n\n")
+	p("| half | periodic | smooth | bursty |\n|---|---:|---:|---:|\n")
+	for _, h := range []string{"A", "B"} {
+		row := "| " + h + " |"
+		for _, c := range classes {
+			v := closed[h][c]
+			row += fmt.Sprintf(" %s / %s |", medianText(v[0]), medianText(v[1]))
 		}
 		p("%s\n", row)
 	}
@@ -512,21 +589,24 @@ func classOf(res results, name string) string {
 	return "?"
 }
 
-// perTrace is budget's table on one half under both demand models: frontier ratio, gap closed,
-// avoidable overload against the budget, actions a day against hpa@0.5, then class medians.
+// perTrace is budget's table on one half under both demand models: frontier ratio, floor
+// closed, gap closed, avoidable overload against the budget, actions a day against hpa@0.5,
+// then class medians.
 func perTrace(w io.Writer, res map[string]map[string]traceResult, half []string, budget float64, marks map[string]bool) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	if res["linear"] == nil || res["step"] == nil {
 		p("not run under both demand models.\n")
 		return
 	}
-	p("Cells are `--demand linear` / `--demand step`. Overload is the avoidable share (demand above u_sla·N_max·R excluded) ÷ the budget; actions are budget's per day against hpa@0.5's.\n\n")
-	p("| trace | class | frontier ratio | gap closed | overload ÷ budget | actions/day (hpa@0.5) |\n|---|---|---:|---:|---:|---:|\n")
-	type agg struct{ fr, gap [2][]float64 }
+	p("Cells are `--demand linear` / `--demand step`. Floor closed is `(1 − frontier_ratio)/(1 − frontier_floor)`, the share of the saving over the best fixed target that the floor no schedule can beat shows possible which budget captures " +
+		"(`-` where the floor saves under 1 %%; class medians over the traces where it is defined, `n=k` when fewer). " +
+		"Overload is the avoidable share (demand above u_sla·N_max·R excluded) ÷ the budget; actions are budget's per day against hpa@0.5's.\n\n")
+	p("| trace | class | frontier ratio | floor closed | gap closed | overload ÷ budget | actions/day (hpa@0.5) |\n|---|---|---:|---:|---:|---:|---:|\n")
+	type agg struct{ fr, floor, gap [2][]float64 }
 	by := map[string]*agg{}
 	actionsOK, n := 0, 0
 	for _, name := range half {
-		var fr, gap, ov, act [2]string
+		var fr, floor, gap, ov, act [2]string
 		class := ""
 		for i, d := range demands {
 			t := res[d][name]
@@ -537,6 +617,8 @@ func perTrace(w io.Writer, res map[string]map[string]traceResult, half []string,
 			if r.Clamped {
 				fr[i] += "*"
 			}
+			fc := t.floorClosed(r)
+			floor[i] = f3(fc)
 			gap[i] = f3(r.GapClosed)
 			ov[i] = fmt.Sprintf("%.2f", avoidable(t, r)/budget)
 			act[i] = fmt.Sprintf("%.0f (%.0f)", r.ActionsPerDay, h.ActionsPerDay)
@@ -544,20 +626,22 @@ func perTrace(w io.Writer, res map[string]map[string]traceResult, half []string,
 				by[class] = &agg{}
 			}
 			by[class].fr[i] = append(by[class].fr[i], r.FrontierRatio)
+			by[class].floor[i] = append(by[class].floor[i], fc)
 			by[class].gap[i] = append(by[class].gap[i], r.GapClosed)
 			n++
 			if r.ActionsPerDay <= h.ActionsPerDay {
 				actionsOK++
 			}
 		}
-		p("| %s%s | %s | %s / %s | %s / %s | %s / %s | %s / %s |\n", name, mark(marks, name), class, fr[0], fr[1], gap[0], gap[1], ov[0], ov[1], act[0], act[1])
+		p("| %s%s | %s | %s / %s | %s / %s | %s / %s | %s / %s | %s / %s |\n", name, mark(marks, name), class, fr[0], fr[1], floor[0], floor[1], gap[0], gap[1], ov[0], ov[1], act[0], act[1])
 	}
 	for _, c := range classes {
 		a := by[c]
 		if a == nil {
 			continue
 		}
-		p("| **median** | %s | **%s / %s** | %s / %s | | |\n", c, f3(median(a.fr[0])), f3(median(a.fr[1])), f3(median(a.gap[0])), f3(median(a.gap[1])))
+		p("| **median** | %s | **%s / %s** | %s / %s | %s / %s | | |\n", c, f3(median(a.fr[0])), f3(median(a.fr[1])),
+			medianText(a.floor[0]), medianText(a.floor[1]), f3(median(a.gap[0])), f3(median(a.gap[1])))
 	}
 	p("\nActions at or below hpa@0.5's in %d of %d (trace, demand) cells.\n", actionsOK, n)
 }

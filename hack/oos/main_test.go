@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/debi-scaler/debi/backtest"
 )
 
 func sc3(m map[string][4]float64) scores {
@@ -110,5 +113,95 @@ func TestChooseTarget(t *testing.T) {
 	}
 	if _, ok := chooseTarget(ts, []string{"a", "b", "c"}, 0.0001); ok {
 		t.Fatal("chose a target although every median is above a budget of 0.01 %")
+	}
+}
+
+// TestReadUndefinedAsNaN: a ratio the backtest wrote as null (undefined) or did not write reads
+// as NaN, not 0; floor_closed read from the field, or, from a report written before it, from
+// backtest.FloorClosed on the same inputs.
+func TestReadUndefinedAsNaN(t *testing.T) {
+	var rep report
+	err := json.Unmarshal([]byte(`{"traces": [
+		{"trace": "a", "class": "bursty", "frontier_floor": 0.8, "oracle_frontier_ratio": null,
+		 "runs": [{"policy": "budget", "frontier_ratio": 0.9, "floor_closed": 0.5, "gap_closed": null},
+		          {"policy": "old", "frontier_ratio": 1.1}]},
+		{"trace": "b", "class": "smooth", "frontier_floor": null, "runs": [{"policy": "budget", "frontier_ratio": 0.9, "floor_closed": null}]}]}`), &rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := rep.Traces[0], rep.Traces[1]
+	budget, _ := a.run("budget")
+	old, _ := a.run("old")
+	if budget.FloorClosed != 0.5 || !math.IsNaN(budget.GapClosed) || !math.IsNaN(a.OracleFR) || !math.IsNaN(old.FloorClosed) || !math.IsNaN(old.Bound) {
+		t.Fatalf("read %+v, %+v, oracle %v: want floor_closed 0.5 and NaN for every null or absent ratio", budget, old, a.OracleFR)
+	}
+	if got := a.floorClosed(budget); got != 0.5 {
+		t.Errorf("floor_closed of the field: %v, want 0.5", got)
+	}
+	// (1 − 1.1)/(1 − 0.8) = −0.5 for a report without the field.
+	if got := a.floorClosed(old); math.Abs(got+0.5) > 1e-12 {
+		t.Errorf("floor_closed of a report without the field: %v, want −0.5", got)
+	}
+	rb, _ := b.run("budget")
+	if got := b.floorClosed(rb); !math.IsNaN(b.Floor) || !math.IsNaN(got) {
+		t.Errorf("no floor: floor %v, floor_closed %v; want both undefined", b.Floor, got)
+	}
+}
+
+// TestMedianDefinedOnly: medians are over the defined values, with their number when some are
+// not.
+func TestMedianDefinedOnly(t *testing.T) {
+	nan := math.NaN()
+	if got := median([]float64{nan, 3, 1, nan}); got != 2 {
+		t.Errorf("median of NaN, 3, 1, NaN: %v, want 2", got)
+	}
+	for _, tc := range []struct {
+		v    []float64
+		want string
+	}{
+		{[]float64{0.5, 0.8}, "0.650"},
+		{[]float64{0.5, nan, 0.8}, "0.650 n=2"},
+		{[]float64{nan, nan}, "-"},
+		{nil, "-"},
+	} {
+		if got := medianText(tc.v); got != tc.want {
+			t.Errorf("medianText(%v) = %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}
+
+// TestTablesCarryFloorClosed: the per-half table and the floor table carry budget's
+// floor_closed per trace ("-" where undefined) and its class medians over the defined traces.
+func TestTablesCarryFloorClosed(t *testing.T) {
+	tr := func(name, class string, floor, fr float64) traceResult {
+		return traceResult{Trace: name, Class: class, Floor: floor, OracleFR: 0.7, Runs: []run{
+			{Policy: "budget", FrontierRatio: fr, FloorClosed: backtest.FloorClosed(fr, floor), GapClosed: 0.1, Bound: floor},
+			{Policy: "hpa", FrontierRatio: 1, FloorClosed: backtest.FloorClosed(1, floor), GapClosed: 0}}}
+	}
+	m := map[string]traceResult{
+		"p1": tr("p1", "periodic", 0.8, 0.9), // 0.1/0.2 = 0.5
+		"p2": tr("p2", "periodic", 1, 0.9),   // the floor saves nothing: undefined
+		"p3": tr("p3", "periodic", 0.5, 0.6), // 0.4/0.5 = 0.8
+	}
+	res := map[string]map[string]traceResult{"linear": m, "step": m}
+	half := []string{"p1", "p2", "p3"}
+	var per strings.Builder
+	perTrace(&per, res, half, 0.01, nil)
+	var fl strings.Builder
+	floors(&fl, res, map[string][]string{"A": half, "B": nil}, nil, 0.01)
+	for _, c := range []struct{ table, out, want string }{
+		{"per half", per.String(), "| frontier ratio | floor closed | gap closed |"},
+		{"per half", per.String(), "| p1 | periodic | 0.900 / 0.900 | 0.500 / 0.500 |"},
+		{"per half", per.String(), "| p2 | periodic | 0.900 / 0.900 | - / - |"},
+		{"per half", per.String(), "| **median** | periodic | **0.900 / 0.900** | 0.650 n=2 / 0.650 n=2 |"},
+		{"floor", fl.String(), "| budget's frontier ratio | budget's floor closed |"},
+		{"floor", fl.String(), "| p3 | A | periodic | 0.500 / 0.500 | 0.500 / 0.500 | 0.600 / 0.600 | 0.800 / 0.800 | 0.700 / 0.700 |"},
+		{"floor", fl.String(), "| p2 | A | periodic | 1.000 / 1.000 | 1.000 / 1.000 | 0.900 / 0.900 | - / - |"},
+		{"floor", fl.String(), "Class medians of budget's `floor_closed`"},
+		{"floor", fl.String(), "| A | 0.650 n=2 / 0.650 n=2 | - / - | - / - |"},
+	} {
+		if !strings.Contains(c.out, c.want) {
+			t.Errorf("%s table lacks %q:\n%s", c.table, c.want, c.out)
+		}
 	}
 }
