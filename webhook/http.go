@@ -240,23 +240,31 @@ func (s staticToken) current() string { return string(s) }
 // stats the path (a syscall, no read) and compares device, inode, size and modification time
 // with the last read. Kubernetes updates a Secret volume by swapping the symlink ..data, so the
 // path is stat'ed, never an open descriptor. A file that changes into something unusable
-// (unreadable, empty) keeps the last good token in force, and is logged and counted once per
-// change.
+// (unreadable, empty, or the token in force on the other endpoint) keeps the last good token in
+// force, and is logged and counted once per change.
 type tokenFile struct {
 	path     string
 	field    string // configuration key, for logs
 	log      *slog.Logger
 	failures prometheus.Counter
+	// other is the token file of the other endpoint, when both endpoints have one
+	// (pairTokenFiles): its token in force is refused here, as at start and reload.
+	other *tokenFile
 
-	mu      sync.Mutex
+	// mu guards the fields below; the two files of a pair share it, so that each check sees the
+	// other's token in force and no token is ever in force on both endpoints.
+	mu      *sync.Mutex
 	tok     string
 	seen    os.FileInfo // of the last read, good or bad
 	lastErr string      // of the last failure since the last good read
+	// clash is a token the file holds that was refused because the other endpoint had it in
+	// force; it comes into force once the other endpoint's token has changed.
+	clash string
 }
 
 // newTokenFile reads path once: a token that cannot be read at start is an error.
 func newTokenFile(path, field string, log *slog.Logger, failures prometheus.Counter) (*tokenFile, error) {
-	f := &tokenFile{path: path, field: field, log: log, failures: failures}
+	f := &tokenFile{path: path, field: field, log: log, failures: failures, mu: new(sync.Mutex)}
 	fi, err := os.Stat(path)
 	if err == nil {
 		f.tok, err = readToken(path)
@@ -266,6 +274,26 @@ func newTokenFile(path, field string, log *slog.Logger, failures prometheus.Coun
 	}
 	f.seen = fi
 	return f, nil
+}
+
+// pairTokenFiles makes am and push, the token files of /v1/alertmanager and /v1/tidal, refuse
+// each other's token: whoever may notify through Alertmanager must not push replica counts, and
+// the other way round. Holding the same token now is an error (the configuration is refused);
+// a file that changes to the other's token in force later is refused as an unusable one is.
+// Call it before either is used.
+func pairTokenFiles(am, push *tokenFile) error {
+	if am.tok == push.tok {
+		return errSameToken(push, am)
+	}
+	mu := new(sync.Mutex)
+	am.mu, push.mu = mu, mu
+	am.other, push.other = push, am
+	return nil
+}
+
+// errSameToken says that f holds other's token.
+func errSameToken(f, other *tokenFile) error {
+	return fmt.Errorf("%s: %s holds the same token as %s; give each endpoint a token of its own", f.field, f.path, other.field)
 }
 
 func readToken(path string) (string, error) {
@@ -289,19 +317,32 @@ func (f *tokenFile) current() string {
 		return f.tok
 	}
 	if sameFile(f.seen, fi) {
+		if f.clash != "" && f.clash != f.other.tok {
+			f.log.Info("the other endpoint's token changed; the bearer token file's token is in force", "field", f.field, "file", f.path)
+			f.tok, f.lastErr, f.clash = f.clash, "", ""
+		}
 		return f.tok
 	}
 	f.seen = fi
 	t, err := readToken(f.path)
+	f.clash = ""
+	if err == nil && f.other != nil && t == f.other.tok {
+		f.clash, err = t, errSameToken(f, f.other)
+	}
 	if err != nil {
 		f.fail(err)
 		return f.tok
 	}
+	f.take(t)
+	return f.tok
+}
+
+// take puts t in force.
+func (f *tokenFile) take(t string) {
 	if t != f.tok {
 		f.log.Info("bearer token file changed; new token in force", "field", f.field, "file", f.path)
 	}
-	f.tok, f.lastErr = t, ""
-	return f.tok
+	f.tok, f.lastErr, f.clash = t, "", ""
 }
 
 func (f *tokenFile) fail(err error) {

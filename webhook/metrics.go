@@ -28,7 +28,8 @@ type metrics struct {
 	pausedReplicas *prometheus.GaugeVec
 	// policyInfo is 1 per configured policy, with its mode and algorithm.
 	policyInfo *prometheus.GaugeVec
-	// tokenReloadFailures counts token files that changed into something unusable.
+	// tokenReloadFailures counts token files that changed into something unusable (unreadable,
+	// empty, or the other endpoint's token).
 	tokenReloadFailures *prometheus.CounterVec
 	// configReloadSuccess and configReloadTimestamp say how the last reload went.
 	configReloadSuccess   prometheus.Gauge
@@ -123,7 +124,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"policy", "mode", "algorithm"}),
 		tokenReloadFailures: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "debi_webhook_token_reload_failures_total",
-			Help: "Bearer token files that changed but could not be used (unreadable or empty); the last good token stays in force. By endpoint (alertmanager, tidal).",
+			Help: "Bearer token files that changed but could not be used (unreadable, empty, or the token of the other endpoint); the last good token stays in force. By endpoint (alertmanager, tidal).",
 		}, []string{"endpoint"}),
 		configReloadSuccess: f.NewGauge(prometheus.GaugeOpts{
 			Name: "debi_webhook_config_last_reload_successful",

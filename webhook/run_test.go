@@ -401,3 +401,73 @@ func TestRunKubeconfigFromEnv(t *testing.T) {
 		t.Errorf("no kubeconfig anywhere: %v", err)
 	}
 }
+
+// TestRunTokenFileOtherEndpoint: the token files of /v1/alertmanager and /v1/tidal must hold
+// different tokens at run time too, as at start and reload. The Alertmanager token file rotated
+// to the push token's value is refused: the old token still works on /v1/alertmanager, the push
+// token is refused there, debi_webhook_token_reload_failures_total{endpoint="alertmanager"} goes
+// up once (not per request). Rotated again to a token of its own, it is taken. The reverse, the
+// push token file rotated to the Alertmanager token, is refused on /v1/tidal the same way; and a
+// refused token comes into force once the other endpoint's token has moved away from it. Before
+// the fix the rotated file was taken: the push token wrote through /v1/alertmanager.
+func TestRunTokenFileOtherEndpoint(t *testing.T) {
+	dir := t.TempDir()
+	amVol := &secretVolume{t: t, dir: filepath.Join(dir, "am")}
+	pushVol := &secretVolume{t: t, dir: filepath.Join(dir, "push")}
+	for _, v := range []*secretVolume{amVol, pushVol} {
+		if err := os.Mkdir(v.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	amVol.write("am-1\n")
+	pushVol.write("push-1\n")
+	cfgFile := filepath.Join(dir, "debi.yml")
+	writeFile(t, cfgFile, "policies:\n  - {name: web, target: {namespace: shop, name: web}, algorithm: hpa, request: 1}\n"+
+		"webhook:\n  bearer_token_file: "+filepath.Join(amVol.dir, "token")+"\n  leader_election: {enabled: false}\n"+
+		"  tidal: {enabled: false, push: {enabled: true, bearer_token_file: "+filepath.Join(pushVol.dir, "token")+"}}\n")
+	reg := prometheusRegistry()
+	rc := &rest.Config{Host: "https://127.0.0.1:1", Timeout: 200 * time.Millisecond}
+	url := runWebhook(t, Options{ConfigFile: cfgFile, RestConfig: rc}, reg)
+
+	alert := string(amPayload("firing", map[string]any{"labels": labels("policy", "web")}))
+	tidal := `{"namespace":"shop","name":"t","labels":{"elasticscaler.io/name":"web"},"status":{"desiredReplicas":3}}`
+	paths := map[string]string{"alertmanager": "/v1/alertmanager", "tidal": "/v1/tidal"}
+	bodies := map[string]string{"alertmanager": alert, "tidal": tidal}
+	failures := func(endpoint string) float64 {
+		return metricValue(t, reg, "debi_webhook_token_reload_failures_total", map[string]string{"endpoint": endpoint})
+	}
+	// check: on endpoint, accepted is taken (anything but 401: the decision itself fails, the
+	// API server is down) and refused is a 401; each endpoint's failures are as counted.
+	check := func(step, endpoint, accepted, refused string, amFailed, pushFailed float64) {
+		t.Helper()
+		for range 2 { // a refused file is counted once per change, not per request
+			if code, msg := request(t, "POST", url+paths[endpoint], accepted, bodies[endpoint]); code == 401 || code == 404 {
+				t.Errorf("%s: %s with %q: %d %s, want it taken", step, paths[endpoint], accepted, code, msg)
+			}
+			if code, msg := request(t, "POST", url+paths[endpoint], refused, bodies[endpoint]); code != 401 {
+				t.Errorf("%s: %s with %q: %d %s, want 401", step, paths[endpoint], refused, code, msg)
+			}
+		}
+		if a, p := failures("alertmanager"), failures("tidal"); a != amFailed || p != pushFailed {
+			t.Errorf("%s: token reload failures alertmanager %v tidal %v, want %v and %v", step, a, p, amFailed, pushFailed)
+		}
+	}
+	check("start", "alertmanager", "am-1", "push-1", 0, 0)
+	check("start", "tidal", "push-1", "am-1", 0, 0)
+
+	amVol.write("push-1\n")
+	check("alertmanager file rotated to the push token", "alertmanager", "am-1", "push-1", 1, 0)
+	check("alertmanager file rotated to the push token", "tidal", "push-1", "am-1", 1, 0)
+	amVol.write("am-2\n")
+	check("alertmanager file rotated to a token of its own", "alertmanager", "am-2", "am-1", 1, 0)
+
+	pushVol.write("am-2\n")
+	check("push file rotated to the alertmanager token", "tidal", "push-1", "am-2", 1, 1)
+	check("push file rotated to the alertmanager token", "alertmanager", "am-2", "push-1", 1, 1)
+
+	// The push file holds am-2, refused; the Alertmanager file moves on: am-2 is free, and the
+	// push file's token comes into force without another change of its file.
+	amVol.write("am-3\n")
+	check("alertmanager file rotated away", "alertmanager", "am-3", "am-2", 1, 1)
+	check("alertmanager file rotated away", "tidal", "am-2", "push-1", 1, 1)
+}

@@ -417,8 +417,10 @@ func (s *Server) endpoints(g *generation) (*endpoints, error) {
 		}
 		ep.tidal = push
 	}
-	if am != nil && push != nil && am.current() == push.current() {
-		return nil, errors.New("webhook.tidal.push.bearer_token_file: holds the same token as webhook.bearer_token_file; give /v1/tidal a token of its own")
+	if am != nil && push != nil {
+		if err := pairTokenFiles(am, push); err != nil {
+			return nil, err
+		}
 	}
 	return ep, nil
 }
