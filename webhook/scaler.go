@@ -410,22 +410,20 @@ func (c *Controller) Tidal(ctx context.Context, e *TidalEvent) (Outcome, error) 
 			return out, &Error{http.StatusServiceUnavailable, fmt.Errorf("tidal %s/%s: bound to policy %s now, not %s; deciding again",
 				e.Namespace, e.Name, ps2.pol.Name, ps.pol.Name)}
 		}
-		out, err = c.decide(ctx, ps, "tidal", func(cur ScaleInfo) (decision, error) {
-			p := ps.pol.Scaling
-			d := decision{source: "tidal", w: math.NaN(), replicas: want, reason: "tidal",
-				note: fmt.Sprintf("tidal %s/%s desiredReplicas=%d", e.Namespace, e.Name, want)}
-			switch {
-			case want < p.MinReplicas:
-				d.replicas, d.reason = p.MinReplicas, scaling.ReasonMinReplicas
-			case want > p.MaxReplicas:
-				d.replicas, d.reason = p.MaxReplicas, scaling.ReasonMaxReplicas
-			}
-			return d, nil
-		})
+		p := ps.pol.Scaling
+		d := decision{source: "tidal", w: math.NaN(), replicas: want, reason: "tidal",
+			note: fmt.Sprintf("tidal %s/%s desiredReplicas=%d", e.Namespace, e.Name, want)}
+		switch {
+		case want < p.MinReplicas:
+			d.replicas, d.reason = p.MinReplicas, scaling.ReasonMinReplicas
+		case want > p.MaxReplicas:
+			d.replicas, d.reason = p.MaxReplicas, scaling.ReasonMaxReplicas
+		}
+		out, err = c.decide(ctx, ps, "tidal", func(ScaleInfo) (decision, error) { return d, nil })
 		if err != nil {
 			return out, err
 		}
-		return out, c.markTidalApplied(ctx, ps, f, want, out)
+		return out, c.markTidalApplied(ctx, ps, f, want, d.replicas, out)
 	})
 }
 

@@ -23,8 +23,9 @@ package webhook
 // So a resync, a webhook restart or a Lease handover, which replay unchanged objects, apply
 // nothing, and the load policy's decisions made since the Tidal's change stand. The order is
 // apply, then record: a webhook stopped between the two applies the same count again once (at
-// least once, never lost). A decision held (the target paused) or made in shadow mode records
-// nothing: the change has not been applied and is still pending.
+// least once, never lost). A decision held (the target paused), made in shadow mode, or that set
+// another size than the Tidal's (a policy paused at a count, paused_replicas) records nothing:
+// the change has not been applied and is still pending.
 
 import (
 	"context"
@@ -165,10 +166,18 @@ func (c *Controller) rereadTidal(ctx context.Context, e *TidalEvent) (*TidalEven
 }
 
 // markTidalApplied records on the Tidal that want was applied to ps, after a decision that
-// applied it (written, or the target already at the count) in mode act or hpa-floor. A held
-// decision (the target paused) or a shadow one records nothing: the change is still pending.
-func (c *Controller) markTidalApplied(ctx context.Context, ps *policyState, e *TidalEvent, want int32, out Outcome) error {
-	if out.Held != "" || ps.mode == config.ModeShadow {
+// applied it in mode act or hpa-floor: the decision's size is count, the Tidal's count within the
+// policy's bounds (written, or the target already at it). Any other decision records nothing,
+// and the change stays pending: a shadow one, a held one (the target paused), and one that
+// decided another size — the count of a policy paused at one (paused_replicas), which replaces
+// every trigger's decision. Recorded, the Tidal's count would never be applied after the pause.
+func (c *Controller) markTidalApplied(ctx context.Context, ps *policyState, e *TidalEvent, want, count int32, out Outcome) error {
+	if ps.mode == config.ModeShadow || out.Held != "" {
+		return nil
+	}
+	if out.After != count {
+		c.log.Info("tidal not applied: the decision set another size; the change stays pending", "policy", ps.pol.Name,
+			"tidal", e.Namespace+"/"+e.Name, "desired", want, "after", out.After, "reason", out.Reason)
 		return nil
 	}
 	v := appliedValue(e.generation, want, ps, e.fired)

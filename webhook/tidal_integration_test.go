@@ -8,12 +8,15 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -344,5 +347,79 @@ func TestTidalIntegrationLeaseHandover(t *testing.T) {
 	wantHistory(t, h, 4, 5, up, 3)
 	if v, _, _ := e.tidalApplied(t, "t"); v != "1/3/web/"+e.ns+"/Deployment/web" {
 		t.Errorf("debi.io/applied %q after the change, written by the new leader", v)
+	}
+}
+
+// TestTidalIntegrationPausedThenUnpaused: a running webhook (its Tidal watch under the Lease,
+// resyncs every second) whose policy web is paused, web at 4, and a Tidal asking for 12. Paused
+// without a count (paused: true) the change is held; paused at 6 (paused_replicas: 6) web is
+// pinned at 6. Either way the Tidal's 12 is not applied, so nothing is recorded in debi.io/applied
+// and resyncs write nothing; a reload that lifts the pause restarts the watch, whose initial list
+// applies 12, once. Before the fix, paused_replicas recorded 12 as applied when the pin wrote 6:
+// [4 6] after the unpause, 12 lost.
+func TestTidalIntegrationPausedThenUnpaused(t *testing.T) {
+	for _, tc := range []struct {
+		name, pause string
+		pinned      []int32 // web's history while paused
+	}{
+		{"paused", "paused: true", []int32{4}},
+		{"paused_replicas", "paused_replicas: 6", []int32{4, 6}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newKubeEnv(t)
+			e.crds(t)
+			e.deployment(t, e.ns, "web", 4)
+			h := watchReplicas(t, e.kube, e.ns)
+			cfgFile := filepath.Join(t.TempDir(), "debi.yml")
+			file := fmt.Sprintf(`policies:
+  - name: web
+    target: {namespace: %[1]s, name: web}
+    algorithm: debi
+    model: naive
+    request: 1
+    scaling: {min_replicas: 2, max_replicas: 20, window: 0s}
+webhook:
+  mode: act
+  allow_unauthenticated: true
+  tidal: {enabled: true, resync_period: 1s}
+  leader_election: {namespace: %[1]s, lease_duration: 3s, renew_deadline: 2s, retry_period: 500ms}
+`, e.ns)
+			writeFile(t, cfgFile, file+"  policies:\n    - {name: web, "+tc.pause+"}\n")
+			reg := prometheus.NewRegistry()
+			srv, _ := runWebhookServer(t, Options{ConfigFile: cfgFile, RestConfig: e.rc}, reg)
+			syncs := func() float64 {
+				v := metricValue(t, reg, "debi_webhook_notifications_total", map[string]string{"endpoint": "watch", "code": "200"})
+				if math.IsNaN(v) {
+					return 0
+				}
+				return v
+			}
+			waitSyncs := func(n int, what string) {
+				t.Helper()
+				from := syncs()
+				poll(t, 30*time.Second, fmt.Sprintf("%d Tidal syncs (%s)", n, what), func() bool { return syncs() >= from+float64(n) })
+			}
+			want := tc.pinned[len(tc.pinned)-1]
+			poll(t, 20*time.Second, fmt.Sprintf("web at %d", want), func() bool { return e.replicas(t, e.ns, "Deployment", "web") == want })
+
+			e.tidal(t, e.ns, "t", "web", 12)
+			waitSyncs(3, "the Tidal while paused")
+			wantHistory(t, h, tc.pinned...)
+			if a, _, _ := e.tidalApplied(t, "t"); a != "" {
+				t.Errorf("debi.io/applied %q while paused (web at %d): the Tidal's 12 recorded as applied", a, want)
+			}
+
+			// Unpaused by a reload: the watch restarts and applies the pending 12, once.
+			writeFile(t, cfgFile, file)
+			if err := srv.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			poll(t, 30*time.Second, "web at 12 once unpaused", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 12 })
+			waitSyncs(3, "resyncs after the unpause")
+			wantHistory(t, h, append(slices.Clone(tc.pinned), 12)...)
+			if a, _, _ := e.tidalApplied(t, "t"); a != "1/12/web/"+e.ns+"/Deployment/web" {
+				t.Errorf("debi.io/applied %q after the unpause", a)
+			}
+		})
 	}
 }

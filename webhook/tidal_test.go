@@ -241,3 +241,48 @@ func TestTidalPendingWhileNotApplied(t *testing.T) {
 		t.Fatalf("shadow recorded %v", act2.marks)
 	}
 }
+
+// TestTidalPendingWhilePinned: a policy paused at a count (paused_replicas) decides that count
+// whatever the Tidal asks. Paused at 6, a Tidal asking for 12 writes 6 and records nothing, so
+// the Controller of the configuration without the pause (a reload) applies 12, once. Paused at
+// the Tidal's own count, the pin applies it: recorded. Before the fix the pin's 6 recorded 12 as
+// applied, and 12 was never written.
+func TestTidalPendingWhilePinned(t *testing.T) {
+	pinned := func(n string) *config.Config {
+		return testConfig(t, strings.Replace(testConfigYAML, "  policies:\n", "  policies:\n    - {name: web, paused_replicas: "+n+"}\n", 1))
+	}
+	act := newFakeActuator(map[string]int32{"web": 4})
+	act.tidals["shop/t"] = tidalObject("shop", "t", map[string]string{LabelScalerName: "web"}, nil, int64(12))
+	c := newTestController(t, pinned("6"), act, nil, nil)
+	for range 2 { // the first writes the pin, the second (a resync) writes nothing
+		if out, err := c.Tidal(context.Background(), watchEvent(t, act, "shop/t")); err != nil || out.After != 6 || out.Reason != ReasonPausedReplicas {
+			t.Fatalf("paused at 6: %+v %v, want 6 (%s)", out, err, ReasonPausedReplicas)
+		}
+	}
+	wantWrites(t, act, "web=6")
+	if len(act.marks) != 0 {
+		t.Fatalf("marks %v while paused at 6: the Tidal's 12 recorded as applied", act.marks)
+	}
+
+	c = newTestController(t, testConfig(t, testConfigYAML), act, nil, nil) // unpaused
+	for range 2 {
+		if _, err := c.Tidal(context.Background(), watchEvent(t, act, "shop/t")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantWrites(t, act, "web=6", "web=12")
+	if len(act.marks) != 1 {
+		t.Fatalf("marks %v after the pause, want one", act.marks)
+	}
+
+	// Paused at the Tidal's count: the pin applies it, recorded.
+	act2 := newFakeActuator(map[string]int32{"web": 4})
+	act2.tidals["shop/t"] = tidalObject("shop", "t", map[string]string{LabelScalerName: "web"}, nil, int64(12))
+	c2 := newTestController(t, pinned("12"), act2, nil, nil)
+	if out, err := c2.Tidal(context.Background(), watchEvent(t, act2, "shop/t")); err != nil || out.After != 12 {
+		t.Fatalf("paused at 12: %+v %v", out, err)
+	}
+	if len(act2.marks) != 1 {
+		t.Fatalf("marks %v paused at the Tidal's count, want one", act2.marks)
+	}
+}
