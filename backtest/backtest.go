@@ -130,19 +130,6 @@ type Options struct {
 	POT    forecast.POTConfig `json:"evt"`
 	// Calibration is the budget policy's quantile and calibration; its u_sla is SLAUtilization.
 	Calibration forecast.CalibratorConfig `json:"budget"`
-	// DownGate is the budget policy's scale-down gate (policy.Config.DownGate), Anchor where
-	// its forecast path is anchored (policy.Config.Anchor).
-	DownGate string `json:"down_gate,omitempty"`
-	Anchor   string `json:"anchor,omitempty"`
-	// NowcastSpan is the budget policy's nowcast extrapolation (policy.Config.NowcastSpan).
-	NowcastSpan time.Duration `json:"nowcast_span,omitempty"`
-	// Nowcast is how the budget policy recovers the demand now (policy.Config.Nowcast).
-	Nowcast string `json:"nowcast,omitempty"`
-	// PathBetween is how the budget policy reads its path between points (policy.Config.PathBetween).
-	PathBetween string `json:"path_between,omitempty"`
-	// AnchorSpan and ScoreLate: policy.Config's.
-	AnchorSpan time.Duration `json:"anchor_span,omitempty"`
-	ScoreLate  bool          `json:"score_late,omitempty"`
 	// Fallback names a model that forecasts while the policy's model waits for its history
 	// (policy.Config.Fallback).
 	Fallback string `json:"fallback,omitempty"`
@@ -287,12 +274,6 @@ func (o Options) Validate() error {
 		if !(c > 0) || math.IsInf(c, 0) {
 			return fmt.Errorf("trace.capacity: %s: must be a positive number, got %v", name, c)
 		}
-	}
-	if o.DownGate != "" && o.DownGate != policy.DownGateHold && o.DownGate != policy.DownGateLead {
-		return fmt.Errorf("budget.down-gate: must be %q or %q, got %q", policy.DownGateHold, policy.DownGateLead, o.DownGate)
-	}
-	if o.Nowcast != "" && o.Nowcast != policy.NowcastTrend && o.Nowcast != policy.NowcastDeconvolved {
-		return fmt.Errorf("budget.nowcast: must be %q or %q, got %q", policy.NowcastTrend, policy.NowcastDeconvolved, o.Nowcast)
 	}
 	if o.Fallback != "" && !forecast.Known(o.Fallback) {
 		return fmt.Errorf("model.fallback: unknown model %q (known: %s)", o.Fallback, strings.Join(forecast.Names(), ", "))
@@ -1258,8 +1239,7 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 			return simulate(ctx, w, run.Policy, o, initial, decide, spec.Model != "", 0, nil)
 		}
 		cfg := runnerConfig(spec, w, o)
-		cfg.Forecaster, cfg.DownGate, cfg.Anchor, cfg.NowcastSpan = fc, o.DownGate, o.Anchor, o.NowcastSpan
-		cfg.PathBetween, cfg.AnchorSpan, cfg.ScoreLate, cfg.Nowcast = o.PathBetween, o.AnchorSpan, o.ScoreLate, o.Nowcast
+		cfg.Forecaster = fc
 		runner, err := policy.New(cfg)
 		if err != nil {
 			return Run{}, err
@@ -1285,10 +1265,7 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 func multiDecider(spec policy.Spec, w *World, o Options) (decider, error) {
 	cfgs := make([]policy.Config, len(w.Metrics))
 	for k := range cfgs {
-		cfg := runnerConfig(spec, w, o)
-		cfg.DownGate, cfg.Anchor, cfg.NowcastSpan = o.DownGate, o.Anchor, o.NowcastSpan
-		cfg.PathBetween, cfg.AnchorSpan, cfg.ScoreLate, cfg.Nowcast = o.PathBetween, o.AnchorSpan, o.ScoreLate, o.Nowcast
-		cfgs[k] = cfg
+		cfgs[k] = runnerConfig(spec, w, o)
 	}
 	m, err := policy.NewMulti(cfgs, w.Metrics)
 	if err != nil {

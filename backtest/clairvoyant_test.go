@@ -95,8 +95,9 @@ func TestClairvoyantRuns(t *testing.T) {
 	}
 }
 
-// TestBudgetCandidateOptions: the backtest-only budget options reach the policy (each changes
-// the run of the default Holt-Winters budget on a noisy sine) and an unknown down gate is refused.
+// TestBudgetCandidateOptions: the budget options the backtest measures reach the policy (each
+// changes the run of the default Holt-Winters budget on a noisy sine) and an unknown fallback is
+// refused.
 func TestBudgetCandidateOptions(t *testing.T) {
 	base := DefaultOptions()
 	samples := make([]float64, 1200)
@@ -117,11 +118,6 @@ func TestBudgetCandidateOptions(t *testing.T) {
 	}
 	ref := cost(base)
 	for name, set := range map[string]func(*Options){
-		"down-gate lead":     func(o *Options) { o.DownGate = "lead" },
-		"anchor path":        func(o *Options) { o.Anchor = "path" },
-		"nowcast-span 5s":    func(o *Options) { o.NowcastSpan = 5 * time.Second },
-		"path-between max":   func(o *Options) { o.PathBetween = "max" },
-		"nowcast trend":      func(o *Options) { o.Nowcast = "trend" },
 		"one pool of errors": func(o *Options) { o.Calibration.Neighbours = 0 },
 	} {
 		o := base
@@ -129,11 +125,6 @@ func TestBudgetCandidateOptions(t *testing.T) {
 		if c := cost(o); c == ref {
 			t.Errorf("%s: cost %v, the same as the default's: the option did not reach the policy", name, c)
 		}
-	}
-	o := base
-	o.DownGate = "never"
-	if o.Validate() == nil {
-		t.Error("Validate accepted down gate \"never\"")
 	}
 	// The fallback forecasts during Holt-Winters' first two days, which a short warm-up leaves
 	// in the scored time: the run changes.
@@ -152,14 +143,9 @@ func TestBudgetCandidateOptions(t *testing.T) {
 	if r0.Cost == r1.Cost || r1.ForecastCoverage != 1 {
 		t.Errorf("cost %v without a fallback, %v with arima (forecast coverage %v): the fallback did not reach the policy", r0.Cost, r1.Cost, r1.ForecastCoverage)
 	}
-	o = base
+	o := base
 	o.Fallback = "prophet"
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "model.fallback") {
 		t.Errorf("Validate of fallback \"prophet\": %v, want an error naming model.fallback", err)
-	}
-	o = base
-	o.Nowcast = "kalman"
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "budget.nowcast") {
-		t.Errorf("Validate of nowcast \"kalman\": %v, want an error naming budget.nowcast", err)
 	}
 }

@@ -117,7 +117,8 @@ type Config struct {
 	// for; 0 takes (LeadSteps − 1)·Step.
 	LeadTime time.Duration
 	// ObservationWindow is the window the observed demand is a mean over (a rate(...[1m]));
-	// the budget policy extrapolates the observation by half of it to the demand now.
+	// the budget policy recovers the demand now from the observation by inverting that mean
+	// (tickBudget.deconvolve; 0: the observation is the demand now).
 	ObservationWindow time.Duration
 	Model             forecast.Config
 	POT               forecast.POTConfig
@@ -134,79 +135,12 @@ type Config struct {
 	// then only names it): the backtest's diagnostic forecasters that know the future are not
 	// in the registry, so that no configuration can pick them.
 	Forecaster forecast.Forecaster
-	// DownGate is how the budget policy's scale-down quantile is read: DownGateHold (default,
-	// "") the calibrated quantile of the largest demand over the lead time plus the hold, from
-	// that window's own errors; DownGateLead the same largest forecast with the lead-time margin
-	// (the need over the hold window rather than the memory of the hold window's errors).
-	// Measured out of sample (docs/results-budget.md).
-	DownGate string
-	// Anchor is where the budget policy's forecast path is anchored at each tick: AnchorNowcast
-	// (default, "") the observation extrapolated by half a window of its last trend,
-	// AnchorObserved the observation itself, AnchorPath nowhere (the model's path as it is).
-	// Measured out of sample (docs/results-budget.md).
-	Anchor string
-	// NowcastSpan is how far the budget policy extrapolates the observation by its last trend
-	// to the demand now (0: half the ObservationWindow, the lag of a mean over it). Measured out
-	// of sample (docs/results-budget.md).
-	NowcastSpan time.Duration
-	// Nowcast is how the budget policy recovers the demand now from the observation, a mean over
-	// the ObservationWindow: NowcastDeconvolved (default, "") inverts the mean (the mean over
-	// the last tick is the one a window ago plus window/tick times the observation's change),
-	// exact for demand that is constant over each tick, and clipped between the observation and
-	// the trend's nowcast, so that it is no noisier than the trend's and repairs itself whenever
-	// the observation is flat; it also counts an exceedance as a clock would (the mean demand
-	// over the last tick against the capacity over it). NowcastTrend extrapolates the last
-	// tick's trend over NowcastSpan, exact under a linear trend but 1.5× a jump a window after
-	// it. Chosen out of sample with the level-conditioned quantile
-	// (forecast.CalibratorConfig.Neighbours; docs/results-budget.md, the seventh round).
-	Nowcast string
-	// PathBetween is how the budget policy reads its forecast path between two forecast points
-	// at t + lead: PathLinear (default, "") interpolates, PathMax takes the larger point (robust
-	// to demand that jumps at the samples). Measured out of sample (docs/results-budget.md).
-	PathBetween string
-	// AnchorSpan, when positive, smooths the budget policy's anchor: the offset between the
-	// nowcast and the path is an exponential mean over this time rather than the last tick's,
-	// so a nowcast that overshoots a jump for a few ticks does not move the whole path. Measured
-	// out of sample (docs/results-budget.md).
-	AnchorSpan time.Duration
-	// ScoreLate judges the budget policy's forecasts and its exceedances against the
-	// observation half a window later (a centred mean, which cannot overshoot) instead of the
-	// nowcast when they come due. Measured out of sample (docs/results-budget.md).
-	ScoreLate bool
 	// Fallback, when set, names a model that forecasts while Spec.Model waits for the history
 	// it needs (forecast.Fallback): Holt-Winters waits two seasons, ARIMA a few dozen points.
 	// Measured out of sample (docs/results-budget.md).
 	Fallback string
 	Logger   *slog.Logger
 }
-
-// PathBetween values of Config.PathBetween.
-const (
-	PathLinear = "linear"
-	PathMax    = "max"
-)
-
-// Nowcast values of Config.Nowcast.
-const (
-	NowcastTrend       = "trend"
-	NowcastDeconvolved = "deconvolved"
-)
-
-// deconvolved says whether the budget policy deconvolves the observation (Config.Nowcast).
-func (r *Runner) deconvolved() bool { return r.cfg.Nowcast != NowcastTrend }
-
-// Anchor values of Config.Anchor.
-const (
-	AnchorNowcast  = "nowcast"
-	AnchorObserved = "observed"
-	AnchorPath     = "path"
-)
-
-// DownGate values of Config.DownGate.
-const (
-	DownGateHold = "hold"
-	DownGateLead = "lead"
-)
 
 // DefaultConfig returns the paper's settings for the policy spec.
 func DefaultConfig(spec Spec) Config {
@@ -271,26 +205,6 @@ func (c Config) Validate() error {
 	if c.Spec.Load == LoadBudget {
 		if err := c.Calibration.Validate(); err != nil {
 			return scaling.PrefixErrors("budget: ", err)
-		}
-		if c.DownGate != "" && c.DownGate != DownGateHold && c.DownGate != DownGateLead {
-			return fmt.Errorf("budget: down gate must be %q or %q, got %q", DownGateHold, DownGateLead, c.DownGate)
-		}
-		if c.PathBetween != "" && c.PathBetween != PathLinear && c.PathBetween != PathMax {
-			return fmt.Errorf("budget: path between must be %q or %q, got %q", PathLinear, PathMax, c.PathBetween)
-		}
-		if c.AnchorSpan < 0 {
-			return fmt.Errorf("budget: anchor span must not be negative, got %v", c.AnchorSpan)
-		}
-		if c.Nowcast != "" && c.Nowcast != NowcastTrend && c.Nowcast != NowcastDeconvolved {
-			return fmt.Errorf("budget: nowcast must be %q or %q, got %q", NowcastTrend, NowcastDeconvolved, c.Nowcast)
-		}
-		if c.NowcastSpan < 0 {
-			return fmt.Errorf("budget: nowcast span must not be negative, got %v", c.NowcastSpan)
-		}
-		switch c.Anchor {
-		case "", AnchorNowcast, AnchorObserved, AnchorPath:
-		default:
-			return fmt.Errorf("budget: anchor must be %q, %q or %q, got %q", AnchorNowcast, AnchorObserved, AnchorPath, c.Anchor)
 		}
 	}
 	if c.Fallback != "" {
@@ -884,10 +798,7 @@ type tickBudget struct {
 	prevObs   float64
 	prevReady int32
 	fu, fd    float64
-	off       float64 // the smoothed anchor (Config.AnchorSpan)
-	offOK     bool
-	ready     []readyAt // ScoreLate: the ready count over the last half window
-	// NowcastDeconvolved: the mean demand over each recent tick, as far back as a window.
+	// The mean demand over each recent tick (the deconvolved nowcast), as far back as a window.
 	tickMeans []timedValue
 }
 
@@ -896,14 +807,9 @@ type timedValue struct {
 	v float64
 }
 
-type readyAt struct {
-	t     time.Time
-	ready int32
-}
-
 type pendingForecast struct {
 	due      time.Time
-	from     time.Time // ScoreLate: down forecasts see observations of demand from here on
+	from     time.Time // down: the forecast sees the observations of demand from here on
 	forecast float64
 	seen     float64 // down: the largest observation since the forecast was made
 }
@@ -930,22 +836,6 @@ func (tb *tickBudget) at(tau time.Time) float64 {
 	return lo + (x-float64(j))*(tb.path[j]-lo)
 }
 
-// atMax is the larger of the path's two points around τ (flat past its ends).
-func (tb *tickBudget) atMax(tau time.Time) float64 {
-	if !tb.ok || len(tb.path) == 0 || !tau.After(tb.t0) {
-		return tb.base
-	}
-	j := int(float64(tau.Sub(tb.t0)) / float64(tb.step))
-	if j >= len(tb.path) {
-		return tb.path[len(tb.path)-1]
-	}
-	lo := tb.base
-	if j > 0 {
-		lo = tb.path[j-1]
-	}
-	return math.Max(lo, tb.path[j])
-}
-
 // maxOver is the path's largest value over [a, b]: its ends and the points inside.
 func (tb *tickBudget) maxOver(a, b time.Time) float64 {
 	m := math.Max(tb.at(a), tb.at(b))
@@ -960,53 +850,37 @@ func (tb *tickBudget) maxOver(a, b time.Time) float64 {
 }
 
 // tickJudged is what tickBudget judges the step obs on, without changing any state: the demand
-// now d (the nowcast), the time dt since the last step, and the actual demand, the time and the
-// ready count the forecasts and the exceedance are judged against.
+// now (the nowcast), the time since the last step, and the demand and the ready count the
+// exceedance is judged on.
+//
+// The observation is a mean over the last ObservationWindow, so the demand now is recovered by
+// inverting that mean (deconvolve): exact for demand that is constant over each tick, clipped
+// between the observation and the trend's nowcast (the last tick's trend extrapolated by half a
+// window, the lag of a mean over it; exact under a linear trend but 1.5× a jump a window after
+// it), so that it is no noisier than the trend's and repairs itself whenever the observation is
+// flat. Chosen out of sample over the trend's nowcast alone (docs/results-budget.md, issue 19's
+// seventh and eighth rounds).
 func (r *Runner) tickJudged(obs Observation) judgement {
 	tb := &r.tb
 	d := obs.Demand
 	tickMean := math.NaN()
-	// The observation is a mean over the last ObservationWindow: under a trend the demand now is
-	// about half a window ahead of it. The trend is the last tick's (measured against the trend
-	// over half a window, which lags at the samples' corners: docs/results-budget.md).
+	// The trend is the last tick's (measured against the trend over half a window, which lags at
+	// the samples' corners: docs/results-budget.md).
 	dt := 15 * time.Second
 	if !tb.prev.IsZero() && obs.Time.After(tb.prev) {
 		dt = obs.Time.Sub(tb.prev)
 		span := r.cfg.ObservationWindow / 2
-		if r.cfg.NowcastSpan > 0 {
-			span = r.cfg.NowcastSpan
-		}
 		if r.cfg.ObservationWindow > 0 && !math.IsNaN(tb.prevObs) {
-			d = math.Max(0, d+(d-tb.prevObs)*float64(span)/float64(dt))
-			if r.deconvolved() {
-				d, tickMean = tb.deconvolve(obs, dt, d, r.cfg.ObservationWindow)
-			}
+			trend := math.Max(0, d+(d-tb.prevObs)*float64(span)/float64(dt))
+			d, tickMean = tb.deconvolve(obs, dt, trend, r.cfg.ObservationWindow)
 		}
 	}
-	// What the forecasts and the exceedances are judged on: the nowcast now, or (ScoreLate) the
-	// observation as the demand half a window ago, with the ready count of then: the last one
-	// recorded at or before then (the oldest kept if none is), this step's included.
-	actual, judged, ready := d, obs.Time, obs.Ready
-	if r.cfg.ScoreLate && r.cfg.ObservationWindow > 0 {
-		actual, judged = obs.Demand, obs.Time.Add(-r.cfg.ObservationWindow/2)
-		at := func(k int) readyAt {
-			if k < len(tb.ready) {
-				return tb.ready[k]
-			}
-			return readyAt{obs.Time, obs.Ready}
-		}
-		k := 0
-		for k+1 < len(tb.ready)+1 && !at(k+1).t.After(judged) {
-			k++
-		}
-		ready = at(k).ready
-	}
-	j := judgement{now: d, dt: dt, actual: actual, judged: judged, ready: ready, missDemand: actual, missReady: ready, tickMean: tickMean}
-	// NowcastDeconvolved counts the exceedance as a clock would: the mean demand over the last
-	// tick against the capacity over that tick (the smaller ready count of its two ends), so a
-	// miss is counted for as long as it lasted, not a tick short (the nowcast of a jump is a tick
-	// late) nor over an overshoot.
-	if r.deconvolved() && !r.cfg.ScoreLate && !math.IsNaN(tickMean) {
+	j := judgement{now: d, dt: dt, missDemand: d, missReady: obs.Ready, tickMean: tickMean}
+	// The exceedance is counted as a clock would: the mean demand over the last tick against the
+	// capacity over that tick (the smaller ready count of its two ends), so a miss is counted for
+	// as long as it lasted, not a tick short (the nowcast of a jump is a tick late) nor over an
+	// overshoot.
+	if !math.IsNaN(tickMean) {
 		j.missDemand, j.missReady = tickMean, min(obs.Ready, tb.prevReady)
 	}
 	return j
@@ -1014,19 +888,15 @@ func (r *Runner) tickJudged(obs Observation) judgement {
 
 // judgement is what tickBudget judges a step on (tickJudged).
 type judgement struct {
-	now float64       // the demand now (the nowcast)
+	now float64       // the demand now (the nowcast): what the forecasts are judged on
 	dt  time.Duration // since the last step
-	// What the forecasts are judged on, when, and the ready count then.
-	actual float64
-	judged time.Time
-	ready  int32
 	// What the exceedance is judged on: a demand against a ready count.
 	missDemand float64
 	missReady  int32
-	tickMean   float64 // NowcastDeconvolved: the mean demand over the last tick (NaN: none)
+	tickMean   float64 // the mean demand over the last tick (NaN: none)
 }
 
-// deconvolve is NowcastDeconvolved's demand now, given the trend's nowcast trend and the time
+// deconvolve is the deconvolved demand now, given the trend's nowcast trend and the time
 // dt since the last tick, and the mean demand over the last tick, to be kept for the ticks to
 // come. The observation m is a mean over the window w, so m(t) − m(t−dt) = (dt/w)·(the mean over
 // (t−dt, t] − the mean over (t−w−dt, t−w]): the mean over the last tick is the one a window ago
@@ -1082,32 +952,22 @@ func (r *Runner) budgetMiss(obs Observation) bool {
 func (r *Runner) tickBudget(obs Observation) {
 	tb := &r.tb
 	j := r.tickJudged(obs)
-	d, dt, actual, judged, tickMean := j.now, j.dt, j.actual, j.judged, j.tickMean
+	d, dt, tickMean := j.now, j.dt, j.tickMean
 	tb.prev, tb.prevObs, tb.prevReady = obs.Time, obs.Demand, obs.Ready
-	if r.deconvolved() {
-		if math.IsNaN(tickMean) {
-			tickMean = d
-		}
-		// A tick without a number (a missing observation), or not after the last one kept (a
-		// doubled or late observation), keeps no mean: the means stay a time series of numbers,
-		// and a missing tick is a gap, which tickMeanAt reports.
-		if n := len(tb.tickMeans); !math.IsNaN(tickMean) && !math.IsInf(tickMean, 0) && (n == 0 || obs.Time.After(tb.tickMeans[n-1].t)) {
-			tb.tickMeans = append(tb.tickMeans, timedValue{obs.Time, tickMean})
-			k := 0 // keep the newest at or before a window ago, and every later one
-			for k+1 < len(tb.tickMeans) && !tb.tickMeans[k+1].t.After(obs.Time.Add(-r.cfg.ObservationWindow)) {
-				k++
-			}
-			// Moved down rather than resliced, so that the append above reuses the array.
-			tb.tickMeans = tb.tickMeans[:copy(tb.tickMeans, tb.tickMeans[k:])]
-		}
+	if math.IsNaN(tickMean) {
+		tickMean = d
 	}
-	if r.cfg.ScoreLate && r.cfg.ObservationWindow > 0 {
-		tb.ready = append(tb.ready, readyAt{obs.Time, obs.Ready})
-		k := 0
-		for k+1 < len(tb.ready) && !tb.ready[k+1].t.After(judged) {
+	// A tick without a number (a missing observation), or not after the last one kept (a
+	// doubled or late observation), keeps no mean: the means stay a time series of numbers,
+	// and a missing tick is a gap, which tickMeanAt reports.
+	if n := len(tb.tickMeans); !math.IsNaN(tickMean) && !math.IsInf(tickMean, 0) && (n == 0 || obs.Time.After(tb.tickMeans[n-1].t)) {
+		tb.tickMeans = append(tb.tickMeans, timedValue{obs.Time, tickMean})
+		k := 0 // keep the newest at or before a window ago, and every later one
+		for k+1 < len(tb.tickMeans) && !tb.tickMeans[k+1].t.After(obs.Time.Add(-r.cfg.ObservationWindow)) {
 			k++
 		}
-		tb.ready = tb.ready[k:]
+		// Moved down rather than resliced, so that the append above reuses the array.
+		tb.tickMeans = tb.tickMeans[:copy(tb.tickMeans, tb.tickMeans[k:])]
 	}
 	exceeded := scaling.Overloaded(j.missDemand, r.cfg.Params.Budget.SLAUtilization, j.missReady, r.cfg.Request)
 	if r.jointMiss != nil {
@@ -1120,21 +980,21 @@ func (r *Runner) tickBudget(obs Observation) {
 	// Score what has come due.
 	n := 0
 	for _, p := range tb.up {
-		if p.due.After(judged) {
+		if p.due.After(obs.Time) {
 			tb.up[n] = p
 			n++
 			continue
 		}
 		r.calUp.At(p.due)
-		_ = r.calUp.AddError(actual, p.forecast)
+		_ = r.calUp.AddError(d, p.forecast)
 	}
 	tb.up = tb.up[:n]
 	n = 0
 	for _, p := range tb.down {
-		if !judged.Before(p.from) {
-			p.seen = math.Max(p.seen, actual)
+		if !obs.Time.Before(p.from) {
+			p.seen = math.Max(p.seen, d)
 		}
-		if p.due.After(judged) {
+		if p.due.After(obs.Time) {
 			tb.down[n] = p
 			n++
 			continue
@@ -1143,31 +1003,13 @@ func (r *Runner) tickBudget(obs Observation) {
 		_ = r.calDown.AddError(p.seen, p.forecast)
 	}
 	tb.down = tb.down[:n]
-	// Forecast from now: the path anchored at what is observed now.
+	// Forecast from now: the path anchored at the demand now, at each tick (its reactivity).
 	if math.IsNaN(tb.base) {
 		tb.base, tb.t0 = d, obs.Time
 	}
-	var off float64
-	switch r.cfg.Anchor {
-	case AnchorPath:
-	case AnchorObserved:
-		off = obs.Demand - tb.at(obs.Time)
-	default:
-		off = d - tb.at(obs.Time)
-	}
-	if r.cfg.AnchorSpan > 0 {
-		if !tb.offOK {
-			tb.off, tb.offOK = off, true
-		}
-		tb.off += (off - tb.off) * min(1, float64(dt)/float64(r.cfg.AnchorSpan))
-		off = tb.off
-	}
+	off := d - tb.at(obs.Time)
 	upAt := obs.Time.Add(tb.lead)
-	at := tb.at
-	if r.cfg.PathBetween == PathMax {
-		at = tb.atMax
-	}
-	fu := math.Max(0, math.Max(at(upAt), at(upAt.Add(dt)))+off)
+	fu := math.Max(0, math.Max(tb.at(upAt), tb.at(upAt.Add(dt)))+off)
 	fd := math.Max(0, tb.maxOver(obs.Time, obs.Time.Add(tb.lead+tb.hold))+off)
 	fd = math.Max(fd, fu)
 	tb.up = append(tb.up, pendingForecast{due: upAt.Add(dt), forecast: fu})
@@ -1180,11 +1022,7 @@ func (r *Runner) tickBudget(obs Observation) {
 	r.calUp.At(upAt)
 	r.calDown.At(upAt)
 	b.Quantile = r.calUp.Upper(fu)
-	if r.cfg.DownGate == DownGateLead {
-		b.QuantileDown = math.Max(r.calUp.Upper(fd), b.Quantile)
-	} else {
-		b.QuantileDown = math.Max(r.calDown.Upper(fd), b.Quantile)
-	}
+	b.QuantileDown = math.Max(r.calDown.Upper(fd), b.Quantile)
 	b.Margin = math.NaN()
 	if fu > 0 {
 		b.Margin = b.Quantile / fu

@@ -377,190 +377,76 @@ func TestDecidingTerm(t *testing.T) {
 	}
 }
 
-// TestBudgetDownGate: on the same ramp, the lead gate reads the scale-down quantile with the
-// lead time's margin, which is below the hold window's own (its errors are over a longer
-// window of a rising load); an unknown gate is refused.
-func TestBudgetDownGate(t *testing.T) {
-	down := map[string]float64{}
-	for _, gate := range []string{DownGateHold, DownGateLead} {
-		r := newRunner(t, "naive-budget", func(c *Config) {
-			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
-			c.DownGate = gate
-		})
-		var res Result
-		for i := range 2000 {
-			var err error
-			res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: 10 + 0.01*float64(i), Current: 40, Ready: 40})
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		if res.Budget.QuantileDown < res.Budget.Quantile {
-			t.Fatalf("%s: down %v below the quantile %v", gate, res.Budget.QuantileDown, res.Budget.Quantile)
-		}
-		down[gate] = res.Budget.QuantileDown
-	}
-	if !(down[DownGateLead] < down[DownGateHold]) {
-		t.Fatalf("scale-down quantile: lead %v, hold %v; want lead below hold on a ramp", down[DownGateLead], down[DownGateHold])
-	}
-	cfg := DefaultConfig(Spec{Name: "budget", Algorithm: "budget", Model: "naive", Load: LoadBudget})
-	cfg.DownGate = "sometimes"
-	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "down gate") {
-		t.Fatalf("an unknown gate: %v", err)
-	}
-}
-
-// TestBudgetAnchor: on a rising ramp, the naive path anchored at the nowcast leads the one
-// anchored at the observation, which leads the path as it is (flat at the step's first value).
-func TestBudgetAnchor(t *testing.T) {
-	fc := map[string]float64{}
-	for _, anchor := range []string{AnchorNowcast, AnchorObserved, AnchorPath} {
-		r := newRunner(t, "naive-budget", func(c *Config) {
-			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
-			c.Anchor = anchor
-		})
-		var res Result
-		for i := range 1999 {
-			var err error
-			res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: 10 + 0.01*float64(i), Current: 40, Ready: 40})
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		fc[anchor] = res.Budget.Forecast
-	}
-	if math.Abs(fc[AnchorObserved]-29.98) > 1e-9 || !(fc[AnchorNowcast] > fc[AnchorObserved]) || !(fc[AnchorObserved] > fc[AnchorPath]) {
-		t.Fatalf("forecasts %v: want nowcast > observed (29.98) > path", fc)
-	}
-	cfg := DefaultConfig(Spec{Name: "budget", Algorithm: "budget", Model: "naive", Load: LoadBudget})
-	cfg.Anchor = "tomorrow"
-	if _, err := New(cfg); err == nil {
-		t.Fatal("an unknown anchor was accepted")
-	}
-}
-
-// TestBudgetNowcastSpan: the nowcast extrapolates the observation's last trend over the span:
-// on a ramp of 0.01 core per 15 s tick, 15 s adds 0.01 core where the default half minute adds 0.02.
-func TestBudgetNowcastSpan(t *testing.T) {
-	for _, tc := range []struct {
-		span time.Duration
-		want float64
-	}{{0, 30.01}, {15 * time.Second, 30.00}} {
-		r := newRunner(t, "naive-budget", func(c *Config) {
-			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
-			c.NowcastSpan = tc.span
-		})
-		var res Result
-		for i := range 2000 {
-			var err error
-			res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: 10 + 0.01*float64(i), Current: 40, Ready: 40})
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		if math.Abs(res.Budget.Forecast-tc.want) > 1e-9 {
-			t.Errorf("span %v: forecast %v, want %v", tc.span, res.Budget.Forecast, tc.want)
-		}
-	}
-}
-
-// TestBudgetPathBetween: with a seasonal-naive-like path that steps up at the next sample, the
-// max reading sizes for the next point at once where the linear reading is part way to it.
-func TestBudgetPathBetween(t *testing.T) {
+// TestBudgetPathAt: the path is read linearly between its points: 2 minutes into a 5-minute
+// step from the base 10 to the point 20 it is 10 + (2/5)·10 = 14; flat past its end, the base
+// at t0.
+func TestBudgetPathAt(t *testing.T) {
 	tb := tickBudget{step: 5 * time.Minute, t0: t0, base: 10, path: []float64{20, 20}, ok: true}
-	mid := t0.Add(2 * time.Minute)
-	if got := tb.at(mid); math.Abs(got-14) > 1e-9 {
+	if got := tb.at(t0.Add(2 * time.Minute)); math.Abs(got-14) > 1e-9 {
 		t.Fatalf("linear at 2 of 5 minutes: %v, want 14", got)
 	}
-	if got := tb.atMax(mid); got != 20 {
-		t.Fatalf("max at 2 of 5 minutes: %v, want 20", got)
+	if got := tb.at(t0.Add(time.Hour)); got != 20 {
+		t.Fatalf("past the end: %v, want the last point 20", got)
 	}
-	if got := tb.atMax(t0.Add(time.Hour)); got != 20 {
-		t.Fatalf("max past the end: %v, want the last point 20", got)
-	}
-	if got := tb.atMax(t0); got != 10 {
-		t.Fatalf("max at t0: %v, want the base 10", got)
-	}
-	cfg := DefaultConfig(Spec{Name: "budget", Algorithm: "budget", Model: "naive", Load: LoadBudget})
-	cfg.PathBetween = "cubic"
-	if _, err := New(cfg); err == nil {
-		t.Fatal("an unknown path reading was accepted")
+	if got := tb.at(t0); got != 10 {
+		t.Fatalf("at t0: %v, want the base 10", got)
 	}
 }
 
-// TestBudgetAnchorSpan: one tick whose observation jumps by 20 cores moves the path anchored at
-// the last tick's nowcast by the whole nowcast; smoothed over 5 minutes, by 15 s / 5 min of it.
-func TestBudgetAnchorSpan(t *testing.T) {
-	moved := map[time.Duration]float64{}
-	for _, span := range []time.Duration{0, 5 * time.Minute} {
-		r := newRunner(t, "naive-budget", func(c *Config) {
-			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
-			c.AnchorSpan = span
-		})
-		var before, after float64
-		for i := range 1000 {
-			d := 10.0
-			if i == 999 {
-				d = 30
-			}
-			res, err := r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: d, Current: 40, Ready: 40})
-			if err != nil {
-				t.Fatal(err)
-			}
-			before, after = after, res.Budget.Forecast
+// TestBudgetAnchorEachTick: one tick whose observation jumps by 20 cores moves the path,
+// anchored at each tick's nowcast, by the whole nowcast.
+func TestBudgetAnchorEachTick(t *testing.T) {
+	r := newRunner(t, "naive-budget", func(c *Config) {
+		c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+	})
+	var before, after float64
+	for i := range 1000 {
+		d := 10.0
+		if i == 999 {
+			d = 30
 		}
-		moved[span] = after - before
+		res, err := r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: d, Current: 40, Ready: 40})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, after = after, res.Budget.Forecast
 	}
-	// The nowcast of the jump is 30 + 20·(30 s / 15 s) = 70: 60 above the path at 10.
-	if math.Abs(moved[0]-60) > 1e-9 {
-		t.Errorf("unsmoothed: the forecast moved %v, want 60", moved[0])
-	}
-	if want := 60 * 0.05; math.Abs(moved[5*time.Minute]-want) > 1e-9 {
-		t.Errorf("smoothed over 5m: the forecast moved %v, want %v", moved[5*time.Minute], want)
-	}
-	cfg := DefaultConfig(Spec{Name: "budget", Algorithm: "budget", Model: "naive", Load: LoadBudget})
-	cfg.AnchorSpan = -time.Second
-	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "anchor span") {
-		t.Errorf("a negative anchor span: %v", err)
+	// The trend's nowcast of the jump is 30 + 20·(30 s / 15 s) = 70, and the deconvolved one is
+	// clipped to it (10 + 20·(60 s / 15 s) = 90 above it): 60 above the path at 10.
+	if moved := after - before; math.Abs(moved-60) > 1e-9 {
+		t.Errorf("the forecast moved %v, want 60", moved)
 	}
 }
 
-// TestBudgetScoreLate: an observation that rises by half a core, to 35.5 cores on 40 pods at
-// u_sla 0.9 (36 cores), is an exceedance of the nowcast (35.5 + 2·0.5 = 36.5) and none of the
-// observation judged half a window later.
-func TestBudgetScoreLate(t *testing.T) {
-	for _, late := range []bool{false, true} {
-		r := newRunner(t, "naive-budget", func(c *Config) {
-			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
-			c.ScoreLate = late
-		})
-		var res Result
-		for i := range 100 {
-			d := 35.0
-			if i >= 50 {
-				d = 35.5
-			}
-			var err error
-			if res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: d, Current: 40, Ready: 40}); err != nil {
-				t.Fatal(err)
-			}
+// TestBudgetMissOnTheTick: an observation that rises by half a core, to 35.5 cores on 40 pods
+// at u_sla 0.9 (36 cores), is one exceedance: the mean demand over the tick it rose in is
+// 35 + 0.5·(60 s / 15 s) = 37, clipped to the trend's nowcast 35.5 + 0.5·2 = 36.5, above 36; the
+// ticks after it are flat at 35.5.
+func TestBudgetMissOnTheTick(t *testing.T) {
+	r := newRunner(t, "naive-budget", func(c *Config) {
+		c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+	})
+	var res Result
+	for i := range 100 {
+		d := 35.0
+		if i >= 50 {
+			d = 35.5
 		}
-		want := 1
-		if late {
-			want = 0
+		var err error
+		if res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: d, Current: 40, Ready: 40}); err != nil {
+			t.Fatal(err)
 		}
-		if res.Budget.Exceeded != want {
-			t.Errorf("score late %v: %d exceedances, want %d", late, res.Budget.Exceeded, want)
-		}
+	}
+	if res.Budget.Exceeded != 1 {
+		t.Errorf("%d exceedances, want 1", res.Budget.Exceeded)
 	}
 }
 
 // TestBudgetNowcastDeconvolved: demand that steps from 10 to 30 cores at a tick, seen through a
 // 60 s mean at 15 s ticks (15, 20, 25, 30 cores over the minute after). The trend's nowcast
-// overshoots a window after the jump (25, 30, 35, 40, then 30); the deconvolved one is the jump
-// from the second tick on (25, clipped to the trend's, then 30) and never overshoots. The
-// trend's overshoot to 40 cores on 40 pods at u_sla 0.9 is an exceedance that never happened;
-// the deconvolved accounting counts none.
+// would overshoot a window after the jump (25, 30, 35, 40, then 30: 40 cores on 40 pods at u_sla
+// 0.9, an exceedance that never happened); the deconvolved one is the jump from the second tick
+// on (25, clipped to the trend's, then 30), never overshoots, and counts no exceedance.
 func TestBudgetNowcastDeconvolved(t *testing.T) {
 	demand := func(i int) float64 { // the 60 s mean over ticks i−3 … i of a step at tick 1000
 		if i < 1000 {
@@ -568,45 +454,30 @@ func TestBudgetNowcastDeconvolved(t *testing.T) {
 		}
 		return 10 + 20*math.Min(1, float64(i-999)/4)
 	}
-	for _, tc := range []struct {
-		nowcast  string
-		want     []float64
-		exceeded int
-	}{
-		{NowcastTrend, []float64{25, 30, 35, 40, 30, 30}, 1},
-		{NowcastDeconvolved, []float64{25, 30, 30, 30, 30, 30}, 0},
-		{"", []float64{25, 30, 30, 30, 30, 30}, 0}, // the default
-	} {
-		r := newRunner(t, "naive-budget", func(c *Config) {
-			c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
-			c.Nowcast = tc.nowcast
-		})
-		var got []float64
-		var res Result
-		for i := range 1006 {
-			var err error
-			res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: demand(i), Current: 40, Ready: 40})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if i >= 1000 {
-				got = append(got, res.Budget.Forecast)
-			}
+	r := newRunner(t, "naive-budget", func(c *Config) {
+		c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+	})
+	want := []float64{25, 30, 30, 30, 30, 30}
+	var got []float64
+	var res Result
+	for i := range 1006 {
+		var err error
+		res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: demand(i), Current: 40, Ready: 40})
+		if err != nil {
+			t.Fatal(err)
 		}
-		for k := range got {
-			if math.Abs(got[k]-tc.want[k]) > 1e-9 {
-				t.Errorf("nowcast %q: the forecasts after the jump are %v, want %v", tc.nowcast, got, tc.want)
-				break
-			}
-		}
-		if res.Budget.Exceeded != tc.exceeded {
-			t.Errorf("nowcast %q: %d exceedances, want %d", tc.nowcast, res.Budget.Exceeded, tc.exceeded)
+		if i >= 1000 {
+			got = append(got, res.Budget.Forecast)
 		}
 	}
-	cfg := DefaultConfig(Spec{Name: "budget", Algorithm: "budget", Model: "naive", Load: LoadBudget})
-	cfg.Nowcast = "kalman"
-	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "nowcast must be") {
-		t.Errorf("an unknown nowcast: %v", err)
+	for k := range got {
+		if math.Abs(got[k]-want[k]) > 1e-9 {
+			t.Errorf("the forecasts after the jump are %v, want %v", got, want)
+			break
+		}
+	}
+	if res.Budget.Exceeded != 0 {
+		t.Errorf("%d exceedances, want 0", res.Budget.Exceeded)
 	}
 }
 

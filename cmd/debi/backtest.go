@@ -282,13 +282,6 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.float("budget.quantile-neighbours", "Condition the empirical quantile on the level: read it from this share of the kept errors whose forecasts were nearest the forecast (0: every kept error; 0 by default with --budget.quantile pot).", &c.Neighbours).IsSetByUser(neighboursSet)
 	f.int("budget.local-span", "Errors whose mean absolute value is the local scale of --budget.errors local (0: 240, 1 h of 15 s ticks). Backtest only.", &c.LocalSpan)
 	f.str("budget.metric-calibration", "On a trace with several metrics: calibrate the budget jointly on the policy's overload (joint, the default when empty) or each metric on its own (per-metric).", &o.MetricCalibration)
-	f.str("budget.down-gate", "Scale-down gate: hold (the hold window's own calibrated quantile) or lead (the largest forecast over lead + hold with the lead-time margin). Backtest only.", &o.DownGate)
-	f.str("budget.anchor", "Where the forecast path is anchored at each tick: nowcast (the observation plus half a window of its trend), observed, or path (not anchored). Backtest only.", &o.Anchor)
-	f.dur("budget.anchor-span", "Smooth the anchor of the forecast path (nowcast − path) by an exponential mean over this time (0: the last tick's). Backtest only.", &o.AnchorSpan)
-	f.cmd.Flag("budget.score-late", "Judge forecasts and exceedances against the observation half a window later instead of the nowcast. Backtest only.").BoolVar(&o.ScoreLate)
-	f.dur("budget.nowcast-span", "How far the observation is extrapolated by its last trend to the demand now (0: half the metric window). Backtest only.", &o.NowcastSpan)
-	f.str("budget.nowcast", "How the demand now is recovered from the observation, a mean over the metric window: trend (its last tick's trend extrapolated) or deconvolved (the default: the mean inverted, clipped between the observation and the trend's).", &o.Nowcast)
-	f.str("budget.path-between", "How the forecast path is read between two points at t + lead: linear or max (the larger point). Backtest only.", &o.PathBetween)
 
 	o.Model.Season, o.Model.Window, o.Model.Hidden, o.Model.MaxIterations, o.Model.TimeBudget, o.Model.Seed = 0, 0, 0, 0, 0, 1
 	f.int("model.season", "Seasonal period in samples (0: --season converted).", &o.Model.Season)
