@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 )
 
 // This file is the model side of the overload-budget policy (METHOD §9): a forecast's own
@@ -26,7 +25,7 @@ const (
 	// Q = forecast + q·level: additive, but in units of the workload's own size.
 	ErrorsScaled = "scaled"
 	// ErrorsLocal: e = (actual − forecast)/s with s the local scale of the errors (their recent
-	// mean absolute value over LocalSpan errors, known before this one), Q = forecast + q·s:
+	// mean absolute value over localSpan errors, known before this one), Q = forecast + q·s:
 	// normalised conformal scores (locally weighted conformal prediction), so the margin
 	// shrinks when the errors have been small and widens after large ones.
 	ErrorsLocal = "local"
@@ -69,29 +68,6 @@ type CalibratorConfig struct {
 	// is ColdMargin.
 	MinErrors  int     `yaml:"min_errors" json:"min_errors"`
 	ColdMargin float64 `yaml:"cold_margin" json:"cold_margin"`
-	// DebtLimit, when positive, bounds the calibration debt: α is kept at or above −DebtLimit,
-	// so a run of overloads (a start-up ramp) cannot push the level so far below 0 that the
-	// margin sits at its widest for hours while the debt is repaid at γ·b a tick. 0: unbounded
-	// (adaptive conformal inference as published). Measured out of sample
-	// (docs/results-budget.md); not a configuration field.
-	DebtLimit float64 `yaml:"-" json:"debt_limit,omitempty"`
-	// LocalSpan is the number of recent errors whose mean absolute value is the local scale of
-	// ErrorsLocal (an exponential mean of that span; 240: 1 h of 15 s ticks). Measured out of
-	// sample (docs/results-budget.md); not a configuration field.
-	LocalSpan int `yaml:"-" json:"local_span,omitempty"`
-	// Spend is how the calibration spends the budget: SpendLevel (default, "") moves the
-	// quantile's level α (adaptive conformal inference); SpendSize keeps α at the budget and
-	// moves a factor exp(−θ) on the quantile instead, θ_{t+1} = θ_t + γ·(b − exceeded_t) within
-	// [−1, 1]: the budget is spent in proportion to the demand, as a higher fixed utilization
-	// target spends it. Measured out of sample (docs/results-budget.md); not a configuration
-	// field.
-	Spend string `yaml:"-" json:"spend,omitempty"`
-	// Buckets, when positive, conditions the quantile on the time of day: the errors are also
-	// kept per 24h/Buckets slot of the day they refer to (Window of them per slot), and the
-	// quantile of a forecast is read from its slot's errors once the slot has MinErrors (the
-	// level α stays one). Measured out of sample (docs/results-budget.md); not a configuration
-	// field.
-	Buckets int `yaml:"-" json:"buckets,omitempty"`
 	// Neighbours conditions the quantile on the level it is applied at: the margin of a
 	// forecast is read from the errors of the kept forecasts nearest it (by ratio), this share
 	// of them (0.125) but at least min_errors and at least 2/overload_budget (200 at 1 %), so
@@ -102,12 +78,6 @@ type CalibratorConfig struct {
 	// (docs/results-budget.md, the seventh and eighth rounds).
 	Neighbours float64 `yaml:"quantile_neighbours" json:"quantile_neighbours"`
 }
-
-// Spend values of CalibratorConfig.Spend.
-const (
-	SpendLevel = "level"
-	SpendSize  = "size"
-)
 
 // DefaultNeighbours is the default CalibratorConfig.Neighbours of the empirical quantile: the
 // eighth of the kept errors whose forecasts were nearest (95 of 760).
@@ -163,21 +133,10 @@ func (c CalibratorConfig) Validate() error {
 	if c.Errors != ErrorsRatio && c.Errors != ErrorsAdditive && c.Errors != ErrorsScaled && c.Errors != ErrorsLocal && c.Errors != ErrorsMin {
 		bad(fmt.Errorf("errors must be %q, %q, %q or %q, got %q", ErrorsRatio, ErrorsAdditive, ErrorsScaled, ErrorsLocal, c.Errors))
 	}
-	if c.Spend != "" && c.Spend != SpendLevel && c.Spend != SpendSize {
-		bad(fmt.Errorf("spend must be %q or %q, got %q", SpendLevel, SpendSize, c.Spend))
-	}
-	if c.Buckets < 0 || c.Buckets > 1440 {
-		bad(fmt.Errorf("buckets must be in [0, 1440], got %d", c.Buckets))
-	}
 	if !fin(c.Neighbours) || c.Neighbours < 0 || c.Neighbours > 1 {
 		bad(fmt.Errorf("quantile_neighbours must be in [0, 1], got %v", c.Neighbours))
 	} else if c.Neighbours > 0 && c.Method == QuantilePOT {
 		bad(fmt.Errorf("quantile_neighbours must be 0 with quantile_method %q (the tail is fitted on one pool), got %v", QuantilePOT, c.Neighbours))
-	} else if c.Neighbours > 0 && c.Buckets > 0 {
-		bad(fmt.Errorf("quantile_neighbours must be 0 with buckets, got %v", c.Neighbours))
-	}
-	if c.LocalSpan < 0 {
-		bad(fmt.Errorf("local_span must not be negative, got %d", c.LocalSpan))
 	}
 	if c.Scoring != ScoringTick && c.Scoring != ScoringSample {
 		bad(fmt.Errorf("scoring must be %q or %q, got %q", ScoringTick, ScoringSample, c.Scoring))
@@ -187,9 +146,6 @@ func (c CalibratorConfig) Validate() error {
 	}
 	if !fin(c.ColdMargin) || c.ColdMargin < 1 {
 		bad(fmt.Errorf("cold_margin must be at least 1, got %v", c.ColdMargin))
-	}
-	if !fin(c.DebtLimit) || c.DebtLimit < 0 {
-		bad(fmt.Errorf("debt_limit must not be negative, got %v", c.DebtLimit))
 	}
 	return joinErrors(errs)
 }
@@ -227,10 +183,7 @@ type Calibrator struct {
 	next   int
 	sorted []float64 // the same errors, ascending
 	alpha  float64
-	theta  float64       // SpendSize: the quantile is lowered by exp(−θ)
-	alt    *Calibrator   // ErrorsMin: the ratio side (this one is additive)
-	slots  []*Calibrator // Buckets: the errors per slot of the day
-	slot   int           // the slot At chose
+	alt    *Calibrator // ErrorsMin: the ratio side (this one is additive)
 	// The POT fit of the sorted errors over their (1−τ) quantile: level t, GPD(ξ, σ), share nt/n.
 	potOK         bool
 	potT, xi, sig float64
@@ -258,35 +211,13 @@ func NewCalibrator(cfg CalibratorConfig) (*Calibrator, error) {
 		c.alt = a
 		return c, nil
 	}
-	c := &Calibrator{cfg: cfg, alpha: cfg.Budget, slot: -1}
+	c := &Calibrator{cfg: cfg, alpha: cfg.Budget}
 	if cfg.Neighbours > 0 {
 		c.byF = make([]fcError, 0, cfg.Window)
 	} else {
 		c.ring, c.sorted = make([]float64, 0, cfg.Window), make([]float64, 0, cfg.Window)
 	}
-	if cfg.Buckets > 0 {
-		sub := cfg
-		sub.Buckets = 0
-		for range cfg.Buckets {
-			s, _ := NewCalibrator(sub)
-			c.slots = append(c.slots, s)
-		}
-	}
 	return c, nil
-}
-
-// At sets the time of day the next AddError refers to and the next Upper is for (Buckets);
-// without buckets it does nothing.
-func (c *Calibrator) At(t time.Time) {
-	if len(c.slots) == 0 {
-		return
-	}
-	day := 24 * time.Hour
-	since := time.Duration(t.UnixNano()) % day
-	if since < 0 {
-		since += day
-	}
-	c.slot = int(since * time.Duration(len(c.slots)) / day)
 }
 
 // ErrNoForecast is returned by AddError for a forecast or an actual that is not a finite
@@ -300,9 +231,6 @@ func (c *Calibrator) AddError(actual, forecast float64) error {
 	}
 	if c.alt != nil {
 		_ = c.alt.AddError(actual, forecast)
-	}
-	if c.slot >= 0 && c.slot < len(c.slots) {
-		_ = c.slots[c.slot].AddError(actual, forecast)
 	}
 	// The floor is 1 % of the typical level, so an idle stretch (0 against 0) is no error and
 	// a forecast of 0 against real load is a large but finite one.
@@ -328,7 +256,7 @@ func (c *Calibrator) AddError(actual, forecast float64) error {
 			c.scale = math.Abs(a)
 		}
 		e = a / math.Max(c.scale, f)
-		c.scale += (math.Abs(a) - c.scale) / float64(c.localSpan())
+		c.scale += (math.Abs(a) - c.scale) / localSpan
 	default:
 		e = math.Log(math.Max(actual, f) / math.Max(forecast, f))
 	}
@@ -357,13 +285,9 @@ func (c *Calibrator) AddError(actual, forecast float64) error {
 	return nil
 }
 
-// localSpan is LocalSpan or its default, 240 errors.
-func (c *Calibrator) localSpan() int {
-	if c.cfg.LocalSpan > 0 {
-		return c.cfg.LocalSpan
-	}
-	return 240
-}
+// localSpan is the number of recent errors whose mean absolute value is the local scale of
+// ErrorsLocal (an exponential mean of that span): 240, 1 h of 15 s ticks.
+const localSpan = 240
 
 // insertSorted inserts v into the ascending s (which has room: no allocation at capacity).
 func insertSorted(s []float64, v float64) []float64 {
@@ -570,14 +494,7 @@ func (c *Calibrator) Observe(exceeded bool) {
 	// α itself is not clamped (adaptive conformal inference lets it leave [0, 1]: a level
 	// below 0 asks for the widest quantile until the exceedances are paid back); only the level
 	// the quantile is read at is. Clamping α would forget exceedances and overshoot the budget.
-	if c.cfg.Spend == SpendSize {
-		c.theta = min(max(c.theta+c.cfg.Gain*(c.cfg.Budget-x), -1), 1)
-		return
-	}
 	c.alpha += c.cfg.Gain * (c.cfg.Budget - x)
-	if c.cfg.DebtLimit > 0 && c.alpha < -c.cfg.DebtLimit {
-		c.alpha = -c.cfg.DebtLimit
-	}
 }
 
 // Alpha is the current level: the margin is the (1−α) quantile of the errors, α clamped to
@@ -597,20 +514,12 @@ func (c *Calibrator) Upper(f float64) float64 {
 	if c.alt != nil {
 		u = math.Min(u, c.alt.upper(f))
 	}
-	if c.cfg.Spend == SpendSize {
-		return u * math.Exp(-c.theta)
-	}
 	return u
 }
 
 func (c *Calibrator) upper(f float64) float64 {
 	if math.IsNaN(f) { // no forecast (a missing observation): no quantile, whatever the errors
 		return f
-	}
-	if c.slot >= 0 && c.slot < len(c.slots) && c.slots[c.slot].Errors() >= c.cfg.MinErrors {
-		s := c.slots[c.slot]
-		s.alpha = c.alpha
-		return s.upper(f)
 	}
 	if c.Errors() < c.cfg.MinErrors {
 		return f * c.cfg.ColdMargin

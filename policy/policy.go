@@ -985,7 +985,6 @@ func (r *Runner) tickBudget(obs Observation) {
 			n++
 			continue
 		}
-		r.calUp.At(p.due)
 		_ = r.calUp.AddError(d, p.forecast)
 	}
 	tb.up = tb.up[:n]
@@ -999,7 +998,6 @@ func (r *Runner) tickBudget(obs Observation) {
 			n++
 			continue
 		}
-		r.calDown.At(p.due)
 		_ = r.calDown.AddError(p.seen, p.forecast)
 	}
 	tb.down = tb.down[:n]
@@ -1019,8 +1017,6 @@ func (r *Runner) tickBudget(obs Observation) {
 	b.Alpha = r.calUp.Alpha()
 	b.Errors = r.calUp.Errors()
 	b.Forecast = fu
-	r.calUp.At(upAt)
-	r.calDown.At(upAt)
 	b.Quantile = r.calUp.Upper(fu)
 	b.QuantileDown = math.Max(r.calDown.Upper(fd), b.Quantile)
 	b.Margin = math.NaN()

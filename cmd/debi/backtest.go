@@ -272,15 +272,11 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.float("budget.overload-budget", "The share of time the workload may run above u_sla.", &c.Budget)
 	f.float("budget.calibration-gain", "γ of the online calibration α ← α + γ·(budget − overloaded), per tick (0: fixed α).", &c.Gain)
 	f.str("budget.quantile", "Quantile of the forecast errors: pot (GPD tail) or empirical.", &c.Method)
-	f.str("budget.errors", "Forecast errors as ratio (ln actual/forecast), additive (cores), scaled (cores over the mean level) or local (cores over the recent mean absolute error, --budget.local-span).", &c.Errors)
+	f.str("budget.errors", "Forecast errors as ratio (ln actual/forecast), additive (cores), scaled (cores over the mean level) or local (cores over the mean absolute error of the last 240).", &c.Errors)
 	f.str("budget.scoring", "Score forecasts at every tick (the demand at t + lead time, anchored at the observation) or once per sample.", &c.Scoring)
 	f.int("budget.error-window", "Forecast errors kept (one per tick under --budget.scoring tick, per sample otherwise).", &c.Window)
-	f.float("budget.debt-limit", "Bound on the calibration debt: the level α is kept at or above −debt-limit (0: unbounded). Backtest only.", &c.DebtLimit)
-	f.str("budget.spend", "How the calibration spends the budget: level (the quantile's level α, adaptive conformal inference) or size (α at the budget, a factor on the quantile). Backtest only.", &c.Spend)
-	f.int("budget.buckets", "Condition the quantile on the time of day: errors kept per 24h/buckets slot (0: one pool). Backtest only.", &c.Buckets)
 	neighboursSet := new(bool)
 	f.float("budget.quantile-neighbours", "Condition the empirical quantile on the level: read it from this share of the kept errors whose forecasts were nearest the forecast (0: every kept error; 0 by default with --budget.quantile pot).", &c.Neighbours).IsSetByUser(neighboursSet)
-	f.int("budget.local-span", "Errors whose mean absolute value is the local scale of --budget.errors local (0: 240, 1 h of 15 s ticks). Backtest only.", &c.LocalSpan)
 	f.str("budget.metric-calibration", "On a trace with several metrics: calibrate the budget jointly on the policy's overload (joint, the default when empty) or each metric on its own (per-metric).", &o.MetricCalibration)
 
 	o.Model.Season, o.Model.Window, o.Model.Hidden, o.Model.MaxIterations, o.Model.TimeBudget, o.Model.Seed = 0, 0, 0, 0, 0, 1
