@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/debi-scaler/debi/forecast"
 	"github.com/debi-scaler/debi/policy"
 	"github.com/debi-scaler/debi/scaling"
@@ -211,6 +213,66 @@ func TestExampleConfig(t *testing.T) {
 	}
 	if !budget {
 		t.Error("the example shows no budget policy")
+	}
+}
+
+// TestExampleDefaultAlgorithm keeps the example's word on the default algorithm in step with
+// DefaultAlgorithm: every comment that says "default X" of an algorithm name X (one
+// policy.Parse accepts) names DefaultAlgorithm, at least one does, and the example's policy
+// that names no algorithm loads with it.
+func TestExampleDefaultAlgorithm(t *testing.T) {
+	const file = "../deploy/examples/debi.yml"
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	said := 0
+	for i, line := range strings.Split(string(b), "\n") {
+		_, comment, ok := strings.Cut(line, "#")
+		if !ok {
+			continue
+		}
+		words := strings.Fields(comment)
+		for j := 0; j+1 < len(words); j++ {
+			if strings.Trim(words[j], "(") != "default" {
+				continue
+			}
+			name := strings.TrimRight(words[j+1], ",.;:)")
+			if _, err := policy.Parse(name, ""); err != nil {
+				continue // not an algorithm: a model, a number, a kind
+			}
+			said++
+			if name != DefaultAlgorithm {
+				t.Errorf("%s:%d says the default algorithm is %q; config.DefaultAlgorithm is %q", file, i+1, name, DefaultAlgorithm)
+			}
+		}
+	}
+	if said == 0 {
+		t.Errorf("%s names no default algorithm (want a comment saying \"default %s\")", file, DefaultAlgorithm)
+	}
+
+	c, err := LoadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw struct {
+		Policies []map[string]any `yaml:"policies"`
+	}
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	omitted := 0
+	for i, p := range raw.Policies {
+		if _, ok := p["algorithm"]; ok {
+			continue
+		}
+		omitted++
+		if got := c.Policies[i].Algorithm; got != DefaultAlgorithm {
+			t.Errorf("%s: policy %s names no algorithm and loads as %q, want %q", file, c.Policies[i].Name, got, DefaultAlgorithm)
+		}
+	}
+	if omitted == 0 {
+		t.Errorf("%s: every policy names its algorithm; want one showing the default", file)
 	}
 }
 
