@@ -47,7 +47,7 @@ func (e *CheckError) Error() string {
 func Check(b []byte) []error {
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
-		return []error{syntaxError(err)}
+		return []error{syntaxError(b, err)}
 	}
 	if len(root.Content) == 0 {
 		return []error{&CheckError{Msg: "empty configuration"}}
@@ -144,7 +144,10 @@ func parentPath(path string) string {
 	return path[:i]
 }
 
-func syntaxError(err error) error {
+func syntaxError(b []byte, err error) error {
+	if line, msg, ok := syntaxErrorLine(b, err); ok {
+		return &CheckError{Line: line, Msg: msg}
+	}
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	if m := yamlLineRe.FindStringSubmatch(msg + " "); m != nil && strings.HasPrefix(msg, "line ") {
 		line, _ := strconv.Atoi(m[1])

@@ -220,7 +220,7 @@ func TestCheck(t *testing.T) {
 	}{
 		{"valid", "policies:\n  - {name: web, target: {namespace: shop, name: web}, request: 1}\n", nil},
 		{"empty", "", []string{"empty configuration"}},
-		{"syntax", "policies:\n  - name: web\n   target: x\n", []string{"line 1: did not find expected"}},
+		{"syntax", "policies:\n  - name: web\n   target: x\n", []string{"line 3: did not find expected"}}, // the line of the problem (TestSyntaxErrorLine)
 		{"wrong types", "global:\n  interval: [1s]\npolicies:\n  - name: web\n    target: {namespace: shop, name: web}\n    request: lots\n    history: many\n",
 			[]string{"global.interval (line 2): must be a duration (e.g. 30s, 5m, 1h), not a list", `policies[0].request (line 6): "lots" is not a number`, `policies[0].history (line 7): "many" is not an integer`}},
 		{"unknown top-level field", "polices: []\n", []string{`polices (line 1): unknown field "polices"`}},

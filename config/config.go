@@ -356,6 +356,9 @@ var yamlLineRe = regexp.MustCompile(`line (\d+): `)
 func withYAMLPaths(b []byte, err error) error {
 	var root yaml.Node
 	if yaml.Unmarshal(b, &root) != nil {
+		if line, msg, ok := syntaxErrorLine(b, err); ok {
+			return fmt.Errorf("yaml: line %d: %s", line, msg)
+		}
 		return err
 	}
 	paths := map[int]string{}
@@ -393,6 +396,50 @@ func withYAMLPaths(b []byte, err error) error {
 		return m
 	})
 	return errors.New(msg)
+}
+
+// yamlSyntaxRe splits the message of a YAML syntax error: "yaml: line N: problem", or
+// "yaml: problem" where the library names no line.
+var yamlSyntaxRe = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
+
+// syntaxErrorLine returns the line of a YAML syntax error err in b, and its message without the
+// line. go.yaml.in/yaml/v3 names the line where the enclosing construct starts (its context
+// mark), not the line of the problem, and counts it from 0 for parser errors (from 1 for
+// scanner errors): an indentation error on line 6 inside a list that starts on line 4 is
+// reported at "line 3", a mapping value not allowed on line 10 at "line 9". The parser stops at
+// the first problem, so its line is the first line whose end makes the file's prefix fail with
+// the same message; the problem is never before its context, so the search starts at the line
+// the library names. ok is false when err is not a syntax error or no prefix reproduces it
+// (the message is then left as it is).
+func syntaxErrorLine(b []byte, err error) (line int, msg string, ok bool) {
+	var te *yaml.TypeError
+	if err == nil || errors.As(err, &te) {
+		return 0, "", false
+	}
+	m := yamlSyntaxRe.FindStringSubmatch(err.Error())
+	if m == nil || strings.Contains(m[2], "\n") {
+		return 0, "", false
+	}
+	msg = m[2]
+	from := 1
+	if m[1] != "" {
+		from, _ = strconv.Atoi(m[1])
+		from = max(from, 1)
+	}
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	prefix := bytes.Join(lines[:min(from-1, len(lines))], nil)
+	for n := from; n <= len(lines); n++ {
+		prefix = append(prefix, lines[n-1]...)
+		var node yaml.Node
+		perr := yaml.Unmarshal(prefix, &node)
+		if perr == nil {
+			continue
+		}
+		if pm := yamlSyntaxRe.FindStringSubmatch(perr.Error()); pm != nil && pm[2] == msg {
+			return n, msg, true
+		}
+	}
+	return 0, "", false
 }
 
 // setDefaultsAndValidate is the one place where defaults are filled and fields checked; given
