@@ -214,6 +214,10 @@ func (v namedValue) Set(s string) error {
 	return nil
 }
 
+// policyForms are the policy names policy.Parse accepts, <model> standing for any name of
+// forecast.Names(): the list --policies shows (TestPolicyForms holds it to policy.Parse).
+var policyForms = []string{"budget", "<model>-budget", "hpa", "apa", "debi", "<model>-debi", "<model>-hpa", "evt-<model>-hpa"}
+
 // backtestFlags binds every parameter of METHOD §7 to a flag, grouped by prefix as the
 // Prometheus family does (the run, the simulated cluster, then hpa.*, apa.*, debi.*, evt.*,
 // budget.*, model.*). Spans of time are durations (--startup-delay=2m); counts of trace
@@ -226,7 +230,7 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.cmd.Flag("trace.capacity", "Capacity of one pod per metric of a multi-metric trace, in the trace's unit (e.g. rps=120,cpu=0.5); a metric without one is scaled as a one-metric trace (--peak-utilization).").PlaceHolder("METRIC=V,…").SetValue(namedValue{"trace.capacity", &capacity})
 	policies, format, plots = new(string), new(string), new(string)
 	*policies, *format = strings.Join(o.Policies, ","), "summary"
-	f.str("policies", "Comma-separated policies: hpa, apa, debi, oracle, <model>-debi, <model>-hpa, evt-<model>-hpa; models: "+strings.Join(forecast.Names(), ", ")+" (the oracle and the HPA sweep always run).", policies)
+	f.str("policies", "Comma-separated policies: "+strings.Join(policyForms, ", ")+", "+backtest.OraclePolicy+"; models: "+strings.Join(forecast.Names(), ", ")+" (the oracle and the HPA sweep always run).", policies)
 	f.str("format", "Output format: "+strings.Join(backtest.Formats, ", ")+".", format)
 	cmd.Flag("plots", "Directory to write PNG plots into (per trace: replicas per policy, the largest burst, cost vs overload).").PlaceHolder("DIR").StringVar(plots)
 	sweep := floatList(o.SweepTargets)
