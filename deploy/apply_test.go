@@ -53,6 +53,8 @@ type cluster struct {
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 	// rc is the admin's configuration (for impersonating ServiceAccounts).
 	rc *rest.Config
+	// kubeconfig is the admin's kubeconfig file (for helm and kubectl).
+	kubeconfig string
 }
 
 func startCluster(t *testing.T) *cluster {
@@ -89,7 +91,8 @@ func startCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), rc: rc}
+	return &cluster{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), rc: rc,
+		kubeconfig: filepath.Join(state, "kubeconfig")}
 }
 
 // apply server-side-applies obj (a dry run when dryRun) with strict field validation, so an

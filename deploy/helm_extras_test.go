@@ -225,3 +225,62 @@ func TestHelmPreflight(t *testing.T) {
 		t.Errorf("preflight.enabled=false renders %v", inventory(hooks))
 	}
 }
+
+// TestHelmPreflightScheduling: the pre-flight Job's pod takes its own nodeSelector,
+// tolerations, affinity and priorityClassName (a cluster whose nodes are all tainted would
+// otherwise leave it Pending until activeDeadlineSeconds fails the install); the defaults
+// render none of them, and the schema rejects a wrong type.
+func TestHelmPreflightScheduling(t *testing.T) {
+	bin := helmBin(t)
+	podSpec := func(hooks []*unstructured.Unstructured) map[string]any {
+		t.Helper()
+		job := find(hooks, "Job", "debi-preflight")
+		if job == nil {
+			t.Fatalf("hooks %v: no Job debi-preflight", inventory(hooks))
+		}
+		s, _, _ := unstructured.NestedMap(job.Object, "spec", "template", "spec")
+		return s
+	}
+	values := writeValues(t, `
+preflight:
+  nodeSelector: {node-role.example.com/system: "true"}
+  tolerations:
+    - {key: dedicated, operator: Equal, value: system, effect: NoSchedule}
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+          - matchExpressions: [{key: kubernetes.io/arch, operator: In, values: [amd64]}]
+  priorityClassName: system-cluster-critical
+`)
+	helm(t, bin, "lint", "--strict", chart, "--values", values)
+	spec := podSpec(helmHooks(t, bin, "debi", "--values", values))
+	if got := toString(spec["nodeSelector"]); got != "map[node-role.example.com/system:true]" {
+		t.Errorf("nodeSelector %s", got)
+	}
+	if got := toString(spec["tolerations"]); got != "[map[effect:NoSchedule key:dedicated operator:Equal value:system]]" {
+		t.Errorf("tolerations %s", got)
+	}
+	if got, _, _ := unstructured.NestedSlice(spec, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"); len(got) != 1 {
+		t.Errorf("affinity %v", spec["affinity"])
+	}
+	if spec["priorityClassName"] != "system-cluster-critical" {
+		t.Errorf("priorityClassName %v", spec["priorityClassName"])
+	}
+
+	defaults := podSpec(helmHooks(t, bin, "debi"))
+	for _, k := range []string{"nodeSelector", "tolerations", "affinity", "priorityClassName"} {
+		if v, ok := defaults[k]; ok {
+			t.Errorf("the defaults render %s = %v", k, v)
+		}
+	}
+	for _, tc := range []struct{ set, want string }{
+		{`preflight.nodeSelector={"a":1}`, "/preflight/nodeSelector/a"},
+		{`preflight.tolerations={"key":"x"}`, "/preflight/tolerations"},
+		{`preflight.priorityClassName=1`, "/preflight/priorityClassName"},
+	} {
+		if out, err := helmErr(bin, "template", "debi", chart, "--set-json", tc.set); err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("--set-json %s: err %v, want a schema error naming %s\n%s", tc.set, err, tc.want, out)
+		}
+	}
+}

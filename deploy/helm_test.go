@@ -1,10 +1,14 @@
 package deploy
 
 import (
+	"bytes"
+	"context"
+	"encoding/base64"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 
@@ -421,4 +425,137 @@ func checkTLS(t *testing.T, objs []*unstructured.Unstructured, secret string) {
 	if s := toString(sm.Object["spec"]); !strings.Contains(s, "scheme:https") || !strings.Contains(s, "key:ca.crt") {
 		t.Errorf("webhook ServiceMonitor does not scrape over https: %s", s)
 	}
+}
+
+// TestHelmTokenStable: the webhook's bearer token under helm template, where lookup sees no
+// cluster. By default each render draws a new random token, and nothing else differs between
+// two renders; with webhook.token.existingSecret (create left at its default, as
+// deploy/README.md tells GitOps users to do) the chart renders no Secret at all, the webhook
+// and the AlertmanagerConfig read the named one, and two renders are identical byte for byte.
+// The same holds for the Tidal push token and webhook.tidalPush.existingSecret.
+func TestHelmTokenStable(t *testing.T) {
+	bin := helmBin(t)
+	render := func(flags ...string) []byte {
+		t.Helper()
+		return helm(t, bin, append(append([]string{"template", "debi", chart, "--namespace", "debi-system"}, flags...), operatorAPIs...)...)
+	}
+
+	t.Run("created", func(t *testing.T) {
+		var objs [2][]*unstructured.Unstructured
+		var toks [2]string
+		for i := range objs {
+			objs[i] = decodeObjects(t, render())
+			sec := find(objs[i], "Secret", "debi-webhook-token")
+			if sec == nil {
+				t.Fatal("no debi-webhook-token Secret by default")
+			}
+			toks[i], _, _ = unstructured.NestedString(sec.Object, "data", "token")
+			if toks[i] == "" {
+				t.Fatal("the created Secret has no token")
+			}
+			unstructured.RemoveNestedField(sec.Object, "data", "token")
+		}
+		if !reflect.DeepEqual(objs[0], objs[1]) {
+			t.Error("two renders differ in more than the random token: only the token may change without a cluster to look it up in")
+		}
+		t.Logf("tokens of two renders equal: %v (lookup finds no Secret under helm template)", toks[0] == toks[1])
+	})
+
+	t.Run("existingSecret", func(t *testing.T) {
+		flags := []string{"--set", "webhook.token.existingSecret=my-token",
+			"--set", "webhook.tidalPush.enabled=true", "--set", "webhook.tidalPush.existingSecret=my-push-token"}
+		first := render(flags...)
+		if second := render(flags...); !bytes.Equal(first, second) {
+			t.Errorf("two renders with existingSecret differ:\n%s", lineDiff(string(first), string(second)))
+		}
+		objs := decodeObjects(t, first)
+		if s := find(objs, "Secret", ""); s != nil {
+			t.Errorf("existingSecret set, yet the chart renders Secret %s (a random token on every render)", s.GetName())
+		}
+		secrets := map[string]string{} // volume name → Secret name
+		vols, _, _ := unstructured.NestedSlice(find(objs, "Deployment", "debi-webhook").Object, "spec", "template", "spec", "volumes")
+		for _, v := range vols {
+			v := v.(map[string]any)
+			name, _, _ := unstructured.NestedString(v, "secret", "secretName")
+			secrets[v["name"].(string)] = name
+		}
+		if secrets["token"] != "my-token" || secrets["tidal-push-token"] != "my-push-token" {
+			t.Errorf("the webhook mounts the Secrets %v, want token from my-token and tidal-push-token from my-push-token", secrets)
+		}
+		amc := find(objs, "AlertmanagerConfig", "")
+		if amc == nil {
+			t.Fatal("no AlertmanagerConfig")
+		}
+		recv, _, _ := unstructured.NestedSlice(amc.Object, "spec", "receivers")
+		hooks, _, _ := unstructured.NestedSlice(recv[0].(map[string]any), "webhookConfigs")
+		if name, _, _ := unstructured.NestedString(hooks[0].(map[string]any), "httpConfig", "authorization", "credentials", "name"); name != "my-token" {
+			t.Errorf("the AlertmanagerConfig sends the token of Secret %q, want my-token", name)
+		}
+	})
+}
+
+// TestHelmTokenLookup: on a real kube-apiserver (helm template --dry-run=server, where lookup
+// reads the cluster as helm install and helm upgrade do), the chart keeps the token of the
+// Secret already there instead of drawing a new one; in a namespace without it, it draws one.
+func TestHelmTokenLookup(t *testing.T) {
+	bin := helmBin(t)
+	c := startCluster(t)
+	ctx := context.Background()
+	for _, ns := range []string{"debi-system", "fresh"} {
+		if err := c.apply(ctx, nsObject(ns), "", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const token = "the-token-already-in-the-cluster"
+	sec := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+		"metadata": map[string]any{"name": "debi-webhook-token", "namespace": "debi-system"},
+		"data":     map[string]any{"token": base64.StdEncoding.EncodeToString([]byte(token))}}}
+	if err := c.apply(ctx, sec, "", false); err != nil {
+		t.Fatal(err)
+	}
+	rendered := func(ns string) string {
+		t.Helper()
+		objs := decodeObjects(t, helm(t, bin, "template", "debi", chart, "--namespace", ns, "--dry-run=server", "--kubeconfig", c.kubeconfig))
+		s := find(objs, "Secret", "debi-webhook-token")
+		if s == nil {
+			t.Fatalf("namespace %s: no debi-webhook-token Secret rendered", ns)
+		}
+		v, _, _ := unstructured.NestedString(s.Object, "data", "token")
+		b, err := base64.StdEncoding.DecodeString(v)
+		if err != nil {
+			t.Fatalf("namespace %s: token %q: %v", ns, v, err)
+		}
+		return string(b)
+	}
+	if got := rendered("debi-system"); got != token {
+		t.Errorf("the chart rendered token %q over the Secret's %q: lookup did not keep it", got, token)
+	}
+	if got := rendered("fresh"); got == "" || got == token {
+		t.Errorf("a namespace without the Secret got token %q, want a new random one", got)
+	}
+}
+
+// lineDiff lists the lines of a that b lacks and the reverse, for a readable failure.
+func lineDiff(a, b string) string {
+	count := func(s string) map[string]int {
+		m := map[string]int{}
+		for _, l := range strings.Split(s, "\n") {
+			m[l]++
+		}
+		return m
+	}
+	ca, cb := count(a), count(b)
+	var out []string
+	for l, n := range ca {
+		if n > cb[l] {
+			out = append(out, "- "+l)
+		}
+	}
+	for l, n := range cb {
+		if n > ca[l] {
+			out = append(out, "+ "+l)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
 }
