@@ -841,6 +841,8 @@ func (e *docEnv) run(c docCommand) {
 		e.imageCmd(c, w)
 	case "promtool":
 		e.promtool(c, w[1:])
+	case "go":
+		e.goCmd(c, w[1:])
 	default:
 		e.t.Errorf("%s: command %q the test does not know: verify it here or allowlist it", c.where(), strings.Join(w, " "))
 	}
@@ -870,6 +872,63 @@ func (e *docEnv) imageCmd(c docCommand, w []string) {
 		}
 	default:
 		e.t.Errorf("%s: %s: only kind load image-archive and crane push are known", c.where(), strings.Join(w, " "))
+	}
+}
+
+// docGoTools are the commands of other modules a page has the reader go install, with why.
+var docGoTools = map[string]string{
+	// crane pushes the OCI layout `make image` writes (hack/image) to a registry, without Docker.
+	"github.com/google/go-containerregistry/cmd/crane": "pushes bin/image",
+}
+
+// goCmd checks go install and go test as far as the repository goes, without running them:
+// go install of this module names a main package of the clone (the module path from go.mod)
+// at @latest, or a tool of docGoTools; go test names packages of the clone.
+func (e *docEnv) goCmd(c docCommand, args []string) {
+	e.counts["go"]++
+	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	module := regexp.MustCompile(`(?m)^module (\S+)$`).FindSubmatch(gomod)
+	if module == nil {
+		e.t.Fatal("go.mod names no module")
+	}
+	switch {
+	case len(args) == 2 && args[0] == "install":
+		pkg, v, ok := strings.Cut(args[1], "@")
+		if !ok || v != "latest" {
+			e.t.Errorf("%s: go install %s: want <package>@latest", c.where(), args[1])
+			return
+		}
+		if _, ok := docGoTools[pkg]; ok {
+			return
+		}
+		dir, ok := strings.CutPrefix(pkg, string(module[1])+"/")
+		if !ok {
+			e.t.Errorf("%s: go install %s: neither a package of %s nor a tool of docGoTools", c.where(), pkg, module[1])
+			return
+		}
+		files, _ := filepath.Glob(filepath.Join(root, filepath.FromSlash(dir), "*.go"))
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && regexp.MustCompile(`(?m)^package main$`).Match(b) {
+				return
+			}
+		}
+		e.t.Errorf("%s: go install %s: %s is no main package of the clone", c.where(), pkg, dir)
+	case len(args) >= 2 && args[0] == "test":
+		for _, a := range args[1:] {
+			if strings.HasPrefix(a, "-") {
+				e.t.Errorf("%s: go test flag %s the test does not know", c.where(), a)
+				continue
+			}
+			dir := strings.TrimSuffix(strings.TrimSuffix(a, "..."), "/")
+			if st, err := os.Stat(filepath.Join(root, filepath.FromSlash(dir))); !strings.HasPrefix(a, "./") || err != nil || !st.IsDir() {
+				e.t.Errorf("%s: go test %s: not a package pattern of the clone", c.where(), a)
+			}
+		}
+	default:
+		e.t.Errorf("%s: go %s: only go run ./cmd/debi, go install and go test are known", c.where(), strings.Join(args, " "))
 	}
 }
 
