@@ -101,6 +101,7 @@ type pricedPlan struct {
 	w, nw  []float64
 	m      []int32
 	choice []uint64 // choice[q·words + s/64] bit s%64: element q in O in state s
+	inO    []bool
 }
 
 // first solves the programme and returns the size of its first tick.
@@ -152,7 +153,7 @@ func (p *pricedPlan) first() int32 {
 	p.w, p.nw = w, nw
 	// Walk the choices back from the end (past it, no element is needed) to the first tick's.
 	s := full
-	inO := make([]bool, 0, p.look+1)
+	inO := p.inO[:0]
 	for q := len(c) - 1; q >= 0; q-- {
 		bit := choice[q*words+s/64]>>(s%64)&1 == 1
 		if q <= p.look {
@@ -163,6 +164,7 @@ func (p *pricedPlan) first() int32 {
 			s |= 1
 		}
 	}
+	p.inO = inO
 	// inO holds elements min(look, len−1) … 0, last first.
 	n := p.minR
 	for idx, o := range inO {

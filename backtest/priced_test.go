@@ -2,6 +2,7 @@ package backtest
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -147,5 +148,27 @@ func TestPricedOracleLongLead(t *testing.T) {
 	}
 	if _, err := Simulate(context.Background(), w, PricedOraclePolicy, o); err == nil {
 		t.Error("a 10-minute start-up on 15 s ticks: no error")
+	}
+}
+
+// BenchmarkPricedPlan is one decision of the priced programme at a 2-minute lead on 15 s ticks
+// (look 8, 256 states), over one start-up window ahead and over three: the cost of the rule,
+// to read against the ≤ 50 µs a decision may take.
+func BenchmarkPricedPlan(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, windows := range []int{1, 3} {
+		b.Run(fmt.Sprintf("windows=%d", windows), func(b *testing.B) {
+			const look = 8
+			need := make([]int32, windows*look+1)
+			p := &pricedPlan{look: look, minR: 1, lambda: 40}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				for j := range need {
+					need[j] = int32(5 + rng.IntN(20))
+				}
+				p.need = need
+				_ = p.first()
+			}
+		})
 	}
 }
