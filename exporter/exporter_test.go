@@ -2,7 +2,6 @@ package exporter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -431,22 +430,6 @@ policies:
 	}
 }
 
-func TestCheckQueries(t *testing.T) {
-	f := &fakeQuerier{byExpr: map[string]series{
-		"demand": constant(1), "replicas": constant(2), "ready": constant(2),
-	}, multi: map[string]bool{"demand": true}}
-	e, _ := newTestExporter(t, oneCfg, f)
-	err := e.CheckQueries(context.Background(), t0)
-	if !errors.Is(err, ErrSeveralSeries) || !strings.Contains(err.Error(), `policies[0].queries.demand (policy "web")`) {
-		t.Fatalf("several series: err = %v, want ErrSeveralSeries naming policies[0].queries.demand", err)
-	}
-	f.multi = nil
-	f.setDown(true)
-	if err := e.CheckQueries(context.Background(), t0); err != nil {
-		t.Fatalf("unreachable Prometheus at start-up must only warn, got %v", err)
-	}
-}
-
 func TestGridTime(t *testing.T) {
 	e := &Exporter{interval: step}
 	for _, c := range []struct{ in, want time.Time }{
@@ -457,39 +440,6 @@ func TestGridTime(t *testing.T) {
 		if got := e.gridTime(c.in); !got.Equal(c.want) {
 			t.Errorf("gridTime(%v) = %v, want %v", c.in, got, c.want)
 		}
-	}
-}
-
-// TestHistoryRetried: when Prometheus is unreachable at the first step, the history is loaded at
-// the first step that can reach it, before any live observation.
-func TestHistoryRetried(t *testing.T) {
-	f := &fakeQuerier{byExpr: map[string]series{"demand": constant(1), "replicas": constant(2), "ready": constant(2)}}
-	e, reg := newTestExporter(t, oneCfg, f)
-	f.setDown(true)
-	e.Step(context.Background(), t0)
-	if v, _ := value(t, reg, "debi_policy_history_points", "web"); v != 0 {
-		t.Fatalf("history points while down = %v, want 0", v)
-	}
-	f.setDown(false)
-	e.Step(context.Background(), t0.Add(step))
-	e.Wait()
-	// t0+15s is inside the 30 s history step that began at t0: the history holds the 40 history
-	// steps t0 − 39·30 s … t0, and the live step takes no new point.
-	if v, _ := value(t, reg, "debi_policy_history_points", "web"); v != 40 {
-		t.Fatalf("history points after recovery = %v, want 40", v)
-	}
-	if q := f.ranges(); len(q) == 0 || !q[0].Start.Equal(t0.Add(-39*histStep)) || !q[0].End.Equal(t0) || q[0].Step != histStep {
-		t.Fatalf("history range = %+v, want %v … %v step %v", q, t0.Add(-39*histStep), t0, histStep)
-	}
-	if v, _ := value(t, reg, "debi_policy_steps_total", "web"); v != 41 {
-		t.Fatalf("steps = %v, want 41 (40 history + 1 live)", v)
-	}
-	if v, _ := value(t, reg, "debi_model_history_steps", "web"); v != 40 {
-		t.Fatalf("model history = %v steps, want 40", v)
-	}
-	e.Step(context.Background(), t0.Add(2*step)) // a new history step
-	if v, _ := value(t, reg, "debi_model_history_steps", "web"); v != 40 {
-		t.Fatalf("model history = %v steps after a new history step, want 40 (history: 40)", v)
 	}
 }
 
@@ -527,83 +477,6 @@ func TestLoopSkipsWhenBehind(t *testing.T) {
 	// Steps at t0 and t0+75s; t0+15s … t0+60s were skipped.
 	if got := testutil.ToFloat64(e.metrics.skipped); got != 4 {
 		t.Fatalf("skipped = %v, want 4", got)
-	}
-}
-
-// TestHistoryStep: the model history advances once per history step (30 s) while the exporter
-// steps every interval (15 s); between history steps the forecast stands; the start-up history
-// is capped by exporter.history_lookback.
-func TestHistoryStep(t *testing.T) {
-	f := &fakeQuerier{byExpr: map[string]series{
-		"demand":   func(ts time.Time) (float64, bool, error) { return demandTrace(ts), true, nil },
-		"replicas": constant(6), "ready": constant(6),
-	}}
-	e, reg := newTestExporter(t, `
-global: {interval: 15s}
-exporter: {history_lookback: 5m}
-policies:
-  - name: web
-    target: {namespace: shop, name: web}
-    algorithm: exporter-test-drift-debi
-    request: 0.5
-    history_step: 30s
-    lead_time: 45s
-    history: 100
-    metrics: {window: 15s}
-    queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}
-`, f)
-	get := func(name string, extra ...string) float64 {
-		t.Helper()
-		v, ok := value(t, reg, name, "web", extra...)
-		if !ok {
-			t.Fatalf("%s not published", name)
-		}
-		return v
-	}
-	var w1, w2 float64
-	for i := range 8 {
-		ts := t0.Add(time.Duration(i) * step)
-		e.Step(context.Background(), ts)
-		e.Wait()
-		if i == 0 {
-			// 5 minutes of 30 s history steps before t0: 9 points, then t0's own.
-			if n := get("debi_policy_history_points"); n != 9 {
-				t.Fatalf("history points = %v, want 9 (history_lookback 5m of 30 s steps, the last one live)", n)
-			}
-		}
-		// 10 history points at t0, one more every 30 s.
-		if have, want := get("debi_model_history_steps"), float64(10+i/2); have != want {
-			t.Fatalf("step %d: debi_model_history_steps = %v, want %v", i, have, want)
-		}
-		// The first training run, started during the history load, runs in the background: its
-		// model forecasts from the next history step on.
-		nw1 := get("debi_demand_cores", "load", "w1")
-		nw2, ok := value(t, reg, "debi_demand_cores", "web", "load", "w2")
-		if !ok && i >= 2 {
-			t.Fatalf("step %d: no forecast", i)
-		}
-		if i%2 == 1 {
-			if nw2 != w2 && !(isNaN(nw2) && isNaN(w2)) {
-				t.Fatalf("step %d: between history steps the forecast moved: %v → %v", i, w2, nw2)
-			}
-			if nw1 == w1 {
-				t.Fatalf("step %d: the observed demand did not move (%v): the test proves nothing", i, w1)
-			}
-		}
-		w1, w2 = nw1, nw2
-	}
-	// h = ceil(45 s / 30 s) + 1 = 3 history steps of 30 s; the drift model needs 6 points.
-	for name, want := range map[string]float64{
-		"debi_forecast_horizon_seconds":     90,
-		"debi_model_history_step_seconds":   30,
-		"debi_model_history_required_steps": driftSpan + 1,
-	} {
-		if got := get(name); got != want {
-			t.Errorf("%s = %v, want %v", name, got, want)
-		}
-	}
-	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
-		t.Fatalf("lint: %v %v", problems, err)
 	}
 }
 

@@ -199,3 +199,19 @@ func TestFailedPolicyBadData(t *testing.T) {
 		t.Errorf("ok: recommended %v, want 6", got)
 	}
 }
+
+func TestCheckQueries(t *testing.T) {
+	f := &fakeQuerier{byExpr: map[string]series{
+		"demand": constant(1), "replicas": constant(2), "ready": constant(2),
+	}, multi: map[string]bool{"demand": true}}
+	e, _ := newTestExporter(t, oneCfg, f)
+	err := e.CheckQueries(context.Background(), t0)
+	if !errors.Is(err, ErrSeveralSeries) || !strings.Contains(err.Error(), `policies[0].queries.demand (policy "web")`) {
+		t.Fatalf("several series: err = %v, want ErrSeveralSeries naming policies[0].queries.demand", err)
+	}
+	f.multi = nil
+	f.setDown(true)
+	if err := e.CheckQueries(context.Background(), t0); err != nil {
+		t.Fatalf("unreachable Prometheus at start-up must only warn, got %v", err)
+	}
+}
