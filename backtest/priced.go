@@ -64,7 +64,6 @@ func pricedOracle(w *World, o Options, b float64) (decider, error) {
 			p.lambda *= math.Exp(-pricedGain * b)
 		}
 		p.lambda = min(max(p.lambda, 1e-3), 1e7)
-		p.lastReady = obs.Ready
 		end := min(i+h, len(peak)-1)
 		p.need = p.need[:0]
 		for j := i; j <= end; j++ {
@@ -83,6 +82,12 @@ func pricedOracle(w *World, o Options, b float64) (decider, error) {
 		}
 		n := p.first()
 		past = append(past, n)
+		// What serves this tick, as the scorer counts it: a smaller size removes pods at once
+		// when the decision is not delayed.
+		p.lastReady = obs.Ready
+		if o.DecisionDelay == 0 {
+			p.lastReady = min(obs.Ready, n)
+		}
 		return policy.Result{W2: math.NaN(), Decision: scaling.Decision{Replicas: n, Reason: "priced-oracle"}}, nil
 	}, nil
 }

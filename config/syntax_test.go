@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -154,3 +155,25 @@ func TestSyntaxErrorLineNotSyntax(t *testing.T) {
 type errTest string
 
 func (e errTest) Error() string { return string(e) }
+
+// fleetFileWithIndentError is a file of n policies (four lines each) with a key less indented
+// than its mapping in the last one: the problem is far inside a list that starts on line 4.
+func fleetFileWithIndentError(n int) ([]byte, int) {
+	var b strings.Builder
+	b.WriteString("global:\n  prometheus_url: http://prometheus:9090\n  interval: 15s\npolicies:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - name: web-%d\n    target: {namespace: shop, name: web-%d}\n    request: 1\n    algorithm: hpa\n", i, i)
+	}
+	b.WriteString("  - name: last\n    target: {namespace: shop, name: last}\n   algorithm: hpa\n")
+	return []byte(b.String()), 4 + 4*n + 3
+}
+
+// TestSyntaxErrorLineFleet: the line of a problem deep inside a long list is found, as near the
+// list's start.
+func TestSyntaxErrorLineFleet(t *testing.T) {
+	b, line := fleetFileWithIndentError(2500)
+	_, err := Load(b)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("line %d:", line)) {
+		t.Errorf("error %v, want one at line %d", err, line)
+	}
+}
