@@ -427,19 +427,36 @@ func syntaxErrorLine(b []byte, err error) (line int, msg string, ok bool) {
 		from = max(from, 1)
 	}
 	lines := bytes.SplitAfter(b, []byte("\n"))
-	prefix := bytes.Join(lines[:min(from-1, len(lines))], nil)
-	for n := from; n <= len(lines); n++ {
-		prefix = append(prefix, lines[n-1]...)
+	end := make([]int, len(lines)+1) // end[n]: the bytes of the first n lines
+	for k, l := range lines {
+		end[k+1] = end[k] + len(l)
+	}
+	fails := func(n int) bool { // the first n lines fail with the same message
 		var node yaml.Node
-		perr := yaml.Unmarshal(prefix, &node)
+		perr := yaml.Unmarshal(b[:end[n]], &node)
 		if perr == nil {
-			continue
+			return false
 		}
-		if pm := yamlSyntaxRe.FindStringSubmatch(perr.Error()); pm != nil && pm[2] == msg {
-			return n, msg, true
+		pm := yamlSyntaxRe.FindStringSubmatch(perr.Error())
+		return pm != nil && pm[2] == msg
+	}
+	// Past the problem every prefix fails with it: gallop from the context's line, then bisect
+	// the last step, so a problem far inside a long list costs a few dozen parses, not one a line.
+	lo, hi := from-1, from
+	for step := 1; hi < len(lines) && !fails(hi); step *= 2 {
+		lo, hi = hi, min(hi+step, len(lines))
+	}
+	if hi > len(lines) || !fails(hi) {
+		return 0, "", false
+	}
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; fails(mid) {
+			hi = mid
+		} else {
+			lo = mid
 		}
 	}
-	return 0, "", false
+	return hi, msg, true
 }
 
 // setDefaultsAndValidate is the one place where defaults are filled and fields checked; given
