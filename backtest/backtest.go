@@ -477,6 +477,9 @@ type Report struct {
 	Notes []string `json:"notes,omitempty"`
 	// Coverage is, for a what-if, how much of the range each input series covered.
 	Coverage []Coverage `json:"coverage,omitempty"`
+	// Recommendation is, for a what-if (Options.Configured set), what to run on its trace:
+	// every format prints it first.
+	Recommendation *Recommendation `json:"-"`
 }
 
 // ScaleFor returns the demand scale for a trace: the 99th percentile of its warm-up samples
@@ -905,6 +908,9 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 		for i := range rep.Startup[s].Traces {
 			finishTrace(&rep.Startup[s].Traces[i], o.Calibration.Budget)
 		}
+	}
+	if o.Configured != "" && len(rep.Traces) > 0 {
+		rep.Recommendation = Recommend(rep.Traces[0], o)
 	}
 	return rep, nil
 }

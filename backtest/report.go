@@ -95,6 +95,9 @@ func (rep *Report) Write(w io.Writer, format string) error {
 		cw.Flush()
 		return cw.Error()
 	case "markdown":
+		if rep.Recommendation != nil {
+			rep.Recommendation.writeMarkdown(w)
+		}
 		fmt.Fprintf(w, "%s\n\n", rep.caption())
 		rep.writeTraceMarkdown(w, rep.Traces)
 		fmt.Fprintf(w, "\n%s\n", footnote)
@@ -103,6 +106,9 @@ func (rep *Report) Write(w io.Writer, format string) error {
 		rep.writeReport(w)
 		return nil
 	case "full":
+		if rep.Recommendation != nil {
+			rep.Recommendation.writeText(w)
+		}
 		fmt.Fprintln(w, wrap(rep.caption(), 100))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, strings.Join(columns, "\t")+"\t")
@@ -246,6 +252,9 @@ func (rep *Report) jsonView() any {
 		return traces
 	}
 	out := map[string]any{"parameters": params["parameters"], "traces": view(rep.Traces), "notes": rep.Notes}
+	if rep.Recommendation != nil {
+		out["recommendation"] = rep.Recommendation.jsonView()
+	}
 	if rep.Coverage != nil {
 		var cov []map[string]any
 		for _, c := range rep.Coverage {

@@ -142,6 +142,9 @@ func classRank(m map[string]int, c string) int {
 // per-class summary with frontier_ratio and floor_closed first (the gaps to the oracle are in
 // --format full), the oracle's limit and the floor per trace, the start-up sweep and the notes.
 func (rep *Report) WriteScreen(w io.Writer) error {
+	if rep.Recommendation != nil {
+		rep.Recommendation.writeText(w)
+	}
 	fmt.Fprintln(w, wrap(rep.caption(), 100))
 	fmt.Fprintln(w)
 	if len(rep.Coverage) > 0 {
@@ -286,6 +289,9 @@ func (r ClassRow) floorText() string {
 
 // writeReport is the Markdown of docs/results.md.
 func (rep *Report) writeReport(w io.Writer) {
+	if rep.Recommendation != nil {
+		rep.Recommendation.writeMarkdown(w)
+	}
 	fmt.Fprintf(w, "%s\n\n", rep.caption())
 	for _, s := range rep.sets() {
 		fmt.Fprintf(w, "### Per class, start-up %v\n\n", durationText(s.Delay))

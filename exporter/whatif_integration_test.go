@@ -2,11 +2,13 @@ package exporter
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,7 +129,7 @@ func TestWhatIfOnRecordedHistory(t *testing.T) {
 
 	base := backtest.DefaultOptions()
 	base.Policies = []string{"hpa"}
-	base.SweepTargets = []float64{0.5, 0.7}
+	base.SweepTargets = []float64{0.2, 0.3, 0.5, 0.7}
 	o, name := backtest.PolicyOptions(p, base, step, h.Request, len(h.Demand))
 	if name != "debi" || o.Policies[0] != "debi" || o.DebiModel != "naive" || o.Request != 2 || o.Scale != 1 || o.History != 288 {
 		t.Fatalf("options from the policy: %s %+v", name, o)
@@ -166,5 +168,23 @@ func TestWhatIfOnRecordedHistory(t *testing.T) {
 	}
 	if !strings.Contains(replayed, `"policy": "debi"`) && !strings.Contains(replayed, `"policy":"debi"`) {
 		t.Errorf("the configured policy is not in the report: %.300s", replayed)
+	}
+	// The what-if opens with a recommendation that names a target of the sweep (no replicas
+	// were backfilled: its savings are against the hpa row).
+	var view struct {
+		Recommendation *struct {
+			Target   float64 `json:"target"`
+			Against  string  `json:"against"`
+			Sentence string  `json:"sentence"`
+		} `json:"recommendation"`
+	}
+	if err := json.Unmarshal([]byte(replayed), &view); err != nil {
+		t.Fatal(err)
+	}
+	if r := view.Recommendation; r == nil || !slices.Contains(o.SweepTargets, r.Target) || r.Against != "hpa" ||
+		!strings.Contains(r.Sentence, fmt.Sprintf("%.2f", r.Target)) || !strings.Contains(r.Sentence, "against the hpa row") {
+		t.Errorf("recommendation %+v: want one naming a target of the sweep, against the hpa row", r)
+	} else {
+		t.Logf("recommendation: %s", r.Sentence)
 	}
 }

@@ -310,7 +310,8 @@ policies:
 	// counts; the coverage counts the 10 points without samples as filled.
 	for _, want := range []string{`"trace": "web (6d23h55m to 2026-11-24 00:00)"`, `"policy": "holtwinters-budget"`, `"configured": "holtwinters-budget"`,
 		`"policy": "hpa"`, `"policy": "oracle"`, `"policy": "actual"`, `"samples": 2016`, `"class": "recorded"`, `"filled": "50m0s"`, `"start": "2026-11-17T00:05:00Z"`,
-		`"series": "ready"`, `"actual_ready": "recorded (ready)"`, `"floor_closed": `, `"frontier_floor": `} {
+		`"series": "ready"`, `"actual_ready": "recorded (ready)"`, `"floor_closed": `, `"frontier_floor": `,
+		`"recommendation": {`, `"against": "actual"`, `"sentence": `} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %s:\n%.3000s", want, out)
 		}
@@ -333,7 +334,8 @@ policies:
 			t.Errorf("plot file %q is not shell-safe (or not named after the policy and range)", b)
 		}
 	}
-	for _, want := range []string{"History read from Prometheus", "demand: covered 6d23h10m of 6d23h55m", "filled 50m", "> holtwinters-budget (yours)", "cost/actual", "  actual  ", "its ready pods recorded (ready)", "floor_closed"} {
+	for _, want := range []string{"History read from Prometheus", "demand: covered 6d23h10m of 6d23h55m", "filled 50m", "> holtwinters-budget (yours)", "cost/actual", "  actual  ", "its ready pods recorded (ready)", "floor_closed",
+		"Recommendation for web (6d23h55m to 2026-11-24 00:00)", "what ran (actual)", "cheapest target keeping 1%", "→ "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, out)
 		}

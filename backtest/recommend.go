@@ -1,0 +1,321 @@
+package backtest
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/debi-scaler/debi/policy"
+)
+
+// MinForecastCoverage is the least share of the scored time a policy's model must have forecast
+// for its figures to count in the recommendation: below it the row mostly shows its fallback
+// rule, not the policy.
+const MinForecastCoverage = 0.5
+
+// Recommendation is the what-if's answer to "what should I run?", computed once from a trace's
+// result and read by every format: what ran, the cheapest fixed HPA target of the sweep that
+// keeps the overload budget on this history, what the budget policy does, and one sentence
+// that says which to choose and what it saves against what ran.
+type Recommendation struct {
+	Trace string
+	// Against is the row the savings are measured against: ActualPolicy (what ran) or, with no
+	// recorded replicas, "hpa". AgainstCost and AgainstOverload are its figures (NaN without it).
+	Against         string
+	AgainstCost     float64
+	AgainstOverload float64
+	// Budget is the overload budget (--budget.overload-budget) and Unavoidable the trace's
+	// overload no policy avoids: a target keeps the budget when its overload less the
+	// unavoidable share is at most the budget.
+	Budget, Unavoidable float64
+	// CurrentTarget is the configured HPA target (scaling.target), which the sentence raises or
+	// lowers.
+	CurrentTarget float64
+	// Target is the cheapest sweep target that keeps the budget (0: none does; Targets are the
+	// sweep's, for the sentence that says so), with its cost, overload and saving (1 − cost over
+	// AgainstCost).
+	Target                                   float64
+	Targets                                  []float64
+	TargetCost, TargetOverload, TargetSaving float64
+	// Policy is the budget policy's row ("" when none ran), with its figures. PolicyCoverage is
+	// its forecast_coverage: below MinForecastCoverage it has no role and no figure.
+	Policy                                                      string
+	PolicyCost, PolicyOverload, PolicyFloorClosed, PolicySaving float64
+	PolicyCoverage                                              float64
+	Sentence                                                    string
+}
+
+// Recommend reads the recommendation off a what-if's trace result (finished: its ratios and
+// frontier filled) under the options it ran with.
+func Recommend(tr TraceResult, o Options) *Recommendation {
+	r := &Recommendation{Trace: tr.Trace, Budget: o.Calibration.Budget, Unavoidable: tr.Unavoidable, CurrentTarget: o.Params.Target,
+		AgainstCost: math.NaN(), AgainstOverload: math.NaN(), TargetCost: math.NaN(), TargetOverload: math.NaN(), TargetSaving: math.NaN(),
+		PolicyCost: math.NaN(), PolicyOverload: math.NaN(), PolicyFloorClosed: math.NaN(), PolicySaving: math.NaN(), PolicyCoverage: math.NaN()}
+	var hpa, actual *Run
+	for i := range tr.Runs {
+		switch run := &tr.Runs[i]; run.Policy {
+		case ActualPolicy:
+			actual = run
+		case "hpa":
+			hpa = run
+		}
+	}
+	switch {
+	case actual != nil:
+		r.Against, r.AgainstCost, r.AgainstOverload = ActualPolicy, actual.Cost, actual.OverloadFraction
+	case hpa != nil:
+		r.Against, r.AgainstCost, r.AgainstOverload = "hpa", hpa.Cost, hpa.OverloadFraction
+	}
+	saving := func(cost float64) float64 {
+		if !(r.AgainstCost > 0) {
+			return math.NaN()
+		}
+		return 1 - cost/r.AgainstCost
+	}
+	for _, p := range tr.Frontier {
+		r.Targets = append(r.Targets, p.Target)
+		if r.keeps(p.OverloadFraction) && (r.Target == 0 || p.Cost < r.TargetCost) {
+			r.Target, r.TargetCost, r.TargetOverload = p.Target, p.Cost, p.OverloadFraction
+		}
+	}
+	r.TargetSaving = saving(r.TargetCost)
+	if b := budgetRun(tr.Runs, o); b != nil {
+		r.Policy, r.PolicyCost, r.PolicyOverload, r.PolicyFloorClosed = b.Policy, b.Cost, b.OverloadFraction, b.FloorClosed
+		r.PolicySaving, r.PolicyCoverage = saving(b.Cost), b.ForecastCoverage
+	}
+	r.Sentence = r.sentence(o.DebiModel)
+	return r
+}
+
+// keeps says an overload fraction keeps the budget: its avoidable part is at most the budget
+// (a part in a million of the scored time allowed for rounding).
+func (r *Recommendation) keeps(overload float64) bool {
+	return overload-r.Unavoidable <= r.Budget+1e-6
+}
+
+// PolicyCounts says the budget policy has a role in the recommendation: it ran and its model
+// forecast at least MinForecastCoverage of the scored time.
+func (r *Recommendation) PolicyCounts() bool {
+	return r.Policy != "" && !(r.PolicyCoverage < MinForecastCoverage)
+}
+
+// budgetRun is the budget policy's row: the configured policy when it is one, else the plain
+// budget, else the first other budget policy (nil when none ran).
+func budgetRun(runs []Run, o Options) *Run {
+	isBudget := func(name string) bool {
+		s, err := policy.Parse(name, o.DebiModel)
+		return err == nil && s.Algorithm == "budget"
+	}
+	var first *Run
+	for i := range runs {
+		run := &runs[i]
+		if !isBudget(run.Policy) {
+			continue
+		}
+		if run.Policy == o.Configured {
+			return run
+		}
+		if first == nil || run.Policy == "budget" {
+			first = run
+		}
+	}
+	return first
+}
+
+// policyName is how the sentence names the budget policy: budget for the default model.
+func (r *Recommendation) policyName(debiModel string) string {
+	if s, err := policy.Parse(r.Policy, debiModel); err == nil && s.Algorithm == "budget" && s.Model == policy.DefaultBudgetModel {
+		return "budget"
+	}
+	return r.Policy
+}
+
+// pctText is a share in percent for the sentence, with two decimals ("0.45 %").
+func pctText(v float64) string { return fmt.Sprintf("%.2f %%", 100*v) }
+
+// amountText is a saving in whole percent as a verb phrase: "saves 26 %", "costs 4 % more"
+// (both for "both": "save about", "cost about … more").
+func amountText(s float64, both bool) string {
+	switch {
+	case s < -0.005 && both:
+		return fmt.Sprintf("cost about %.0f %% more", -100*s)
+	case s < -0.005:
+		return fmt.Sprintf("costs %.0f %% more", -100*s)
+	case both:
+		return fmt.Sprintf("save about %.0f %%", math.Max(0, 100*s))
+	}
+	return fmt.Sprintf("saves %.0f %%", math.Max(0, 100*s))
+}
+
+// savesText is amountText against a row: "saves 26 % against what ran", "costs 4 % more than
+// what ran".
+func savesText(s float64, both bool, row string) string {
+	if s < -0.005 {
+		return amountText(s, both) + " than " + row
+	}
+	return amountText(s, both) + " against " + row
+}
+
+func (r *Recommendation) sentence(debiModel string) string {
+	s := r.choice(debiModel)
+	if r.Against != "" && !r.keeps(r.AgainstOverload) {
+		s += fmt.Sprintf(" %s was overloaded %s of the scored time, beyond the budget.", map[bool]string{true: "What ran", false: "hpa"}[r.Against == ActualPolicy], pctText(r.AgainstOverload))
+	}
+	if r.Against == "hpa" {
+		s += " No replicas were recorded, so what ran is not known: the savings are against the hpa row."
+	}
+	return s
+}
+
+func (r *Recommendation) choice(debiModel string) string {
+	name := r.policyName(debiModel)
+	row := "what ran"
+	if r.Against == "hpa" {
+		row = "the hpa row"
+	}
+	budget := fmt.Sprintf("budget %g %%", 100*r.Budget)
+	verb := "Set your HPA target to"
+	switch {
+	case r.CurrentTarget <= 0:
+	case r.Target > r.CurrentTarget+1e-9:
+		verb = "Raise your HPA target to"
+	case r.Target < r.CurrentTarget-1e-9:
+		verb = "Lower your HPA target to"
+	default:
+		verb = "Keep your HPA target at"
+	}
+	// saves is a row's saving against the baseline, or nothing without one.
+	saves := func(s float64, lead string) string {
+		if math.IsNaN(s) {
+			return ""
+		}
+		return lead + savesText(s, false, row)
+	}
+	var pre string
+	if r.Policy != "" && !r.PolicyCounts() {
+		pre = fmt.Sprintf("%s's model forecast only %.0f %% of the scored time: no figure. ", name, 100*r.PolicyCoverage)
+	}
+	keepsPolicy := r.PolicyCounts() && r.keeps(r.PolicyOverload)
+	switch {
+	case r.Target == 0 && keepsPolicy:
+		return pre + fmt.Sprintf("No fixed HPA target of the sweep (%s) keeps the overload within the budget of %g %% on this history; run %s%s (overload %s, %s).",
+			targetsText(r.Targets), 100*r.Budget, name, saves(r.PolicySaving, ", which does and "), pctText(r.PolicyOverload), budget)
+	case r.Target == 0:
+		s := pre + fmt.Sprintf("No fixed HPA target of the sweep (%s) keeps the overload within the budget of %g %% on this history", targetsText(r.Targets), 100*r.Budget)
+		if r.PolicyCounts() {
+			s += fmt.Sprintf(", nor does %s (overload %s)", name, pctText(r.PolicyOverload))
+		}
+		return s + ": widen --sweep below its lowest target to find one."
+	case !r.PolicyCounts():
+		return pre + fmt.Sprintf("%s %.2f%s (overload %s, %s).", verb, r.Target, saves(r.TargetSaving, ": it "), pctText(r.TargetOverload), budget)
+	case !keepsPolicy:
+		return fmt.Sprintf("%s overloads %s here, above the budget: %s %.2f%s (overload %s, %s).",
+			name, pctText(r.PolicyOverload), strings.ToLower(verb[:1])+verb[1:], r.Target, saves(r.TargetSaving, ", which "), pctText(r.TargetOverload), budget)
+	case r.PolicyCost >= r.TargetCost:
+		return fmt.Sprintf("%s saves no more than a fixed target of %.2f here: set the HPA target%s (overload %s, %s's %s, %s).",
+			name, r.Target, saves(r.TargetSaving, ", which "), pctText(r.TargetOverload), name, pctText(r.PolicyOverload), budget)
+	case math.IsNaN(r.PolicySaving) || math.Abs(r.PolicySaving-r.TargetSaving) < 0.01:
+		both := ""
+		if !math.IsNaN(r.PolicySaving) {
+			both = ": both " + savesText(r.PolicySaving, true, row)
+		}
+		return fmt.Sprintf("%s %.2f, or run %s, which picks the level for you%s (overload %s / %s, %s).",
+			verb, r.Target, name, both, pctText(r.TargetOverload), pctText(r.PolicyOverload), budget)
+	}
+	return fmt.Sprintf("Run %s, which picks the level for you%s, a fixed HPA target of %.2f %s (overload %s / %s, %s).",
+		name, saves(r.PolicySaving, ": it "), r.Target, amountText(r.TargetSaving, false), pctText(r.PolicyOverload), pctText(r.TargetOverload), budget)
+}
+
+// targetsText is the sweep's range ("0.30–0.90").
+func targetsText(ts []float64) string {
+	if len(ts) == 0 {
+		return "none"
+	}
+	lo, hi := ts[0], ts[0]
+	for _, t := range ts {
+		lo, hi = math.Min(lo, t), math.Max(hi, t)
+	}
+	return fmt.Sprintf("%.2f–%.2f", lo, hi)
+}
+
+// againstLabel names the baseline row in the tables.
+func (r *Recommendation) againstLabel() string {
+	if r.Against == "hpa" {
+		return "hpa (no recorded replicas)"
+	}
+	return "what ran (actual)"
+}
+
+// rows are the block's lines: label, policy, cost, overload, saving, floor_closed.
+func (r *Recommendation) rows() [][]string {
+	saving := func(s float64) string {
+		if math.IsNaN(s) {
+			return "-"
+		}
+		return fmt.Sprintf("%+.1f%%", -100*s)
+	}
+	var out [][]string
+	if r.Against != "" {
+		out = append(out, []string{r.againstLabel(), r.Against, fmt.Sprintf("%.1f", r.AgainstCost), pct2(r.AgainstOverload), "", ""})
+	}
+	if r.Target > 0 {
+		out = append(out, []string{fmt.Sprintf("cheapest target keeping %g%%", 100*r.Budget), fmt.Sprintf("hpa %.2f", r.Target),
+			fmt.Sprintf("%.1f", r.TargetCost), pct2(r.TargetOverload), saving(r.TargetSaving), ""})
+	} else {
+		out = append(out, []string{fmt.Sprintf("cheapest target keeping %g%%", 100*r.Budget), "none of " + targetsText(r.Targets), "-", "-", "-", ""})
+	}
+	switch {
+	case r.PolicyCounts():
+		out = append(out, []string{"the budget policy", r.Policy, fmt.Sprintf("%.1f", r.PolicyCost), pct2(r.PolicyOverload), saving(r.PolicySaving), f3(r.PolicyFloorClosed)})
+	case r.Policy != "":
+		out = append(out, []string{"the budget policy", r.Policy, "-", "-", "-", fmt.Sprintf("forecast %.0f%%", 100*r.PolicyCoverage)})
+	}
+	return out
+}
+
+// writeText prints the block at the top of the text formats.
+func (r *Recommendation) writeText(w io.Writer) {
+	fmt.Fprintln(w, wrap(fmt.Sprintf("Recommendation for %s (overload budget %g %%)", r.Trace, 100*r.Budget), 100))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  \tpolicy\tcost\toverload\tcost/%s\tfloor_closed\n", r.Against)
+	for _, row := range r.rows() {
+		fmt.Fprintln(tw, "  "+strings.Join(row, "\t"))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, wrap("→ "+r.Sentence, 100))
+	fmt.Fprintln(w)
+}
+
+// writeMarkdown prints the block at the top of the Markdown formats.
+func (r *Recommendation) writeMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "**Recommendation for %s:** %s\n\n", r.Trace, r.Sentence)
+	fmt.Fprintf(w, "| | policy | cost | overload | cost/%s | floor_closed |\n|---|---|---:|---:|---:|---:|\n", r.Against)
+	for _, row := range r.rows() {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
+	}
+	fmt.Fprintln(w)
+}
+
+// jsonView is the recommendation object of the JSON format (null for what is undefined).
+func (r *Recommendation) jsonView() map[string]any {
+	target := any(nil)
+	if r.Target > 0 {
+		target = r.Target
+	}
+	out := map[string]any{
+		"trace": r.Trace, "against": r.Against, "against_cost": num(r.AgainstCost), "against_overload": num(r.AgainstOverload),
+		"overload_budget": r.Budget, "unavoidable_overload": num(r.Unavoidable), "current_target": num(r.CurrentTarget),
+		"target": target, "target_cost": num(r.TargetCost), "target_overload": num(r.TargetOverload), "target_saving": num(r.TargetSaving),
+		"sentence": r.Sentence,
+	}
+	if r.Policy != "" {
+		p := map[string]any{"policy": r.Policy, "forecast_coverage": num(r.PolicyCoverage), "counts": r.PolicyCounts()}
+		if r.PolicyCounts() {
+			p["cost"], p["overload"], p["floor_closed"], p["saving"] = num(r.PolicyCost), num(r.PolicyOverload), num(r.PolicyFloorClosed), num(r.PolicySaving)
+		}
+		out["budget_policy"] = p
+	}
+	return out
+}

@@ -1,0 +1,130 @@
+package backtest
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+// recommendTrace is a what-if's result by hand: what ran costs 100 at 0.80 % overload, the
+// sweep's 0.80 is the cheapest target within a 1 % budget (74, 0.45 %: 0.90 is cheaper but
+// overloads 2 %), so it saves 1 − 74/100 = 26 %; the budget policy costs budgetCost at
+// budgetOverload, having forecast coverage of the scored time.
+func recommendTrace(budgetCost, budgetOverload, coverage float64) TraceResult {
+	return TraceResult{Trace: "web (7d to 2026-11-24 00:00)", Frontier: []FrontierPoint{
+		{Target: 0.5, Cost: 100, OverloadFraction: 0.002},
+		{Target: 0.7, Cost: 80, OverloadFraction: 0.006},
+		{Target: 0.8, Cost: 74, OverloadFraction: 0.0045},
+		{Target: 0.9, Cost: 70, OverloadFraction: 0.02},
+	}, Runs: []Run{
+		{Metrics: Metrics{Policy: ActualPolicy, Cost: 100, OverloadFraction: 0.008, ForecastCoverage: math.NaN(), FloorClosed: math.NaN()}},
+		{Metrics: Metrics{Policy: "holtwinters-budget", Cost: budgetCost, OverloadFraction: budgetOverload, ForecastCoverage: coverage, FloorClosed: 0.4}},
+		{Metrics: Metrics{Policy: "hpa", Cost: 90, OverloadFraction: 0.003, ForecastCoverage: math.NaN(), FloorClosed: math.NaN()}},
+		{Metrics: Metrics{Policy: OraclePolicy, Cost: 50, ForecastCoverage: math.NaN(), FloorClosed: math.NaN()}},
+	}}
+}
+
+func recommendOptions(current float64) Options {
+	o := DefaultOptions()
+	o.Calibration.Budget = 0.01
+	o.Params.Target = current
+	o.Configured = "holtwinters-budget"
+	return o
+}
+
+// TestRecommend: each branch of the sentence, on hand-built results.
+func TestRecommend(t *testing.T) {
+	noActual := recommendTrace(73.8, 0.0052, 1)
+	noActual.Runs = noActual.Runs[1:]
+	// Unavoidable overload of 1.5 %: 0.90's 2 % is 0.5 % avoidable, so it keeps the budget.
+	unavoidable := recommendTrace(73.8, 0.0052, 1)
+	unavoidable.Unavoidable = 0.015
+	// What ran cost 60 at 5 % overload: keeping the budget costs 1 − 74/60 = −23 % more.
+	overloaded := recommendTrace(73.8, 0.0052, 1)
+	overloaded.Runs[0].Cost, overloaded.Runs[0].OverloadFraction = 60, 0.05
+	for _, tc := range []struct {
+		name    string
+		tr      TraceResult
+		budget  float64 // 0: 1 %
+		current float64
+		target  float64
+		want    string
+	}{
+		// budget 73.8 saves 26.2 %, the target 26 %: both about 26 %.
+		{"both", recommendTrace(73.8, 0.0052, 1), 0, 0.6, 0.8,
+			"Raise your HPA target to 0.80, or run budget, which picks the level for you: both save about 26 % against what ran (overload 0.45 % / 0.52 %, budget 1 %)."},
+		{"lower", recommendTrace(73.8, 0.0052, 1), 0, 0.9, 0.8, "Lower your HPA target to 0.80, or run budget"},
+		{"keep", recommendTrace(73.8, 0.0052, 1), 0, 0.8, 0.8, "Keep your HPA target at 0.80, or run budget"},
+		// budget 65 saves 35 %, nine points more than the target.
+		{"budget cheaper", recommendTrace(65, 0.0052, 1), 0, 0.6, 0.8,
+			"Run budget, which picks the level for you: it saves 35 % against what ran, a fixed HPA target of 0.80 saves 26 % (overload 0.52 % / 0.45 %, budget 1 %)."},
+		// budget 76 is dearer than the target's 74.
+		{"budget no cheaper", recommendTrace(76, 0.0052, 1), 0, 0.6, 0.8,
+			"budget saves no more than a fixed target of 0.80 here: set the HPA target, which saves 26 % against what ran (overload 0.45 %, budget's 0.52 %, budget 1 %)."},
+		{"budget over the budget", recommendTrace(60, 0.03, 1), 0, 0.6, 0.8,
+			"budget overloads 3.00 % here, above the budget: raise your HPA target to 0.80, which saves 26 % against what ran (overload 0.45 %, budget 1 %)."},
+		{"budget's model forecast too little", recommendTrace(60, 0.0052, 0.31), 0, 0.6, 0.8,
+			"budget's model forecast only 31 % of the scored time: no figure. Raise your HPA target to 0.80: it saves 26 % against what ran (overload 0.45 %, budget 1 %)."},
+		// A 0.1 % budget: every target overloads more (0.20 % at least).
+		{"no target, budget keeps it", recommendTrace(95, 0.0009, 1), 0.001, 0.6, 0,
+			"No fixed HPA target of the sweep (0.50–0.90) keeps the overload within the budget of 0.1 % on this history; run budget, which does and saves 5 % against what ran (overload 0.09 %, budget 0.1 %)."},
+		{"no target, nor budget", recommendTrace(95, 0.005, 1), 0.001, 0.6, 0,
+			"No fixed HPA target of the sweep (0.50–0.90) keeps the overload within the budget of 0.1 % on this history, nor does budget (overload 0.50 %): widen --sweep below its lowest target to find one."},
+		// Without recorded replicas the saving is against hpa's 90: 1 − 74/90 = 18 %.
+		{"no actual row", noActual, 0, 0.6, 0.8,
+			"Raise your HPA target to 0.80, or run budget, which picks the level for you: both save about 18 % against the hpa row (overload 0.45 % / 0.52 %, budget 1 %). No replicas were recorded, so what ran is not known: the savings are against the hpa row."},
+		{"what ran over the budget", overloaded, 0, 0.6, 0.8,
+			"Raise your HPA target to 0.80, or run budget, which picks the level for you: both cost about 23 % more than what ran (overload 0.45 % / 0.52 %, budget 1 %). What ran was overloaded 5.00 % of the scored time, beyond the budget."},
+		// 0.90 keeps the budget once the unavoidable 1.5 % is taken off: 30 % saved.
+		{"unavoidable", unavoidable, 0, 0.6, 0.9, "budget saves no more than a fixed target of 0.90 here"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := recommendOptions(tc.current)
+			if tc.budget > 0 {
+				o.Calibration.Budget = tc.budget
+			}
+			r := Recommend(tc.tr, o)
+			if r.Target != tc.target {
+				t.Errorf("target %v, want %v", r.Target, tc.target)
+			}
+			if !strings.HasPrefix(r.Sentence, tc.want) {
+				t.Errorf("sentence\n%s\nwant\n%s", r.Sentence, tc.want)
+			}
+		})
+	}
+}
+
+// TestRecommendationInEveryFormat: a what-if's report prints the block first in the text
+// formats and Markdown, and carries it as the recommendation object in JSON.
+func TestRecommendationInEveryFormat(t *testing.T) {
+	o := recommendOptions(0.6)
+	tr := recommendTrace(73.8, 0.0052, 1)
+	rep := &Report{Options: o, Traces: []TraceResult{tr}, Recommendation: Recommend(tr, o)}
+	for format, want := range map[string][]string{
+		"summary":  {"Recommendation for web", "cheapest target keeping 1%", "hpa 0.80", "-26.0%", "→ Raise your HPA target to 0.80"},
+		"full":     {"Recommendation for web", "→ Raise your HPA target"},
+		"markdown": {"**Recommendation for web (7d to 2026-11-24 00:00):** Raise your HPA target", "| what ran (actual) | actual | 100.0 | 0.80% |"},
+		"report":   {"**Recommendation for web"},
+		"json":     {`"recommendation": {`, `"target": 0.8`, `"against": "actual"`, `"sentence": "Raise your HPA target to 0.80`, `"floor_closed": 0.4`},
+	} {
+		var b bytes.Buffer
+		if err := rep.Write(&b, format); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s lacks %q:\n%s", format, w, b.String())
+			}
+		}
+		if format != "json" && !strings.HasPrefix(strings.TrimPrefix(b.String(), "**"), "Recommendation") {
+			t.Errorf("%s does not start with the recommendation:\n%.300s", format, b.String())
+		}
+	}
+	// Not a what-if: no block.
+	rep.Recommendation = nil
+	var b bytes.Buffer
+	if err := rep.Write(&b, "summary"); err != nil || strings.Contains(b.String(), "Recommendation") {
+		t.Errorf("a backtest of traces has a recommendation (%v):\n%.300s", err, b.String())
+	}
+}
