@@ -51,6 +51,45 @@ type Recorded struct {
 	ReadyQuery string
 	// Coverage says how much of the requested range each input series covered.
 	Coverage []Coverage
+	// RangeStart is the start of the requested range and Asked its length (--range): the trace
+	// may start before it, with the warm-up history read from before the range (zero Asked: no
+	// ScoredRange in the report).
+	RangeStart time.Time
+	Asked      time.Duration
+}
+
+// ScoredRange is how much of a what-if's requested range a replay scored, and where its
+// warm-up came from: read from before the range (Before), or, when Prometheus had less history
+// before it, taken out of the range (Inside), which is then not scored.
+type ScoredRange struct {
+	Asked, Scored, Warmup, Before, Inside time.Duration
+}
+
+// NewScoredRange is the ScoredRange of a trace of samples samples every period from traceStart
+// with warmup of them unscored, for a requested range of asked from rangeStart.
+func NewScoredRange(asked time.Duration, rangeStart, traceStart time.Time, samples, warmup int, period time.Duration) ScoredRange {
+	w := time.Duration(warmup) * period
+	end := traceStart.Add(time.Duration(samples-1) * period)
+	before := min(w, max(0, rangeStart.Sub(traceStart)))
+	return ScoredRange{Asked: asked, Scored: max(0, end.Sub(traceStart.Add(w))), Warmup: w, Before: before, Inside: w - before}
+}
+
+// String says it in words: "scored 7d of the 7d asked, after 2d15h of warm-up read from before
+// the range", or "scored 4d9h of the 7d asked: 2d15h of warm-up came from inside the range
+// (Prometheus had 3h of history before it)".
+func (s ScoredRange) String() string {
+	head := fmt.Sprintf("scored %s of the %s asked", humanDuration(s.Scored), humanDuration(s.Asked))
+	switch {
+	case s.Warmup <= 0:
+		return head + ", without a warm-up"
+	case s.Inside <= 0:
+		return head + fmt.Sprintf(", after %s of warm-up read from before the range", humanDuration(s.Warmup))
+	}
+	had := "no history"
+	if s.Before > 0 {
+		had = humanDuration(s.Before) + " of history"
+	}
+	return head + fmt.Sprintf(": %s of warm-up came from inside the range (Prometheus had %s before it)", humanDuration(s.Inside), had)
 }
 
 // Coverage is how much of a what-if range one input series covered: the time with samples
@@ -447,6 +486,8 @@ type TraceResult struct {
 	// ActualReady says where the actual row's ready pods come from: the recorded ready count
 	// (and its query), or the model of the policies' rows and why ("" without an actual row).
 	ActualReady string `json:"actual_ready,omitempty"`
+	// Range is, for a what-if (Recorded.Asked), how much of the requested range was scored.
+	Range *ScoredRange `json:"-"`
 }
 
 // actualReady is TraceResult.ActualReady for a recording.
@@ -796,6 +837,10 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 			Start: rec.Start, WarmupTime: time.Duration(o.Warmup) * period, Ticks: len(worlds[i].Inst), OracleFrontierRatio: math.NaN(),
 			Unavoidable: worlds[i].Unavoidable(o), ActualReady: actualReady(rec)}
 		rep.Traces[i].bound = worlds[i].NeedBound(o, boundReach(rep.Traces[i].Unavoidable, o))
+		if rec.Asked > 0 {
+			sr := NewScoredRange(rec.Asked, rec.RangeStart, rec.Start, len(vals), o.Warmup, period)
+			rep.Traces[i].Range = &sr
+		}
 		rep.Coverage = append(rep.Coverage, rec.Coverage...)
 	}
 	delays := append([]time.Duration{o.StartupDelay}, o.StartupSweep...)
@@ -1068,7 +1113,7 @@ func finishTrace(tr *TraceResult, b float64) {
 		r.FloorClosed = FloorClosed(r.FrontierRatio, tr.FrontierFloor)
 		r.GapAtOverload = math.NaN()
 		if len(env) > 0 && !math.IsNaN(oracleCost) {
-			if e, _ := EnvelopeCost(env, r.OverloadFraction); e > oracleCost {
+			if e, _ := EnvelopeCost(env, r.OverloadFraction); e-oracleCost >= MinFloorSaving*e {
 				r.GapAtOverload = (e - r.Cost) / (e - oracleCost)
 			}
 		}
@@ -1076,9 +1121,11 @@ func finishTrace(tr *TraceResult, b float64) {
 }
 
 // GapClosed is (1 − fr)/(1 − oracle): 0 for no better than the best fixed HPA target at the
-// same overload, 1 for the oracle. NaN when the oracle saves nothing over the envelope.
+// same overload, 1 for the oracle. NaN (undefined) when the oracle saves less than
+// MinFloorSaving over the envelope: the ratio would divide by about zero (−41.6 for a policy
+// 0.4 % dearer than the envelope when the oracle saves 0.01 %).
 func GapClosed(fr, oracle float64) float64 {
-	if math.IsNaN(fr) || math.IsNaN(oracle) || oracle >= 1 {
+	if math.IsNaN(fr) || math.IsNaN(oracle) || !(1-oracle >= MinFloorSaving) {
 		return math.NaN()
 	}
 	return (1 - fr) / (1 - oracle)
@@ -1086,7 +1133,7 @@ func GapClosed(fr, oracle float64) float64 {
 
 // MinFloorSaving is the least saving 1 − frontier_floor for which FloorClosed is defined: below
 // it the floor is as dear as the best fixed target (or dearer), and the ratio would divide by
-// about zero.
+// about zero. GapClosed and GapAtOverload ask the same of the oracle's saving.
 const MinFloorSaving = 0.01
 
 // FloorClosed is (1 − fr)/(1 − floor), the share of the saving at equal overload that the

@@ -21,6 +21,9 @@ const MinForecastCoverage = 0.5
 // that says which to choose and what it saves against what ran.
 type Recommendation struct {
 	Trace string
+	// Range is how much of the requested range was scored (nil outside a what-if's replay of
+	// Prometheus's history).
+	Range *ScoredRange
 	// Against is the row the savings are measured against: ActualPolicy (what ran) or, with no
 	// recorded replicas, "hpa". AgainstCost and AgainstOverload are its figures (NaN without it).
 	Against         string
@@ -50,7 +53,7 @@ type Recommendation struct {
 // Recommend reads the recommendation off a what-if's trace result (finished: its ratios and
 // frontier filled) under the options it ran with.
 func Recommend(tr TraceResult, o Options) *Recommendation {
-	r := &Recommendation{Trace: tr.Trace, Budget: o.Calibration.Budget, Unavoidable: tr.Unavoidable, CurrentTarget: o.Params.Target,
+	r := &Recommendation{Trace: tr.Trace, Range: tr.Range, Budget: o.Calibration.Budget, Unavoidable: tr.Unavoidable, CurrentTarget: o.Params.Target,
 		AgainstCost: math.NaN(), AgainstOverload: math.NaN(), TargetCost: math.NaN(), TargetOverload: math.NaN(), TargetSaving: math.NaN(),
 		PolicyCost: math.NaN(), PolicyOverload: math.NaN(), PolicyFloorClosed: math.NaN(), PolicySaving: math.NaN(), PolicyCoverage: math.NaN()}
 	var hpa, actual *Run
@@ -278,6 +281,9 @@ func (r *Recommendation) rows() [][]string {
 // writeText prints the block at the top of the text formats.
 func (r *Recommendation) writeText(w io.Writer) {
 	fmt.Fprintln(w, wrap(fmt.Sprintf("Recommendation for %s (overload budget %g %%)", r.Trace, 100*r.Budget), 100))
+	if r.Range != nil {
+		fmt.Fprintln(w, wrap(capitalize(r.Range.String())+".", 100))
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  \tpolicy\tcost\toverload\tcost/%s\tfloor_closed\n", r.Against)
 	for _, row := range r.rows() {
@@ -291,6 +297,9 @@ func (r *Recommendation) writeText(w io.Writer) {
 // writeMarkdown prints the block at the top of the Markdown formats.
 func (r *Recommendation) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "**Recommendation for %s:** %s\n\n", r.Trace, r.Sentence)
+	if r.Range != nil {
+		fmt.Fprintf(w, "%s.\n\n", capitalize(r.Range.String()))
+	}
 	fmt.Fprintf(w, "| | policy | cost | overload | cost/%s | floor_closed |\n|---|---|---:|---:|---:|---:|\n", r.Against)
 	for _, row := range r.rows() {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
@@ -310,6 +319,9 @@ func (r *Recommendation) jsonView() map[string]any {
 		"target": target, "target_cost": num(r.TargetCost), "target_overload": num(r.TargetOverload), "target_saving": num(r.TargetSaving),
 		"sentence": r.Sentence,
 	}
+	if r.Range != nil {
+		out["scored"] = r.Range.String()
+	}
 	if r.Policy != "" {
 		p := map[string]any{"policy": r.Policy, "forecast_coverage": num(r.PolicyCoverage), "counts": r.PolicyCounts()}
 		if r.PolicyCounts() {
@@ -318,4 +330,12 @@ func (r *Recommendation) jsonView() map[string]any {
 		out["budget_policy"] = p
 	}
 	return out
+}
+
+// capitalize upper-cases the first letter of a sentence.
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }

@@ -2,9 +2,13 @@ package backtest
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/debi-scaler/debi/trace"
 )
 
 // recommendTrace is a what-if's result by hand: what ran costs 100 at 0.80 % overload, the
@@ -126,5 +130,91 @@ func TestRecommendationInEveryFormat(t *testing.T) {
 	var b bytes.Buffer
 	if err := rep.Write(&b, "summary"); err != nil || strings.Contains(b.String(), "Recommendation") {
 		t.Errorf("a backtest of traces has a recommendation (%v):\n%.300s", err, b.String())
+	}
+}
+
+// TestScoredRange: the what-if's range arithmetic. A 7-day range at 5 minutes is 2016 steps;
+// the policy's history of 760 samples is 63h20m (2d15h20m).
+func TestScoredRange(t *testing.T) {
+	const step = 5 * time.Minute
+	week := 7 * 24 * time.Hour
+	rangeStart := time.Date(2026, 11, 17, 0, 0, 0, 0, time.UTC)
+	warm := 760 * step
+	for _, tc := range []struct {
+		name                   string
+		traceStart             time.Time
+		samples, warmup        int
+		scored, before, inside time.Duration
+		text                   string
+	}{
+		// The whole history read before the range: 760 + 2017 samples, the range scored whole.
+		{"warm-up before the range", rangeStart.Add(-warm), 760 + 2017, 760, week, warm, 0,
+			"scored 7d of the 7d asked, after 2d15h20m of warm-up read from before the range"},
+		// Nothing before the range: the warm-up comes out of it, 7d − 63h20m = 4d8h40m scored.
+		{"no history before the range", rangeStart, 2017, 760, week - warm, 0, warm,
+			"scored 4d8h40m of the 7d asked: 2d15h20m of warm-up came from inside the range (Prometheus had no history before it)"},
+		// 100 samples (8h20m) before it: 660 of the warm-up's 760 from inside, 7d − 55h scored.
+		{"part of it", rangeStart.Add(-100 * step), 100 + 2017, 760, week - 660*step, 100 * step, 660 * step,
+			"scored 4d17h of the 7d asked: 2d7h of warm-up came from inside the range (Prometheus had 8h20m of history before it)"},
+		{"no warm-up", rangeStart, 2017, 0, week, 0, 0, "scored 7d of the 7d asked, without a warm-up"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewScoredRange(week, rangeStart, tc.traceStart, tc.samples, tc.warmup, step)
+			if s.Scored != tc.scored || s.Before != tc.before || s.Inside != tc.inside || s.Warmup != time.Duration(tc.warmup)*step {
+				t.Errorf("%+v: want scored %v, before %v, inside %v", s, tc.scored, tc.before, tc.inside)
+			}
+			if s.String() != tc.text {
+				t.Errorf("%q\nwant %q", s.String(), tc.text)
+			}
+		})
+	}
+	// The report carries it from the recording: the recommendation block says it first.
+	o := quickOptions()
+	o.Policies, o.SweepTargets, o.Warmup, o.Configured = []string{"hpa"}, []float64{0.5, 0.7}, 100, "hpa"
+	tr := embedded(t)[0]
+	start := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	period := time.Duration(tr.StepMinutes) * time.Minute
+	// 400 samples, 40 of them before a range of the other 360 (minus the last step).
+	o.Recorded = map[string]Recorded{tr.Name: {Start: start, RangeStart: start.Add(40 * period), Asked: 359 * period}}
+	rep, err := RunTraces(context.Background(), []trace.Trace{{Name: tr.Name, StepMinutes: tr.StepMinutes, Values: tr.Values[:400]}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := NewScoredRange(359*period, start.Add(40*period), start, 400, 100, period)
+	if r := rep.Traces[0].Range; r == nil || *r != want || rep.Recommendation == nil || rep.Recommendation.Range == nil {
+		t.Fatalf("range %+v, want %+v (recommendation %+v)", r, want, rep.Recommendation)
+	}
+	for _, run := range rep.Traces[0].Runs {
+		if d := math.Abs(run.Seconds - want.Scored.Seconds()); d > period.Seconds() {
+			t.Errorf("%s: scored %v s, the range says %v", run.Policy, run.Seconds, want.Scored)
+		}
+	}
+	var b bytes.Buffer
+	if err := rep.Write(&b, "summary"); err != nil || !strings.Contains(strings.Join(strings.Fields(b.String()), " "), capitalize(want.String())+".") {
+		t.Errorf("the screen lacks %q (%v):\n%.600s", want.String(), err, b.String())
+	}
+}
+
+// TestGapClosedUndefined: gap_closed and gap_at_overload are undefined ("-", JSON null) where
+// the oracle saves under 1 % over the envelope, not a ratio over about zero.
+func TestGapClosedUndefined(t *testing.T) {
+	// (1 − 1.004)/(1 − 0.9999) = −40: the oracle's 0.01 % saving is no denominator.
+	if g := GapClosed(1.004, 0.9999); !math.IsNaN(g) {
+		t.Errorf("gap_closed %v with the oracle saving 0.01 %%, want undefined", g)
+	}
+	// (1 − 0.9)/(1 − 0.8) = 0.5.
+	if g := GapClosed(0.9, 0.8); math.Abs(g-0.5) > 1e-12 {
+		t.Errorf("gap_closed %v, want 0.5", g)
+	}
+	tr := TraceResult{Frontier: []FrontierPoint{{Target: 0.5, Cost: 100, OverloadFraction: 0}, {Target: 0.7, Cost: 80, OverloadFraction: 0.01}},
+		Runs: []Run{{Metrics: Metrics{Policy: "hpa", Cost: 100.4}}, {Metrics: Metrics{Policy: OraclePolicy, Cost: 99.99}}}}
+	finishTrace(&tr, 0.01)
+	for _, r := range tr.Runs {
+		if !math.IsNaN(r.GapClosed) || !math.IsNaN(r.GapAtOverload) {
+			t.Errorf("%s: gap_closed %v, gap_at_overload %v with the oracle 0.01 %% below the envelope; want both undefined", r.Policy, r.GapClosed, r.GapAtOverload)
+		}
+		if row := r.row(tr); row[7] != "-" || row[8] != "-" {
+			t.Errorf("%s: printed %q and %q, want -", r.Policy, row[7], row[8])
+		}
 	}
 }

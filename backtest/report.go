@@ -247,6 +247,10 @@ func (rep *Report) jsonView() any {
 			if tr.Metrics != nil {
 				t["metrics"] = tr.Metrics
 			}
+			if r := tr.Range; r != nil {
+				t["range"] = map[string]any{"asked": r.Asked.String(), "scored": r.Scored.String(), "warmup": r.Warmup.String(),
+					"warmup_before": r.Before.String(), "warmup_inside": r.Inside.String(), "scored_seconds": r.Scored.Seconds(), "asked_seconds": r.Asked.Seconds()}
+			}
 			traces = append(traces, t)
 		}
 		return traces

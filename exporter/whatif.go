@@ -31,6 +31,10 @@ type History struct {
 	Start  time.Time
 	Step   time.Duration
 	Demand []float64
+	// Before is the number of Demand's samples before the requested range: the warm-up history
+	// DemandHistoryWithWarmup reads ahead of it (0 for DemandHistory, or when Prometheus has
+	// nothing before the range). Coverage counts the requested range only.
+	Before int
 	// Replicas[i] is the workload's recorded spec replica count at Start + i·Step (queries.
 	// replicas): what actually ran, the what-if's "actual" row. Nil when the query has no
 	// sample over the replayed span.
@@ -96,12 +100,24 @@ func span(d time.Duration) string { return model.Duration(d).String() }
 // A range whose demand covers less than MinCoverage of it is an error (ErrSparse) that says
 // how much there is.
 func DemandHistory(ctx context.Context, q Querier, p *config.Policy, start, end time.Time, step time.Duration) (History, error) {
+	return DemandHistoryWithWarmup(ctx, q, p, start, end, step, 0)
+}
+
+// DemandHistoryWithWarmup is DemandHistory with up to warmup more grid points read before
+// start: the history a replayed policy warms up on, so that the whole requested range can be
+// scored. They are not part of the range: its coverage and the ErrSparse check count the range
+// alone, and History.Before says how many of them Prometheus had (from the first with a demand
+// sample on).
+func DemandHistoryWithWarmup(ctx context.Context, q Querier, p *config.Policy, start, end time.Time, step time.Duration, warmup int) (History, error) {
 	h := History{Start: start, Step: step}
-	if step <= 0 || end.Before(start) {
-		return h, fmt.Errorf("what-if range: need start <= end and a positive step, got %v to %v step %v", start, end, step)
+	if step <= 0 || end.Before(start) || warmup < 0 {
+		return h, fmt.Errorf("what-if range: need start <= end, a positive step and a warm-up of 0 or more points, got %v to %v step %v warm-up %d", start, end, step, warmup)
 	}
-	r := v1.Range{Start: start, End: end, Step: step}
+	gridStart := start.Add(-time.Duration(warmup) * step)
+	r := v1.Range{Start: gridStart, End: end, Step: step}
+	// n is the requested range's points, all the grid's points.
 	n := int(end.Sub(start)/step) + 1
+	all := n + warmup
 	fb := p.HistoryFallback()
 	// The demand: queries.demand, or each metric's query in the several-metrics form.
 	type demandRead struct {
@@ -121,7 +137,7 @@ func DemandHistory(ctx context.Context, q Querier, p *config.Policy, start, end 
 	for k := range reads {
 		d := &reads[k]
 		var err error
-		if d.vals, d.cov, err = readSeries(ctx, q, d.series, d.expr, d.fallback, r, n); err != nil {
+		if d.vals, d.cov, err = readSeries(ctx, q, d.series, d.expr, d.fallback, r, all, warmup); err != nil {
 			return h, fmt.Errorf("policy %s: %s over the range: %w", p.Name, d.path, err)
 		}
 		seen := false
@@ -134,12 +150,14 @@ func DemandHistory(ctx context.Context, q Querier, p *config.Policy, start, end 
 			}
 		}
 		if !seen {
-			return h, fmt.Errorf("policy %s: %s %s: %w over %v to %v", p.Name, d.path, d.expr, ErrEmpty, start, end)
+			return h, fmt.Errorf("policy %s: %s %s: %w over %v to %v", p.Name, d.path, d.expr, ErrEmpty, gridStart, end)
 		}
 	}
+	// fill carries each sample over the grid times after it without one, over the replayed
+	// span (first to last); only those inside the requested range count as filled.
 	fill := func(c *Coverage, vals []float64) []float64 {
 		out := slices.Clone(vals[first : last+1])
-		c.Missing = c.Points - len(out)
+		c.Missing = c.Points - max(0, last+1-max(first, warmup))
 		firstSeen := math.NaN()
 		for _, v := range out {
 			if !math.IsNaN(v) {
@@ -148,20 +166,23 @@ func DemandHistory(ctx context.Context, q Querier, p *config.Policy, start, end 
 			}
 		}
 		if math.IsNaN(firstSeen) {
-			c.Filled = len(out)
+			c.Filled = c.Points - c.Missing
 			return nil
 		}
 		prev := firstSeen
 		for i, v := range out {
 			if math.IsNaN(v) {
 				out[i] = prev
-				c.Filled++
+				if first+i >= warmup {
+					c.Filled++
+				}
 			}
 			prev = out[i]
 		}
 		return out
 	}
-	h.Start = start.Add(time.Duration(first) * step)
+	h.Start = gridStart.Add(time.Duration(first) * step)
+	h.Before = max(0, warmup-first)
 	for k := range reads {
 		d := &reads[k]
 		vals := fill(&d.cov, d.vals)
@@ -172,8 +193,8 @@ func DemandHistory(ctx context.Context, q Querier, p *config.Policy, start, end 
 		dc := d.cov
 		if share := float64(dc.Covered) / float64(n); share < MinCoverage {
 			return h, fmt.Errorf("policy %s: %s has samples at %s of the %s range (%.0f%%), from %s to %s; a what-if needs at least %.0f%%: %w (use --range %s or less, or backfill the history: docs/getting-started.md)",
-				p.Name, d.path, span(dc.Time(dc.Covered)), span(dc.Time(n-1)), 100*share, h.Start.UTC().Format(time.RFC3339),
-				start.Add(time.Duration(last)*step).UTC().Format(time.RFC3339), 100*MinCoverage, ErrSparse, span(dc.Time(dc.Covered).Round(time.Hour)))
+				p.Name, d.path, span(dc.Time(dc.Covered)), span(dc.Time(n-1)), 100*share, h.Start.Add(time.Duration(h.Before)*step).UTC().Format(time.RFC3339),
+				gridStart.Add(time.Duration(last)*step).UTC().Format(time.RFC3339), 100*MinCoverage, ErrSparse, span(dc.Time(dc.Covered).Round(time.Hour)))
 		}
 		if metrics == nil {
 			continue
@@ -184,7 +205,7 @@ func DemandHistory(ctx context.Context, q Querier, p *config.Policy, start, end 
 		}
 		c := m.Capacity
 		if m.CapacityQuery != "" {
-			med, cov, err := medianOver(ctx, q, "request of "+m.Name, m.CapacityQuery, r, n)
+			med, cov, err := medianOver(ctx, q, "request of "+m.Name, m.CapacityQuery, r, all, warmup)
 			if err != nil {
 				return h, fmt.Errorf("policy %s: %s over the range: %w", p.Name, m.CapacityPath, err)
 			}
@@ -197,7 +218,7 @@ func DemandHistory(ctx context.Context, q Querier, p *config.Policy, start, end 
 		h.Metrics = append(h.Metrics, mh)
 	}
 	if p.Queries.Replicas != "" {
-		reps, rc, err := readSeries(ctx, q, "replicas", p.Queries.Replicas, "", r, n)
+		reps, rc, err := readSeries(ctx, q, "replicas", p.Queries.Replicas, "", r, all, warmup)
 		if err != nil {
 			return h, fmt.Errorf("policy %s: queries.replicas over the range: %w", p.Name, err)
 		}
@@ -205,7 +226,7 @@ func DemandHistory(ctx context.Context, q Querier, p *config.Policy, start, end 
 		h.Coverage = append(h.Coverage, rc)
 	}
 	if p.Queries.Replicas != "" && p.Queries.ReadyReplicas != "" {
-		ready, rc, err := readSeries(ctx, q, "ready", p.Queries.ReadyReplicas, "", r, n)
+		ready, rc, err := readSeries(ctx, q, "ready", p.Queries.ReadyReplicas, "", r, all, warmup)
 		if err != nil {
 			return h, fmt.Errorf("policy %s: queries.ready_replicas over the range: %w", p.Name, err)
 		}
@@ -214,7 +235,7 @@ func DemandHistory(ctx context.Context, q Querier, p *config.Policy, start, end 
 	}
 	h.Request = p.Request
 	if p.Queries.Request != "" {
-		req, c, err := readSeries(ctx, q, "request", p.Queries.Request, fb.Request, r, n)
+		req, c, err := readSeries(ctx, q, "request", p.Queries.Request, fb.Request, r, all, warmup)
 		if err != nil {
 			return h, fmt.Errorf("policy %s: queries.request over the range: %w", p.Name, err)
 		}
@@ -230,8 +251,8 @@ func DemandHistory(ctx context.Context, q Querier, p *config.Policy, start, end 
 }
 
 // medianOver is the median of expr's positive values over the range (a request per pod).
-func medianOver(ctx context.Context, q Querier, series, expr string, r v1.Range, n int) (float64, Coverage, error) {
-	vals, c, err := readSeries(ctx, q, series, expr, "", r, n)
+func medianOver(ctx context.Context, q Querier, series, expr string, r v1.Range, n, before int) (float64, Coverage, error) {
+	vals, c, err := readSeries(ctx, q, series, expr, "", r, n, before)
 	if err != nil {
 		return 0, c, err
 	}
@@ -258,9 +279,10 @@ func positiveMedian(vals []float64) (float64, bool) {
 }
 
 // readSeries reads expr over the n points of r, NaN where it has no sample, and fills those
-// from fallback when there is one.
-func readSeries(ctx context.Context, q Querier, series, expr, fallback string, r v1.Range, n int) ([]float64, Coverage, error) {
-	c := Coverage{Series: series, Query: expr, Step: r.Step, Points: n}
+// from fallback when there is one. The coverage counts the points from before on: the first
+// before points are warm-up history ahead of the requested range.
+func readSeries(ctx context.Context, q Querier, series, expr, fallback string, r v1.Range, n, before int) ([]float64, Coverage, error) {
+	c := Coverage{Series: series, Query: expr, Step: r.Step, Points: n - before}
 	m, err := rangeValues(ctx, q, expr, r)
 	if err != nil {
 		return nil, c, err
@@ -276,15 +298,19 @@ func readSeries(ctx context.Context, q Querier, series, expr, fallback string, r
 	for i := range n {
 		ts := r.Start.Add(time.Duration(i) * r.Step).UnixMilli()
 		v, ok := m[ts]
+		fromFallback := false
 		if !ok {
-			if v, ok = fm[ts]; ok {
+			v, ok = fm[ts]
+			fromFallback = ok
+		}
+		switch {
+		case !ok:
+			v = math.NaN()
+		case i >= before:
+			c.Covered++
+			if fromFallback {
 				c.FromFallback++
 			}
-		}
-		if !ok {
-			v = math.NaN()
-		} else {
-			c.Covered++
 		}
 		out[i] = v
 	}

@@ -187,4 +187,39 @@ func TestWhatIfOnRecordedHistory(t *testing.T) {
 	} else {
 		t.Logf("recommendation: %s", r.Sentence)
 	}
+
+	// The warm-up read from before the range (what `debi backtest --config.file` does): a range
+	// starting 288 steps after the first backfilled sample has the policy's whole history (288
+	// samples) before it and is scored whole; one starting 100 steps in has 100 samples before
+	// it, and the other 188 of the warm-up come out of the range, unscored.
+	for _, tc := range []struct{ from, before int }{{288, 288}, {100, 100}} {
+		rangeStart := start.Add(time.Duration(tc.from) * step)
+		hw, err := DemandHistoryWithWarmup(context.Background(), v1.NewAPI(client), p, rangeStart, end, step, p.History)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hw.Before != tc.before || len(hw.Demand) != n || !hw.Start.Equal(start) || hw.Coverage[0].Points != n-tc.from || hw.Coverage[0].Missing != 0 {
+			t.Fatalf("range from step %d: %d samples before it, %d in all from %v, coverage %+v; want %d, %d from %v, the range's %d points",
+				tc.from, hw.Before, len(hw.Demand), hw.Start, hw.Coverage[0], tc.before, n, start, n-tc.from)
+		}
+		ow, _ := backtest.PolicyOptions(p, base, step, hw.Request, len(hw.Demand))
+		ow.Warmup = max(ow.Warmup, hw.Before)
+		asked := end.Sub(rangeStart)
+		ow.Recorded = map[string]backtest.Recorded{"web": {Start: hw.Start, RangeStart: rangeStart, Asked: asked}}
+		rep, err := backtest.RunTraces(context.Background(), []trace.Trace{{Name: "web", StepMinutes: 5, Values: hw.Demand}}, ow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := asked - time.Duration(p.History-tc.before)*step
+		rec := rep.Recommendation
+		if rec == nil || rec.Range == nil || rec.Range.Scored != want || rec.Range.Asked != asked || !slices.Contains(ow.SweepTargets, rec.Target) {
+			t.Fatalf("range from step %d: recommendation %+v; want %v of %v scored and a target of the sweep", tc.from, rec, want, asked)
+		}
+		for _, r := range rep.Traces[0].Runs {
+			if d := time.Duration(r.Seconds*float64(time.Second)) - want; d > step || d < -step {
+				t.Errorf("range from step %d: %s scored %v s, want %v within a sample", tc.from, r.Policy, r.Seconds, want)
+			}
+		}
+		t.Logf("range from step %d: %s", tc.from, rec.Range)
+	}
 }

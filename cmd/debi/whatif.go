@@ -79,7 +79,10 @@ func whatIfTraces(ctx context.Context, w whatIf, o backtest.Options) ([]trace.Tr
 	}
 	end = end.Truncate(step)
 	start := end.Add(-w.rng)
-	h, err := exporter.DemandHistory(ctx, v1.NewAPI(client), p, start, end, step)
+	// The policy's history is read from before the range, so that the whole range is scored
+	// after the warm-up; where Prometheus has less, the rest of the warm-up comes out of the
+	// range (the report says how much was scored).
+	h, err := exporter.DemandHistoryWithWarmup(ctx, v1.NewAPI(client), p, start, end, step, p.History)
 	if err != nil {
 		return nil, o, err
 	}
@@ -103,9 +106,12 @@ func whatIfTraces(ctx context.Context, w whatIf, o backtest.Options) ([]trace.Tr
 		}
 	}
 	o, _ = backtest.PolicyOptions(p, o, step, request, len(h.Demand))
+	// The history read before the range is never scored, even where the range is shorter than
+	// the policy's history (PolicyOptions caps the warm-up at half the samples).
+	o.Warmup = max(o.Warmup, h.Before)
 	// Short enough for the summary's trace column: the policy, the range and its end.
 	name := fmt.Sprintf("%s (%s to %s)", p.Name, model.Duration(w.rng), end.UTC().Format("2006-01-02 15:04"))
-	rec := backtest.Recorded{Start: h.Start, Replicas: h.Replicas, Ready: h.Ready, ReadyQuery: h.ReadyQuery}
+	rec := backtest.Recorded{Start: h.Start, Replicas: h.Replicas, Ready: h.Ready, ReadyQuery: h.ReadyQuery, RangeStart: start, Asked: w.rng}
 	for _, c := range h.Coverage {
 		rec.Coverage = append(rec.Coverage, backtest.Coverage{Series: c.Series, Query: c.Query, Fallback: c.Fallback,
 			Range: c.Time(c.Points - 1), Covered: c.Time(c.Covered), FromFallback: c.Time(c.FromFallback), Missing: c.Time(c.Missing), Filled: c.Time(c.Filled)})
