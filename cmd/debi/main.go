@@ -6,6 +6,7 @@
 //	debi webhook         take Alertmanager and Tidal events, patch replicas; validating admission
 //	debi tidal-controller evaluate Tidal cron rules, write status.desiredReplicas
 //	debi check config    check configuration files, reporting every error
+//	debi demo openmetrics write a trace as a cluster's series under an HPA, for promtool
 //	debi version         print the version (as --version does)
 //
 // Flags follow the Prometheus family (kingpin): double dashes, dotted names, --version,
@@ -57,6 +58,7 @@ func newApp(stdout, stderr io.Writer) (*kingpin.Application, *promslog.Config, m
 		"version":       versionCommand(app),
 	}
 	actions["tidal-controller"] = tidalCommand(app)
+	actions["demo openmetrics"] = demoCommand(app)
 	return app, logCfg, actions
 }
 
