@@ -46,7 +46,10 @@ import (
 //     CRDs installed, as "What you need" demands), helm with the real binary (helm template
 //     for the values schema, helm install --dry-run=server against a second kube-apiserver,
 //     whose manifest is then applied with a server-side dry run), debi built from ./cmd/debi,
-//     make targets looked up in the Makefile.
+//     make targets looked up in the Makefile, promtool and prometheus of the backfill and
+//     laptop recipes against the files and blocks the page's commands wrote (the tests that
+//     run those recipes on a real Prometheus are exporter's TestBackfillRecipe and cmd/debi's
+//     TestDemoWhatIf).
 //
 // Every extraction is strict: a fence language, a command, a kubectl verb, a flag or a shell
 // construct the test does not know fails it with the file and line, so a new command cannot
@@ -582,7 +585,8 @@ type docCommand struct {
 func (c docCommand) where() string { return fmt.Sprintf("%s:%d", c.file, c.line) }
 
 // shellWords splits one logical line into piped stages of words and a trailing comment. It
-// knows quotes, backslash escapes, $(…) and |; any other shell construct is an error.
+// knows quotes, backslash escapes, $(…), | and a " > FILE" redirection (the word ">"); any
+// other shell construct is an error.
 func shellWords(s string) ([][]string, string, error) {
 	var stages [][]string
 	var words []string
@@ -649,6 +653,10 @@ func shellWords(s string) ([][]string, string, error) {
 		case r == '\\' && i+1 < len(rs):
 			w.WriteRune(rs[i+1])
 			inWord, i = true, i+1
+		case r == '>' && !inWord && (i+1 == len(rs) || rs[i+1] == ' '):
+			// A redirection of stdout to a file: the word ">", its target the next (run says which
+			// commands may).
+			words = append(words, ">")
 		case strings.ContainsRune(";&<>`$(){}*?", r):
 			return nil, "", fmt.Errorf("shell construct %q the test does not know", r)
 		default:
@@ -721,6 +729,10 @@ type docEnv struct {
 	kubeconfs  map[string]bool
 	crds       string
 	counts     map[string]int
+	// written are the files the page's commands wrote into work (debi demo openmetrics >
+	// demo.om); blocks the directories promtool wrote blocks into, for the Prometheus that
+	// reads them.
+	written, blocks map[string]bool
 }
 
 // startDocCluster starts a kube-apiserver with startCluster, installs the Prometheus
@@ -824,6 +836,10 @@ func (e *docEnv) run(c docCommand) {
 		e.t.Errorf("%s: empty command", c.where())
 		return
 	}
+	if slices.Contains(w, ">") && w[0] != "debi" {
+		e.t.Errorf("%s: a redirection after %s: the test knows only `debi demo openmetrics > FILE`", c.where(), w[0])
+		return
+	}
 	if len(c.pipes) > 0 && w[0] != "kubectl" {
 		e.t.Errorf("%s: a pipe after %s: the test knows only `kubectl logs … | grep`", c.where(), w[0])
 		return
@@ -841,6 +857,8 @@ func (e *docEnv) run(c docCommand) {
 		e.imageCmd(c, w)
 	case "promtool":
 		e.promtool(c, w[1:])
+	case "prometheus":
+		e.prometheus(c, w[1:])
 	case "go":
 		e.goCmd(c, w[1:])
 	default:
@@ -933,11 +951,27 @@ func (e *docEnv) goCmd(c docCommand, args []string) {
 }
 
 // promtool checks the backfill recipe's commands (exporter.TestBackfillRecipe runs them on a real
-// Prometheus): create-blocks-from rules with its flags, over the repository's rule file.
+// Prometheus): create-blocks-from rules with its flags, over the repository's rule file; and the
+// laptop demo's create-blocks-from openmetrics (cmd/debi's TestDemoWhatIf runs it) of a file an
+// earlier command of the page wrote into a directory.
 func (e *docEnv) promtool(c docCommand, args []string) {
 	e.counts["promtool"]++
+	if len(args) >= 3 && args[0] == "tsdb" && args[1] == "create-blocks-from" && args[2] == "openmetrics" {
+		if len(args) != 5 || strings.HasPrefix(args[3], "-") || strings.HasPrefix(args[4], "-") {
+			e.t.Errorf("%s: promtool %s: want tsdb create-blocks-from openmetrics FILE DIR", c.where(), strings.Join(args, " "))
+			return
+		}
+		if !e.written[args[3]] {
+			e.t.Errorf("%s: promtool reads %s, which no command of the page wrote before", c.where(), args[3])
+		}
+		if e.blocks == nil {
+			e.blocks = map[string]bool{}
+		}
+		e.blocks[args[4]] = true
+		return
+	}
 	if len(args) < 3 || args[0] != "tsdb" || args[1] != "create-blocks-from" || args[2] != "rules" {
-		e.t.Errorf("%s: promtool %s: only tsdb create-blocks-from rules is known", c.where(), strings.Join(args, " "))
+		e.t.Errorf("%s: promtool %s: only tsdb create-blocks-from rules and openmetrics are known", c.where(), strings.Join(args, " "))
 		return
 	}
 	var files []string
@@ -967,6 +1001,33 @@ func (e *docEnv) promtool(c docCommand, args []string) {
 		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
 			e.t.Errorf("%s: rule file %s: %v", c.where(), f, err)
 		}
+	}
+}
+
+// prometheus checks the laptop demo's Prometheus (cmd/debi's TestDemoWhatIf runs it): its flags
+// are known ones, its data directory is one promtool wrote blocks into. It is not run: it serves
+// in the foreground until stopped.
+func (e *docEnv) prometheus(c docCommand, args []string) {
+	e.counts["prometheus"]++
+	data := ""
+	for i := 0; i < len(args); i++ {
+		name, value, ok := strings.Cut(args[i], "=")
+		switch name {
+		case "--storage.tsdb.path", "--config.file", "--storage.tsdb.retention.time", "--web.listen-address":
+		default:
+			e.t.Errorf("%s: prometheus argument %s the test does not know", c.where(), args[i])
+			continue
+		}
+		if !ok && i+1 < len(args) {
+			i++
+			value = args[i]
+		}
+		if name == "--storage.tsdb.path" {
+			data = value
+		}
+	}
+	if !e.blocks[data] {
+		e.t.Errorf("%s: prometheus --storage.tsdb.path=%s: no promtool command of the page wrote blocks there", c.where(), data)
 	}
 }
 
@@ -1345,13 +1406,22 @@ func (e *docEnv) helmInstall(c docCommand, bin string, args []string) {
 
 // debiCmd runs the debi CLI: check config for real; backtest on the embedded traces for real;
 // the what-if backtest against an unreachable Prometheus, which must fail on connecting (so
-// every flag parsed and the configuration and policy were found); anything else with --help
-// appended, which parses every flag before it.
+// every flag parsed and the configuration and policy were found); demo openmetrics > FILE for
+// real, into the work directory; anything else with --help appended, which parses every flag
+// before it.
 func (e *docEnv) debiCmd(c docCommand, args []string) {
 	t := e.t
 	e.counts["debi"]++
 	args = slices.Clone(args)
 	what := "help"
+	redirect := ""
+	if i := slices.Index(args, ">"); i >= 0 {
+		if len(args) < 2 || args[0] != "demo" || args[1] != "openmetrics" || i != len(args)-2 {
+			t.Errorf("%s: debi %s: only debi demo openmetrics … > FILE is known to write a file", c.where(), strings.Join(args, " "))
+			return
+		}
+		redirect, args, what = args[i+1], args[:i], "run"
+	}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -1392,6 +1462,18 @@ func (e *docEnv) debiCmd(c docCommand, args []string) {
 	cmd.Dir = e.work
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if redirect != "" {
+		f, err := os.Create(filepath.Join(e.work, redirect))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cmd.Stdout = f
+		if e.written == nil {
+			e.written = map[string]bool{}
+		}
+		e.written[redirect] = true
+	}
 	start := time.Now()
 	err := cmd.Run()
 	t.Logf("%s: debi %s: %v in %v", c.where(), strings.Join(args, " "), err, time.Since(start).Round(time.Millisecond))

@@ -19,12 +19,8 @@ import (
 )
 
 // demoConfig is the what-if's configuration of docs/getting-started.md ("Try the what-if on a
-// laptop"): the demo's deployment, every query on its default.
-const demoConfig = `policies:
-  - name: web
-    target: {namespace: demo, name: web}
-    scaling: {min_replicas: 1, max_replicas: 20}
-`
+// laptop"): the demo's deployment, every query on its default. The page shows it whole.
+const demoConfig = "../../deploy/examples/demo.yml"
 
 // TestDemoWhatIf runs the recipe of docs/getting-started.md on the real Prometheus: a day of the
 // first embedded trace from debi demo openmetrics, promtool tsdb create-blocks-from openmetrics,
@@ -74,9 +70,17 @@ func TestDemoWhatIf(t *testing.T) {
 		t.Fatalf("promtool tsdb create-blocks-from openmetrics: %v\n%s", err, out)
 	}
 	url := testenv.Prometheus(t, dir, data)
-	cfg := filepath.Join(tmp, "debi.yml")
-	if err := os.WriteFile(cfg, []byte(demoConfig), 0o600); err != nil {
+	cfg := demoConfig
+	example, err := os.ReadFile(cfg)
+	if err != nil {
 		t.Fatal(err)
+	}
+	page, err := os.ReadFile("../../docs/getting-started.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), "```yaml\n"+string(example)+"```\n") {
+		t.Errorf("docs/getting-started.md does not show %s as it is", cfg)
 	}
 
 	// What the what-if reads, point by point.
