@@ -14,9 +14,12 @@ import (
 	"github.com/debi-scaler/debi/trace"
 )
 
-// demoFlags are the HPA parameters `debi demo openmetrics` takes, by their backtest flag.
-var demoFlags = map[string]bool{"min-replicas": true, "max-replicas": true, "hpa.target": true, "tolerance": true,
-	"hpa.behavior": true, "hpa.scale-down-stabilization": true}
+// demoFlags are the HPA parameters `debi demo openmetrics` takes, by their backtest flag, with
+// their help where the backtest's (every algorithm's) does not say it for the simulated HPA.
+var demoFlags = map[string]string{
+	"min-replicas": "The HPA's minReplicas.", "max-replicas": "The HPA's maxReplicas (and, through --peak-utilization, the demand's scale).",
+	"hpa.target": "The HPA's target CPU utilization.", "tolerance": "", "hpa.behavior": "", "hpa.scale-down-stabilization": "",
+}
 
 // demoCommand is `debi demo openmetrics`: a trace as the series a cluster would have recorded
 // under an HPA, for promtool tsdb create-blocks-from openmetrics, so that the what-if runs on a
@@ -33,15 +36,18 @@ func demoCommand(app *kingpin.Application) action {
 	f.str("container", "Container name of the workload's pods.", &o.Container)
 	f.float("request", "CPU request of one pod (cores).", &o.Sim.Request)
 	for _, d := range o.Sim.Params.Table() {
-		if demoFlags[d.Flag] {
+		if help, ok := demoFlags[d.Flag]; ok {
+			if help != "" {
+				d.Doc = help
+			}
 			f.param(d, &o.Sim.Params)
 		}
 	}
 	f.dur("startup-delay", "Time before a new pod is ready.", &o.Sim.StartupDelay)
-	f.float("peak-utilization", "Demand scale, as debi backtest's: the p99 of the trace's first --warmup samples maps to this fraction of N_max·R.", &o.Sim.PeakUtilization)
+	f.float("peak-utilization", "Demand scale, as debi backtest's: the p99 of the trace's first --warmup samples maps to this fraction of --max-replicas × --request.", &o.Sim.PeakUtilization)
 	f.float("scale", "Demand in cores = trace value × scale (overrides --peak-utilization).", &o.Sim.Scale)
 	f.int("warmup", "Trace samples whose p99 sets the demand scale (as debi backtest's --warmup).", &o.Sim.Warmup)
-	rng := cmd.Flag("range", "How much of the trace's end to write, ending at --end, in Prometheus's duration format (0: the whole trace; keep it within the Prometheus' retention).").Default("7d").String()
+	rng := cmd.Flag("range", "How much of the trace's end to write, ending at --end, in Prometheus's duration format (0: the whole trace; keep it within the Prometheus's retention).").Default("7d").String()
 	end := cmd.Flag("end", "Time of the last sample, RFC 3339 (default: now).").PlaceHolder("TIME").String()
 	f.dur("scrape-interval", "Time between samples (15s or 30s: rate(...[1m]) needs two).", &o.ScrapeInterval)
 	return func(ctx context.Context, _ *slog.Logger, stdout, stderr io.Writer) int {
