@@ -192,6 +192,11 @@ type Options struct {
 	// Recorded holds, by trace name, what Prometheus recorded beside the trace's demand: an
 	// actual row (ActualPolicy) is scored for each trace with recorded replicas.
 	Recorded map[string]Recorded `json:"-"`
+	// HPA is, in a what-if, what its hpa row replays (nil outside one): the workload's own HPA
+	// when the what-if found one, whose target and bounds replace Params' for that row alone,
+	// or why none was (the row is then an HPA at Params.Target). Every format labels the row
+	// with it (HPALabel).
+	HPA *HPARow `json:"hpa_row,omitempty"`
 	// Capacity is, by metric name, the capacity of one pod in a multi-metric trace's own unit of
 	// that metric (trace.Trace.Metrics): the metric is scaled so that this capacity is R. A
 	// metric without one is scaled as a one-metric trace is (PeakUtilization, Scale).
@@ -285,6 +290,9 @@ func (o Options) Validate() error {
 	}
 	if err := o.Params.Validate(); err != nil {
 		return err
+	}
+	if err := o.HPA.Check(o.Params); err != nil {
+		return fmt.Errorf("the hpa row, %s's HPA %s: %w", o.HPA.Workload, o.HPA.Name, err)
 	}
 	if err := o.POT.Validate(); err != nil {
 		return scaling.PrefixErrors("evt.", err)
@@ -886,8 +894,11 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 				if j.target > 0 || j.startup > 0 {
 					po.KeepSeries = false
 				}
-				if j.target > 0 {
+				switch {
+				case j.target > 0:
 					po.Params.Target = j.target
+				case strings.EqualFold(j.policy, "hpa"):
+					po.Params = o.hpaParams() // the workload's HPA, where the what-if found it
 				}
 				if j.policy == ActualPolicy {
 					results[k], errs[k] = simulateActual(ctx, worlds[j.trace], po)

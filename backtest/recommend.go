@@ -33,9 +33,12 @@ type Recommendation struct {
 	// overload no policy avoids: a target keeps the budget when its overload less the
 	// unavoidable share is at most the budget.
 	Budget, Unavoidable float64
-	// CurrentTarget is the configured HPA target (scaling.target), which the sentence raises or
-	// lowers.
+	// CurrentTarget is the HPA target the sentence raises or lowers: the workload's own HPA's
+	// where the what-if found it (Options.HPA), else the configured scaling.target; 0 (the
+	// sentence sets a target) where the what-if looked for the workload's HPA and found none.
 	CurrentTarget float64
+	// HPA says what the hpa row is (Options.HPALabel; "" outside a what-if).
+	HPA string
 	// Target is the cheapest sweep target that keeps the budget (0: none does; Targets are the
 	// sweep's, for the sentence that says so), with its cost, overload and saving (1 − cost over
 	// AgainstCost).
@@ -53,9 +56,15 @@ type Recommendation struct {
 // Recommend reads the recommendation off a what-if's trace result (finished: its ratios and
 // frontier filled) under the options it ran with.
 func Recommend(tr TraceResult, o Options) *Recommendation {
-	r := &Recommendation{Trace: tr.Trace, Range: tr.Range, Budget: o.Calibration.Budget, Unavoidable: tr.Unavoidable, CurrentTarget: o.Params.Target,
+	r := &Recommendation{Trace: tr.Trace, Range: tr.Range, Budget: o.Calibration.Budget, Unavoidable: tr.Unavoidable, CurrentTarget: o.Params.Target, HPA: o.HPALabel(),
 		AgainstCost: math.NaN(), AgainstOverload: math.NaN(), TargetCost: math.NaN(), TargetOverload: math.NaN(), TargetSaving: math.NaN(),
 		PolicyCost: math.NaN(), PolicyOverload: math.NaN(), PolicyFloorClosed: math.NaN(), PolicySaving: math.NaN(), PolicyCoverage: math.NaN()}
+	if h := o.HPA; h != nil {
+		r.CurrentTarget = 0
+		if h.Yours {
+			r.CurrentTarget = h.Target
+		}
+	}
 	var hpa, actual *Run
 	for i := range tr.Runs {
 		switch run := &tr.Runs[i]; run.Policy {
@@ -284,6 +293,9 @@ func (r *Recommendation) writeText(w io.Writer) {
 	if r.Range != nil {
 		fmt.Fprintln(w, wrap(capitalize(r.Range.String())+".", 100))
 	}
+	if r.HPA != "" {
+		fmt.Fprintln(w, wrap(r.HPA+".", 100))
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  \tpolicy\tcost\toverload\tcost/%s\tfloor_closed\n", r.Against)
 	for _, row := range r.rows() {
@@ -299,6 +311,9 @@ func (r *Recommendation) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "**Recommendation for %s:** %s\n\n", r.Trace, r.Sentence)
 	if r.Range != nil {
 		fmt.Fprintf(w, "%s.\n\n", capitalize(r.Range.String()))
+	}
+	if r.HPA != "" {
+		fmt.Fprintf(w, "%s.\n\n", r.HPA)
 	}
 	fmt.Fprintf(w, "| | policy | cost | overload | cost/%s | floor_closed |\n|---|---|---:|---:|---:|---:|\n", r.Against)
 	for _, row := range r.rows() {
@@ -321,6 +336,9 @@ func (r *Recommendation) jsonView() map[string]any {
 	}
 	if r.Range != nil {
 		out["scored"] = r.Range.String()
+	}
+	if r.HPA != "" {
+		out["hpa"] = r.HPA
 	}
 	if r.Policy != "" {
 		p := map[string]any{"policy": r.Policy, "forecast_coverage": num(r.PolicyCoverage), "counts": r.PolicyCounts()}

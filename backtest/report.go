@@ -170,6 +170,9 @@ func (rep *Report) caption() string {
 	if o.Horizon > 0 {
 		horizon = fmt.Sprintf("h = %d samples", o.Horizon)
 	}
+	if h := o.HPA; h != nil && h.Yours {
+		scale += fmt.Sprintf("; the hpa row: your HPA %s, target %g, replicas %d–%d", h.Name, h.Target, h.MinReplicas, h.MaxReplicas)
+	}
 	return fmt.Sprintf("debi backtest: sync every %s, observation = mean demand over %s (%s between samples), "+
 		"start-up delay %s, decision delay %s; R=%g cores, replicas %d–%d, HPA target %g (%s), tolerance %g, "+
 		"debi bounds %g–%g (%s), window %s; u_sla %g; warm-up %d samples; forecast %s, W2 = largest forecast over it; "+
@@ -234,6 +237,12 @@ func (rep *Report) jsonView() any {
 				}
 				if r.MetricOverload != nil {
 					run["metric_overload"] = r.MetricOverload
+				}
+				if r.Policy == "hpa" && rep.Options.HPA != nil {
+					// What the row replayed: the workload's HPA, or an HPA at scaling.target.
+					hp := rep.Options.hpaParams()
+					run["hpa"] = map[string]any{"label": rep.Options.HPALabel(), "yours": rep.Options.HPA.Yours,
+						"target": hp.Target, "min_replicas": hp.MinReplicas, "max_replicas": hp.MaxReplicas}
 				}
 				runs = append(runs, run)
 			}

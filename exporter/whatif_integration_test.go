@@ -72,6 +72,23 @@ func TestWhatIfOnRecordedHistory(t *testing.T) {
 		ts := start.Add(time.Duration(i) * step)
 		fmt.Fprintf(&om, "debi_whatif_demand_cores{namespace=\"shop\",workload=\"web\"} %s %d\n", strconv.FormatFloat(v, 'g', -1, 64), ts.Unix())
 	}
+	// shop/web's HPA as kube-state-metrics exports it: CPU at 50 % the first day, 60 % after,
+	// 2–20 replicas; and one on a StatefulSet of the same name, which is not web's.
+	hpa := func(family string, value func(i int) int, labels ...string) {
+		fmt.Fprintf(&om, "# TYPE %s gauge\n", family)
+		for _, l := range labels {
+			for i := range n {
+				fmt.Fprintf(&om, "%s{namespace=\"shop\",%s} %d %d\n", family, l, value(i), start.Add(time.Duration(i)*step).Unix())
+			}
+		}
+	}
+	hpa("kube_horizontalpodautoscaler_info", func(int) int { return 1 },
+		`horizontalpodautoscaler="web",scaletargetref_api_version="apps/v1",scaletargetref_kind="Deployment",scaletargetref_name="web"`,
+		`horizontalpodautoscaler="web-sts",scaletargetref_api_version="apps/v1",scaletargetref_kind="StatefulSet",scaletargetref_name="web"`)
+	hpa("kube_horizontalpodautoscaler_spec_target_metric", func(i int) int { return map[bool]int{true: 50, false: 60}[i < 288] },
+		`horizontalpodautoscaler="web",metric_name="cpu",metric_target_type="utilization"`)
+	hpa("kube_horizontalpodautoscaler_spec_min_replicas", func(int) int { return 2 }, `horizontalpodautoscaler="web"`)
+	hpa("kube_horizontalpodautoscaler_spec_max_replicas", func(int) int { return 20 }, `horizontalpodautoscaler="web"`)
 	om.WriteString("# EOF\n")
 	omFile := filepath.Join(tmp, "history.om")
 	if err := os.WriteFile(omFile, []byte(om.String()), 0o600); err != nil {
@@ -134,7 +151,16 @@ func TestWhatIfOnRecordedHistory(t *testing.T) {
 	if name != "debi" || o.Policies[0] != "debi" || o.DebiModel != "naive" || o.Request != 2 || o.Scale != 1 || o.History != 288 {
 		t.Fatalf("options from the policy: %s %+v", name, o)
 	}
-	run := func(vals []float64) string {
+	// The workload's HPA, read back from kube-state-metrics's series (the StatefulSet's left
+	// out): the hpa row replays it, as debi backtest --config.file does.
+	yours, found, err := FindHPA(context.Background(), v1.NewAPI(client), p.Target, start, end, step)
+	if err != nil || !found || yours.Name != "web" || !yours.CPUUtilization() || yours.Target != 0.6 || yours.MinReplicas != 2 || yours.MaxReplicas != 20 ||
+		!slices.Equal(yours.Changes, []string{"target 50 % → 60 %"}) || len(yours.Others) != 0 {
+		t.Fatalf("the workload's HPA: %+v, found %v, %v; want web at 0.6, 2–20, its change from 50 %% said", yours, found, err)
+	}
+	o.HPA = &backtest.HPARow{Workload: "shop/web", Yours: true, Name: "shop/" + yours.Name, Target: yours.Target,
+		MinReplicas: yours.MinReplicas, MaxReplicas: yours.MaxReplicas, Source: "kube-state-metrics", Changes: yours.Changes}
+	run := func(vals []float64, o backtest.Options) string {
 		rep, err := backtest.RunTraces(context.Background(), []trace.Trace{{Name: "web", StepMinutes: 5, Values: vals}}, o)
 		if err != nil {
 			t.Fatal(err)
@@ -152,7 +178,7 @@ func TestWhatIfOnRecordedHistory(t *testing.T) {
 		}
 		return strings.Join(keep, "\n")
 	}
-	replayed, direct := run(h.Demand), run(want)
+	replayed, direct := run(h.Demand, o), run(want, o)
 	if replayed != direct {
 		t.Fatalf("the replay of Prometheus's history differs from the backtest of the trace:\n%s\n%s", replayed, direct)
 	}
@@ -163,7 +189,7 @@ func TestWhatIfOnRecordedHistory(t *testing.T) {
 			other[i] *= 2
 		}
 	}
-	if run(other) == direct {
+	if run(other, o) == direct {
 		t.Fatal("a different demand gave the same report: the comparison proves nothing")
 	}
 	if !strings.Contains(replayed, `"policy": "debi"`) && !strings.Contains(replayed, `"policy":"debi"`) {
@@ -186,6 +212,25 @@ func TestWhatIfOnRecordedHistory(t *testing.T) {
 		t.Errorf("recommendation %+v: want one naming a target of the sweep, against the hpa row", r)
 	} else {
 		t.Logf("recommendation: %s", r.Sentence)
+	}
+	// The hpa row is the workload's HPA, labelled so, at its target and bounds: its cost is
+	// that of an hpa run with them as the policy's parameters (the sweep keeps the policy's).
+	const label = "hpa = your HPA shop/web: target 0.60 (60 %), 2–20 replicas, read from kube-state-metrics; within the range target 50 % → 60 %"
+	rows := hpaRows(t, replayed)
+	if !strings.HasPrefix(rows.Recommendation.HPA, label) || rows.Recommendation.CurrentTarget != 0.6 {
+		t.Errorf("recommendation: hpa %q, current target %v; want %q…, 0.6", rows.Recommendation.HPA, rows.Recommendation.CurrentTarget, label)
+	}
+	row := rows.run("hpa")
+	if h := row.HPA; h == nil || !h.Yours || h.Target != 0.6 || h.MinReplicas != 2 || h.MaxReplicas != 20 || !strings.HasPrefix(h.Label, label) {
+		t.Errorf("the hpa row: %+v; want yours at 0.6 with 2–20 replicas, labelled so", h)
+	}
+	at06 := o
+	at06.HPA, at06.Policies = nil, []string{"hpa"}
+	at06.Params.Target, at06.Params.MinReplicas, at06.Params.MaxReplicas = 0.6, 2, 20
+	if want := hpaRows(t, run(h.Demand, at06)).run("hpa").Cost; row.Cost != want {
+		t.Errorf("the hpa row costs %v; an hpa run at 0.6 with 2–20 replicas %v", row.Cost, want)
+	} else {
+		t.Logf("%s: cost %.1f", rows.Recommendation.HPA, row.Cost)
 	}
 
 	// The warm-up read from before the range (what `debi backtest --config.file` does): a range
@@ -222,4 +267,46 @@ func TestWhatIfOnRecordedHistory(t *testing.T) {
 		}
 		t.Logf("range from step %d: %s", tc.from, rec.Range)
 	}
+}
+
+// hpaReport is what a what-if's JSON says of its hpa row.
+type hpaReport struct {
+	Recommendation struct {
+		HPA           string  `json:"hpa"`
+		CurrentTarget float64 `json:"current_target"`
+	} `json:"recommendation"`
+	Traces []struct {
+		Runs []hpaRun `json:"runs"`
+	} `json:"traces"`
+}
+
+type hpaRun struct {
+	Policy string  `json:"policy"`
+	Cost   float64 `json:"cost"`
+	HPA    *struct {
+		Label       string  `json:"label"`
+		Yours       bool    `json:"yours"`
+		Target      float64 `json:"target"`
+		MinReplicas int32   `json:"min_replicas"`
+		MaxReplicas int32   `json:"max_replicas"`
+	} `json:"hpa"`
+}
+
+func hpaRows(t *testing.T, report string) hpaReport {
+	t.Helper()
+	var r hpaReport
+	if err := json.Unmarshal([]byte(report), &r); err != nil || len(r.Traces) != 1 {
+		t.Fatalf("report: %v, %d traces", err, len(r.Traces))
+	}
+	return r
+}
+
+// run is the trace's run of a policy (the zero run when there is none).
+func (r hpaReport) run(policy string) hpaRun {
+	for _, x := range r.Traces[0].Runs {
+		if x.Policy == policy {
+			return x
+		}
+	}
+	return hpaRun{}
 }

@@ -265,6 +265,19 @@ func TestBacktestWhatIf(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = r.ParseForm()
 		q := r.Form.Get("query")
+		// The workload's HPA, as kube-state-metrics exports it: CPU at 60 %, 2–20 replicas.
+		hpa := map[string][2]string{ // query: the labels beyond namespace and name, the value
+			`kube_horizontalpodautoscaler_info{namespace="shop",scaletargetref_name="web"}`:                   {`,"scaletargetref_kind":"Deployment","scaletargetref_name":"web"`, "1"},
+			`kube_horizontalpodautoscaler_spec_target_metric{namespace="shop",horizontalpodautoscaler="web"}`: {`,"metric_name":"cpu","metric_target_type":"utilization"`, "60"},
+			`kube_horizontalpodautoscaler_spec_min_replicas{namespace="shop",horizontalpodautoscaler="web"}`:  {"", "2"},
+			`kube_horizontalpodautoscaler_spec_max_replicas{namespace="shop",horizontalpodautoscaler="web"}`:  {"", "20"},
+		}
+		if h, ok := hpa[q]; ok {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"namespace":"shop","horizontalpodautoscaler":"web"%s},"values":[[%d,"%s"]]}]}}`,
+				h[0], end.Add(-time.Minute).Unix(), h[1])
+			return
+		}
 		if r.URL.Path != "/api/v1/query_range" || q != `sum(demand{app="web"})` && q != "replicas" && q != "ready" {
 			http.Error(w, "unexpected "+r.URL.Path+" "+q, http.StatusBadRequest)
 			return
@@ -312,6 +325,9 @@ policies:
 		`"policy": "hpa"`, `"policy": "oracle"`, `"policy": "actual"`, `"samples": 2016`, `"class": "recorded"`, `"filled": "50m0s"`, `"start": "2026-11-17T00:05:00Z"`,
 		`"series": "ready"`, `"actual_ready": "recorded (ready)"`, `"floor_closed": `, `"frontier_floor": `,
 		`"recommendation": {`, `"against": "actual"`, `"sentence": `,
+		// The hpa row replays the workload's HPA read from kube-state-metrics, and says so.
+		`"hpa": "hpa = your HPA shop/web: target 0.60 (60 %), 2–20 replicas, read from kube-state-metrics;`, `"current_target": 0.6`,
+		`"target": 0.6,`, `"min_replicas": 2,`, `"max_replicas": 20,`, `"yours": true`,
 		// The fake has nothing before the range: the warm-up of 760 samples (63h20m) comes out
 		// of it, and 2015 − 760 steps of 5 minutes are scored.
 		`"scored": "scored 4d8h35m of the 6d23h55m asked: 2d15h20m of warm-up came from inside the range (Prometheus had no history before it)"`,
@@ -339,7 +355,8 @@ policies:
 		}
 	}
 	for _, want := range []string{"History read from Prometheus", "demand: covered 6d23h10m of 6d23h55m", "filled 50m", "> holtwinters-budget (yours)", "cost/actual", "  actual  ", "its ready pods recorded (ready)", "floor_closed",
-		"Recommendation for web (6d23h55m to 2026-11-24 00:00)", "what ran (actual)", "cheapest target keeping 1%", "→ "} {
+		"Recommendation for web (6d23h55m to 2026-11-24 00:00)", "what ran (actual)", "cheapest target keeping 1%", "→ ",
+		"hpa = your HPA shop/web: target 0.60 (60 %), 2–20 replicas, read from kube-state-metrics;"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, out)
 		}
@@ -371,6 +388,11 @@ func TestBacktestWhatIfTwoMetrics(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = r.ParseForm()
 		q := r.Form.Get("query")
+		if strings.HasPrefix(q, "kube_horizontalpodautoscaler_") { // no HPA
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"status":"success","data":{"resultType":"matrix","result":[]}}`)
+			return
+		}
 		if r.URL.Path != "/api/v1/query_range" || q != "cpu" && q != "rps" && q != "replicas" && q != "ready" {
 			http.Error(w, "unexpected "+r.URL.Path+" "+q, http.StatusBadRequest)
 			return

@@ -117,6 +117,34 @@ func whatIfTraces(ctx context.Context, w whatIf, o backtest.Options) ([]trace.Tr
 			Range: c.Time(c.Points - 1), Covered: c.Time(c.Covered), FromFallback: c.Time(c.FromFallback), Missing: c.Time(c.Missing), Filled: c.Time(c.Filled)})
 	}
 	o.Recorded = map[string]backtest.Recorded{name: rec}
+	o.HPA = userHPA(ctx, v1.NewAPI(client), p, o, start, end, step)
 	tr.Name = name
 	return []trace.Trace{tr}, o, nil
+}
+
+// userHPA is what the what-if's hpa row replays: the workload's own HPA, read from
+// kube-state-metrics over the range, when it scales on CPU utilization alone and the simulator
+// takes its target and bounds; else an HPA at the policy's scaling.target, and why.
+func userHPA(ctx context.Context, q exporter.Querier, p *config.Policy, o backtest.Options, start, end time.Time, step time.Duration) *backtest.HPARow {
+	workload := p.Target.Namespace + "/" + p.Target.Name
+	h, found, err := exporter.FindHPA(ctx, q, p.Target, start, end, step)
+	switch {
+	case err != nil:
+		return backtest.NoHPA(workload, "kube-state-metrics could not be read for an HPA of "+workload+": "+err.Error())
+	case !found:
+		return backtest.NoHPA(workload, "no HPA of yours found for "+workload+" in kube-state-metrics")
+	}
+	name := h.Namespace + "/" + h.Name
+	if !h.CPUUtilization() {
+		return backtest.NoHPA(workload, fmt.Sprintf("your HPA %s scales on %s, not CPU utilization alone: not replayed", name, strings.Join(h.Metrics, ", ")))
+	}
+	row := &backtest.HPARow{Workload: workload, Yours: true, Name: name, Target: h.Target, MinReplicas: h.MinReplicas, MaxReplicas: h.MaxReplicas,
+		Source: "kube-state-metrics", Changes: h.Changes}
+	if len(h.Others) > 0 {
+		row.Source += fmt.Sprintf(" (the one seen last of %d HPAs on %s; also %s)", len(h.Others)+1, workload, strings.Join(h.Others, ", "))
+	}
+	if err := row.Check(o.Params); err != nil {
+		return backtest.NoHPA(workload, fmt.Sprintf("your HPA %s (target %g %%, %d–%d replicas) is not one the simulator takes: %v", name, 100*h.Target, h.MinReplicas, h.MaxReplicas, err))
+	}
+	return row
 }
