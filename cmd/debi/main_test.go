@@ -454,6 +454,10 @@ policies:
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Traces) != 1 {
 		t.Fatalf("report: %v (%d traces)\n%.2000s", err, len(rep.Traces), out)
 	}
+	// kube-state-metrics has no HPA of web: the hpa row is an HPA at scaling.target, and says so.
+	if want := `"hpa": "hpa = an HPA at 0.50 (no HPA of yours found for shop/web in kube-state-metrics)"`; !strings.Contains(out, want) {
+		t.Errorf("output lacks %s", want)
+	}
 	tr := rep.Traces[0]
 	// Each metric's capacity per pod at load 1: cpu its request, rps 100 per pod at the target 0.5.
 	if fmt.Sprint(tr.Metrics) != "[{cpu 0.5} {rps 200}]" {

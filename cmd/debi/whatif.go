@@ -117,15 +117,17 @@ func whatIfTraces(ctx context.Context, w whatIf, o backtest.Options) ([]trace.Tr
 			Range: c.Time(c.Points - 1), Covered: c.Time(c.Covered), FromFallback: c.Time(c.FromFallback), Missing: c.Time(c.Missing), Filled: c.Time(c.Filled)})
 	}
 	o.Recorded = map[string]backtest.Recorded{name: rec}
-	o.HPA = userHPA(ctx, v1.NewAPI(client), p, o, start, end, step)
+	o.HPA = userHPA(ctx, v1.NewAPI(client), p, o, tr.Metrics, start, end, step)
 	tr.Name = name
 	return []trace.Trace{tr}, o, nil
 }
 
 // userHPA is what the what-if's hpa row replays: the workload's own HPA, read from
 // kube-state-metrics over the range, when it scales on CPU utilization alone and the simulator
-// takes its target and bounds; else an HPA at the policy's scaling.target, and why.
-func userHPA(ctx context.Context, q exporter.Querier, p *config.Policy, o backtest.Options, start, end time.Time, step time.Duration) *backtest.HPARow {
+// takes its target and bounds; else an HPA at the policy's scaling.target, and why. A policy
+// replayed on several metrics (metrics) has its hpa row scale on all of them, which a CPU
+// HPA does not: it is not replayed there.
+func userHPA(ctx context.Context, q exporter.Querier, p *config.Policy, o backtest.Options, metrics []string, start, end time.Time, step time.Duration) *backtest.HPARow {
 	workload := p.Target.Namespace + "/" + p.Target.Name
 	h, found, err := exporter.FindHPA(ctx, q, p.Target, start, end, step)
 	switch {
@@ -135,8 +137,14 @@ func userHPA(ctx context.Context, q exporter.Querier, p *config.Policy, o backte
 		return backtest.NoHPA(workload, "no HPA of yours found for "+workload+" in kube-state-metrics")
 	}
 	name := h.Namespace + "/" + h.Name
+	if len(h.Metrics) == 0 {
+		return backtest.NoHPA(workload, "your HPA "+name+" has no metric target in kube-state-metrics (it exports none for a ContainerResource metric): not replayed")
+	}
 	if !h.CPUUtilization() {
 		return backtest.NoHPA(workload, fmt.Sprintf("your HPA %s scales on %s, not CPU utilization alone: not replayed", name, strings.Join(h.Metrics, ", ")))
+	}
+	if len(metrics) > 1 {
+		return backtest.NoHPA(workload, fmt.Sprintf("your HPA %s scales on CPU utilization alone, the what-if's rows on the policy's metrics (%s): not replayed", name, strings.Join(metrics, ", ")))
 	}
 	row := &backtest.HPARow{Workload: workload, Yours: true, Name: name, Target: h.Target, MinReplicas: h.MinReplicas, MaxReplicas: h.MaxReplicas,
 		Source: "kube-state-metrics", Changes: h.Changes}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	"github.com/debi-scaler/debi/backtest"
+	"github.com/debi-scaler/debi/config"
+)
+
+// hpaQuerier answers FindHPA's range queries with one sample per series, by metric family.
+type hpaQuerier struct {
+	series map[string][]model.Metric // family: each series' labels beyond the family's name
+	values map[string][]float64      // family: each series' value
+	err    error
+}
+
+func (q hpaQuerier) Query(context.Context, string, time.Time, ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
+	return nil, nil, nil, errors.New("no instant queries")
+}
+
+func (q hpaQuerier) QueryRange(_ context.Context, expr string, r v1.Range, _ ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
+	if q.err != nil {
+		return nil, nil, nil, q.err
+	}
+	family, _, _ := strings.Cut(expr, "{")
+	var m model.Matrix
+	for i, labels := range q.series[family] {
+		m = append(m, &model.SampleStream{Metric: labels, Values: []model.SamplePair{{Timestamp: model.TimeFromUnixNano(r.End.UnixNano()), Value: model.SampleValue(q.values[family][i])}}})
+	}
+	return m, nil, nil, nil
+}
+
+// TestWhatIfUserHPA: the hpa row is the workload's HPA where it scales on CPU utilization
+// alone, the policy replays one metric and the simulator takes its target; otherwise an HPA
+// at scaling.target, and the label says why.
+func TestWhatIfUserHPA(t *testing.T) {
+	p := &config.Policy{Target: config.Target{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "shop", Name: "web"}}
+	hpa := func(metrics map[string]float64) hpaQuerier {
+		q := hpaQuerier{series: map[string][]model.Metric{
+			"kube_horizontalpodautoscaler_info":              {{"namespace": "shop", "horizontalpodautoscaler": "web", "scaletargetref_kind": "Deployment", "scaletargetref_name": "web"}},
+			"kube_horizontalpodautoscaler_spec_min_replicas": {{}},
+			"kube_horizontalpodautoscaler_spec_max_replicas": {{}},
+		}, values: map[string][]float64{
+			"kube_horizontalpodautoscaler_info":              {1},
+			"kube_horizontalpodautoscaler_spec_min_replicas": {2},
+			"kube_horizontalpodautoscaler_spec_max_replicas": {20},
+		}}
+		const tm = "kube_horizontalpodautoscaler_spec_target_metric"
+		for name, v := range metrics {
+			q.series[tm] = append(q.series[tm], model.Metric{"metric_name": model.LabelValue(name), "metric_target_type": "utilization"})
+			q.values[tm] = append(q.values[tm], v)
+		}
+		return q
+	}
+	end := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		q       hpaQuerier
+		metrics []string
+		want    string
+	}{
+		{"yours", hpa(map[string]float64{"cpu": 60}), nil,
+			"hpa = your HPA shop/web: target 0.60 (60 %), 2–20 replicas, read from kube-state-metrics; its behavior is not in kube-state-metrics"},
+		{"none", hpaQuerier{}, nil, "hpa = an HPA at 0.50 (no HPA of yours found for shop/web in kube-state-metrics)"},
+		{"cpu and memory", hpa(map[string]float64{"cpu": 60, "memory": 80}), nil,
+			"hpa = an HPA at 0.50 (your HPA shop/web scales on cpu (utilization), memory (utilization), not CPU utilization alone: not replayed)"},
+		{"no metric exported", hpa(nil), nil,
+			"hpa = an HPA at 0.50 (your HPA shop/web has no metric target in kube-state-metrics (it exports none for a ContainerResource metric): not replayed)"},
+		{"several metrics in the policy", hpa(map[string]float64{"cpu": 60}), []string{"cpu", "rps"},
+			"hpa = an HPA at 0.50 (your HPA shop/web scales on CPU utilization alone, the what-if's rows on the policy's metrics (cpu, rps): not replayed)"},
+		{"above 100 %", hpa(map[string]float64{"cpu": 150}), nil,
+			"hpa = an HPA at 0.50 (your HPA shop/web (target 150 %, 2–20 replicas) is not one the simulator takes: target must be in (0, 1]"},
+		{"Prometheus fails", hpaQuerier{err: errors.New("boom")}, nil,
+			"hpa = an HPA at 0.50 (kube-state-metrics could not be read for an HPA of shop/web: kube_horizontalpodautoscaler_info{"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := backtest.DefaultOptions()
+			o.HPA = userHPA(context.Background(), tc.q, p, o, tc.metrics, end.Add(-7*24*time.Hour), end, 5*time.Minute)
+			if got := o.HPALabel(); !strings.HasPrefix(got, tc.want) {
+				t.Errorf("label\n%s\nwant\n%s…", got, tc.want)
+			}
+		})
+	}
+}
