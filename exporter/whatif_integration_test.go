@@ -39,7 +39,7 @@ policies:
       replicas: 'debi_whatif_replicas{namespace="shop",workload="web"}'
 `
 
-// TestWhatIfOnRecordedHistory: a week of an embedded trace (5-minute samples) is backfilled
+// TestWhatIfOnRecordedHistory: eight days of an embedded trace (5-minute samples) is backfilled
 // into a real Prometheus with promtool's OpenMetrics importer at exact timestamps; the what-if
 // reads it back with the exporter's range loader (DemandHistory), gets every sample exactly,
 // and the backtest of the replayed policy on it equals the backtest on the trace itself (what
@@ -52,7 +52,7 @@ func TestWhatIfOnRecordedHistory(t *testing.T) {
 	}
 	tr := traces[0]
 	const step = 5 * time.Minute
-	n := min(len(tr.Values), 7*24*12) // one week
+	n := min(len(tr.Values), 8*24*12+1) // eight days: a range of seven after a day of warm-up
 	// Cores: the trace's values scaled so that its peak needs about 10 of the 40 pods.
 	peak := 0.0
 	for _, v := range tr.Values[:n] {
@@ -256,6 +256,9 @@ func TestWhatIfOnRecordedHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := asked - time.Duration(p.History-tc.before)*step
+		if tc.from == p.History && (asked != 7*24*time.Hour || want != asked) {
+			t.Fatalf("range from step %d: %v asked, %v to score; want seven days, scored whole", tc.from, asked, want)
+		}
 		rec := rep.Recommendation
 		if rec == nil || rec.Range == nil || rec.Range.Scored != want || rec.Range.Asked != asked || !slices.Contains(ow.SweepTargets, rec.Target) {
 			t.Fatalf("range from step %d: recommendation %+v; want %v of %v scored and a target of the sweep", tc.from, rec, want, asked)
