@@ -97,19 +97,8 @@ func solveChain(c []int32, look int, minR int32, lambda float64) (float64, int) 
 	w, nw := make([]float64, ns), make([]float64, ns)
 	wk, nk := make([]int32, ns), make([]int32, ns)
 	m := make([]int32, ns)
-	at := func(j int) int32 {
-		if j >= len(c) || c[j] < 0 {
-			return 0
-		}
-		return c[j]
-	}
 	for q := range c {
-		// m[s]: the largest need among elements q+1 … q+look outside O (bit p: element q+1+p in O).
-		m[full] = 0
-		for s := full - 1; s >= 0; s-- {
-			p := bits.TrailingZeros(uint(^s))
-			m[s] = max(m[s|1<<p], at(q+1+p))
-		}
+		windowMax(m, c, q)
 		nq := c[q]
 		for s := range ns {
 			s0, s1 := (s<<1)&full, (s<<1|1)&full
@@ -127,6 +116,23 @@ func solveChain(c []int32, look int, minR int32, lambda float64) (float64, int) 
 	}
 	k := int(wk[full]) // past the end no element is needed
 	return w[full] - lambda*float64(k), k
+}
+
+// windowMax sets m[s], for every state s of the next look elements after q (bit p: element
+// q+1+p in O), to the largest need among those outside O; an element past the end of c, or
+// overloaded at every size (-1), needs nothing.
+func windowMax(m []int32, c []int32, q int) {
+	full := len(m) - 1
+	m[full] = 0
+	for s := full - 1; s >= 0; s-- {
+		p := bits.TrailingZeros(uint(^s))
+		j := q + 1 + p
+		n := int32(0)
+		if j < len(c) && c[j] >= 0 {
+			n = c[j]
+		}
+		m[s] = max(m[s|1<<p], n)
+	}
 }
 
 // refine solves prices along the hull of f* from k = 0 up to kmax: between two solved points it

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/bits"
 	"time"
 
 	"github.com/debi-scaler/debi/policy"
@@ -125,18 +124,8 @@ func (p *pricedPlan) first() int32 {
 	clear(choice)
 	clear(p.w)
 	w, nw, m := p.w, p.nw, p.m
-	at := func(j int) int32 {
-		if j >= len(c) || c[j] < 0 {
-			return 0
-		}
-		return c[j]
-	}
 	for q := range c {
-		m[full] = 0
-		for s := full - 1; s >= 0; s-- {
-			b := bits.TrailingZeros(uint(^s))
-			m[s] = max(m[s|1<<b], at(q+1+b))
-		}
+		windowMax(m, c, q)
 		nq := c[q]
 		for s := range ns {
 			s0, s1 := (s<<1)&full, (s<<1|1)&full
