@@ -10,12 +10,15 @@ import (
 
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/debi-scaler/debi/internal/promclient"
 )
 
-// Querier is the part of Prometheus's HTTP API the exporter needs. client_golang's v1.API
-// satisfies it; tests and benchmarks use fakes.
+// Querier is the part of Prometheus's HTTP API the exporter needs: the instant query that
+// internal/promclient reads a value from, and the range query of the history. client_golang's
+// v1.API satisfies it; tests and benchmarks use fakes.
 type Querier interface {
-	Query(ctx context.Context, query string, ts time.Time, opts ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error)
+	promclient.Querier
 	QueryRange(ctx context.Context, query string, r v1.Range, opts ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error)
 }
 
@@ -33,44 +36,38 @@ var (
 // data's or Prometheus's: several series where one is expected, or a query Prometheus rejects
 // as bad data. Such a query will not work by waiting: its policy is marked failed.
 func isConfigError(err error) bool {
-	var apiErr *v1.Error
-	return errors.Is(err, ErrSeveralSeries) || errors.As(err, &apiErr) && apiErr.Type == v1.ErrBadData
+	return errors.Is(err, ErrSeveralSeries) || promclient.IsBadData(err)
 }
 
 // instantValue runs an instant query at ts and returns its single value. An empty result, NaN
 // or ±Inf wrap ErrEmpty; several series wrap ErrSeveralSeries.
 func instantValue(ctx context.Context, q Querier, expr string, ts time.Time, opts ...v1.Option) (float64, error) {
-	v, _, _, err := q.Query(ctx, expr, ts, opts...)
-	if err != nil {
-		return math.NaN(), err
-	}
-	return resultValue(v)
+	x, err := promclient.Instant(ctx, q, expr, ts, opts...)
+	return x, answerError(err)
 }
 
 // resultValue is the single value of an instant query's result (see instantValue).
 func resultValue(v model.Value) (float64, error) {
-	var x float64
-	switch v := v.(type) {
-	case model.Vector:
-		switch len(v) {
-		case 0:
-			return math.NaN(), ErrEmpty
-		case 1:
-			x = float64(v[0].Value)
-		default:
-			return math.NaN(), fmt.Errorf("%w: %d series, first two %s and %s", ErrSeveralSeries, len(v), v[0].Metric, v[1].Metric)
-		}
-	case *model.Scalar:
-		x = float64(v.Value)
-	case nil:
-		return math.NaN(), ErrEmpty
-	default:
-		return math.NaN(), fmt.Errorf("query returned a %s, want an instant vector or a scalar", v.Type())
+	x, err := promclient.Value(v)
+	return x, answerError(err)
+}
+
+// answerError is err in the exporter's terms: an answer without a single value is ErrEmpty or
+// ErrSeveralSeries (or names the answer's type); any other error is returned as it is.
+func answerError(err error) error {
+	var a *promclient.AnswerError
+	if !errors.As(err, &a) {
+		return err
 	}
-	if math.IsNaN(x) || math.IsInf(x, 0) {
-		return math.NaN(), fmt.Errorf("%w: value is %v", ErrEmpty, x)
+	switch a.Reason {
+	case promclient.ErrNoSeries:
+		return ErrEmpty
+	case promclient.ErrSeveralSeries:
+		return fmt.Errorf("%w: %d series, first two %s and %s", ErrSeveralSeries, a.Series, a.First, a.Second)
+	case promclient.ErrNotFinite:
+		return fmt.Errorf("%w: value is %v", ErrEmpty, a.Value)
 	}
-	return x, nil
+	return fmt.Errorf("query returned a %s, want an instant vector or a scalar", a.Type)
 }
 
 // rangeValues runs a range query and returns its single series as a map from the step's Unix

@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+
+	"github.com/debi-scaler/debi/internal/promclient"
 )
 
 // QueryFunc runs an instant PromQL query that must return exactly one finite, non-negative
@@ -46,50 +47,50 @@ func isDataError(err error) bool {
 // no series.
 func PrometheusQuery(client api.Client, timeout, lookback time.Duration) QueryFunc {
 	papi := promv1.NewAPI(client)
+	var opts []promv1.Option
+	if lookback > 0 {
+		opts = append(opts, promv1.WithLookbackDelta(lookback))
+	}
 	return func(ctx context.Context, expr string) (float64, error) {
 		if timeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
-		var opts []promv1.Option
-		if lookback > 0 {
-			opts = append(opts, promv1.WithLookbackDelta(lookback))
-		}
-		v, _, _, err := papi.Query(ctx, expr, time.Now(), opts...)
-		if err != nil {
-			var apiErr *promv1.Error
-			if errors.As(err, &apiErr) && apiErr.Type == promv1.ErrBadData {
-				// A query Prometheus rejects is wrong data, not an outage.
-				return 0, fmt.Errorf("query %s: %w: %v", expr, ErrUnusable, err)
-			}
-			return 0, fmt.Errorf("query %s: %w", expr, err)
-		}
-		return sampleValue(expr, v)
+		x, err := promclient.Instant(ctx, papi, expr, time.Now(), opts...)
+		return usable(expr, x, err)
 	}
 }
 
 // sampleValue is the single usable value of an instant query's answer.
 func sampleValue(expr string, v model.Value) (float64, error) {
-	var x float64
-	switch v := v.(type) {
-	case model.Vector:
-		switch len(v) {
-		case 0:
+	x, err := promclient.Value(v)
+	return usable(expr, x, err)
+}
+
+// usable is x, the value read by expr, when the webhook can decide on it; else err in the
+// webhook's terms: an answer without a single value, or a query Prometheus rejects, is
+// ErrNoSeries, ErrSeveralSeries or ErrUnusable; anything else is Prometheus failing.
+func usable(expr string, x float64, err error) (float64, error) {
+	var a *promclient.AnswerError
+	switch {
+	case errors.As(err, &a):
+		switch a.Reason {
+		case promclient.ErrNoSeries:
 			return 0, fmt.Errorf("query %s: %w", expr, ErrNoSeries)
-		case 1:
-			x = float64(v[0].Value)
-		default:
-			return 0, fmt.Errorf("query %s: %w: %d, first two %s and %s", expr, ErrSeveralSeries, len(v), v[0].Metric, v[1].Metric)
+		case promclient.ErrSeveralSeries:
+			return 0, fmt.Errorf("query %s: %w: %d, first two %s and %s", expr, ErrSeveralSeries, a.Series, a.First, a.Second)
+		case promclient.ErrNotFinite:
+			return 0, fmt.Errorf("query %s: %w: %v", expr, ErrUnusable, a.Value)
 		}
-	case *model.Scalar:
-		x = float64(v.Value)
-	case nil:
-		return 0, fmt.Errorf("query %s: %w", expr, ErrNoSeries)
-	default:
-		return 0, fmt.Errorf("query %s: %w: want an instant vector, got %s", expr, ErrUnusable, v.Type())
+		return 0, fmt.Errorf("query %s: %w: want an instant vector, got %s", expr, ErrUnusable, a.Type)
+	case promclient.IsBadData(err):
+		// A query Prometheus rejects is wrong data, not an outage.
+		return 0, fmt.Errorf("query %s: %w: %v", expr, ErrUnusable, err)
+	case err != nil:
+		return 0, fmt.Errorf("query %s: %w", expr, err)
 	}
-	if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 || x > maxQueryValue {
+	if x < 0 || x > maxQueryValue {
 		return 0, fmt.Errorf("query %s: %w: %v", expr, ErrUnusable, x)
 	}
 	return x, nil

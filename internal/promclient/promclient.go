@@ -2,7 +2,8 @@
 // webhook share, from prometheus/common's HTTP client configuration (global.http_config, the
 // format of Prometheus's and Alertmanager's http_config): authorization (bearer), basic auth,
 // OAuth2, TLS, proxies and extra headers such as X-Scope-OrgID for a Mimir, Cortex or Thanos
-// tenant.
+// tenant; and the one reader of a single value from an instant query (Instant, Value), whose
+// answers that hold no value (AnswerError) each package names its own way.
 package promclient
 
 import (
