@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/kube"
 	"github.com/debi-scaler/debi/internal/promclient"
 	"github.com/debi-scaler/debi/scalersource"
 )
@@ -213,17 +214,17 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}, func(error) { rcancel() })
 	if r.scalers.Enabled { // policies from ElasticScalers, applied by the reloader
-		rc, err := scalersource.RestConfig(opts.RestConfig, opts.Kubeconfig, "debi-exporter")
+		rc, err := kube.RestConfig(opts.RestConfig, opts.Kubeconfig, "debi-exporter", 0, 0) // client-go's default rate: a list and a watch
 		if err != nil {
 			return err
 		}
-		dyn, disc, err := scalersource.Clients(rc)
+		c, err := kube.NewClients(rc)
 		if err != nil {
 			return err
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error {
-			return scalersource.Run(wctx, scalersource.Options{Dynamic: dyn, Discovery: disc,
+			return scalersource.Run(wctx, scalersource.Options{Dynamic: c.Dynamic, Discovery: c.Discovery,
 				Namespaces: s.global.ElasticScalers.Namespaces, Logger: logger.With("component", "elasticscalers")},
 				func(u scalersource.Update) {
 					select {

@@ -9,16 +9,11 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/internal/kube"
@@ -145,30 +140,21 @@ func newSourceClients(rc *rest.Config, kubeconfig string) func() (MetricsReader,
 // status.selector (a Deployment's, StatefulSet's or ReplicaSet's pod selector; a custom resource
 // publishes one when its scale subresource sets labelSelectorPath).
 func ScaleSelector(rc *rest.Config) (PodSelectorFunc, error) {
-	dyn, err := dynamic.NewForConfig(rc)
+	c, err := kube.NewClients(rc)
 	if err != nil {
 		return nil, err
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	return func(ctx context.Context, t config.Target) (labels.Selector, error) {
 		gv, err := schema.ParseGroupVersion(t.APIVersion)
 		if err != nil {
 			return nil, err
 		}
 		gk := schema.GroupKind{Group: gv.Group, Kind: t.Kind}
-		m, err := mapper.RESTMapping(gk, gv.Version)
-		if meta.IsNoMatchError(err) {
-			mapper.Reset() // a CRD installed since the last discovery
-			m, err = mapper.RESTMapping(gk, gv.Version)
-		}
+		m, err := c.Mapper.RESTMapping(gk, gv.Version) // rediscovers for a CRD installed since
 		if err != nil {
 			return nil, err
 		}
-		u, err := dyn.Resource(m.Resource).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{}, "scale")
+		u, err := c.Dynamic.Resource(m.Resource).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{}, "scale")
 		if err != nil {
 			return nil, err
 		}

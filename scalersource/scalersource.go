@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
@@ -419,23 +418,4 @@ func LogRejected(logger *slog.Logger, errs []error) {
 	for _, err := range errs {
 		logger.Error("ElasticScaler rejected; its policy does not run", "err", err)
 	}
-}
-
-// RestConfig is rc, or the kubeconfig found as kubectl does (kubeconfig, else $KUBECONFIG,
-// else ~/.kube/config, else in-cluster), with userAgent.
-func RestConfig(rc *rest.Config, kubeconfig, userAgent string) (*rest.Config, error) {
-	return kube.RestConfig(rc, kubeconfig, userAgent, 0, 0)
-}
-
-// Clients builds the dynamic and discovery clients of rc.
-func Clients(rc *rest.Config) (dynamic.Interface, discovery.DiscoveryInterface, error) {
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return nil, nil, err
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(rc)
-	if err != nil {
-		return nil, nil, err
-	}
-	return dyn, disc, nil
 }

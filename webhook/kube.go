@@ -18,16 +18,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/kube"
 )
 
 // AnnotationBaseMinReplicas records, on an HPA the webhook raises, the minReplicas it had
@@ -40,7 +38,7 @@ type KubeActuator struct {
 	dyn    dynamic.Interface
 	meta   metadata.Interface
 	kube   kubernetes.Interface
-	mapper *restmapper.DeferredDiscoveryRESTMapper
+	mapper kube.Mapper
 	// Backoff of conflict retries (retry.DefaultRetry).
 	Backoff wait.Backoff
 	// beforeWrite, when set, runs between the read and the write of each attempt (tests use it
@@ -50,17 +48,10 @@ type KubeActuator struct {
 	writes      atomic.Int64
 }
 
-// NewKubeActuator builds the clients from a rest.Config.
+// NewKubeActuator builds the clients from a rest.Config (internal/kube's, and the metadata
+// client).
 func NewKubeActuator(rc *rest.Config) (*KubeActuator, error) {
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(rc)
+	c, err := kube.NewClients(rc)
 	if err != nil {
 		return nil, err
 	}
@@ -68,8 +59,7 @@ func NewKubeActuator(rc *rest.Config) (*KubeActuator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &KubeActuator{dyn: dyn, meta: md, kube: kube, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
-		Backoff: retry.DefaultRetry}, nil
+	return &KubeActuator{dyn: c.Dynamic, meta: md, kube: c.Kubernetes, mapper: c.Mapper, Backoff: retry.DefaultRetry}, nil
 }
 
 // Kube returns the typed clientset.
@@ -92,11 +82,7 @@ func (k *KubeActuator) gvr(t config.Target) (schema.GroupVersionResource, error)
 		return schema.GroupVersionResource{}, &Error{http.StatusUnprocessableEntity, fmt.Errorf("target %s: api_version: %w", t, err)}
 	}
 	gk := schema.GroupKind{Group: gv.Group, Kind: t.Kind}
-	m, err := k.mapper.RESTMapping(gk, gv.Version)
-	if meta.IsNoMatchError(err) {
-		k.mapper.Reset() // a CRD installed since the last discovery
-		m, err = k.mapper.RESTMapping(gk, gv.Version)
-	}
+	m, err := k.mapper.RESTMapping(gk, gv.Version) // rediscovers for a CRD installed since
 	if err != nil {
 		if meta.IsNoMatchError(err) {
 			return schema.GroupVersionResource{}, &Error{http.StatusUnprocessableEntity, fmt.Errorf("target %s: %w", t, err)}

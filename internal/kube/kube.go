@@ -1,7 +1,8 @@
 // Package kube is the Kubernetes plumbing the debi processes share: where a client's
-// configuration comes from, as kubectl and controller-runtime find it (RestConfig); leader
-// election on a Lease (RunLeaderElected); the one informer cache of a process (Informers); and
-// whether the API server serves a resource (Served).
+// configuration comes from, as kubectl and controller-runtime find it (RestConfig), and the
+// clients built once from it, with a RESTMapper that finds CRDs installed later (Clients,
+// Mapper); leader election on a Lease (RunLeaderElected); the one informer cache of a process
+// (Informers); and whether the API server serves a resource (Served).
 package kube
 
 import (

@@ -20,17 +20,16 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 	emv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 	customclient "k8s.io/metrics/pkg/client/custom_metrics"
 	externalclient "k8s.io/metrics/pkg/client/external_metrics"
+
+	"github.com/debi-scaler/debi/internal/kube"
 )
 
 // The group versions Read uses; an API server serving only other versions counts as not
@@ -228,27 +227,13 @@ func New(rc *rest.Config, opts Options) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metricsapi: external metrics client: %w", err)
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(d))
-	cust, err := customclient.NewForVersionForConfig(c, resettingMapper{mapper}, CustomGroupVersion)
+	// The mapper rediscovers for a kind it does not know, so that a CRD installed after the
+	// Reader started (a described object's kind) is found on the next read.
+	cust, err := customclient.NewForVersionForConfig(c, kube.NewMapper(d), CustomGroupVersion)
 	if err != nil {
 		return nil, fmt.Errorf("metricsapi: custom metrics client: %w", err)
 	}
 	return NewForClients(DiscoveryServed(d), ext, cust, opts), nil
-}
-
-// resettingMapper forgets the discovery cache when a kind is not found, so that a CRD installed
-// after the Reader started (a described object's kind) is found on the next read.
-type resettingMapper struct {
-	*restmapper.DeferredDiscoveryRESTMapper
-}
-
-func (m resettingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
-	rm, err := m.DeferredDiscoveryRESTMapper.RESTMapping(gk, versions...)
-	if meta.IsNoMatchError(err) {
-		m.Reset()
-		rm, err = m.DeferredDiscoveryRESTMapper.RESTMapping(gk, versions...)
-	}
-	return rm, err
 }
 
 // NewForClients returns a Reader over the given clients; served tells which APIs are served.

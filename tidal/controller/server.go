@@ -15,8 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/debi-scaler/debi/internal/kube"
@@ -68,7 +66,7 @@ func Serve(ctx context.Context, f Flags, logger *slog.Logger, reg prometheus.Reg
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(rc)
+	c, err := kube.NewClients(rc)
 	if err != nil {
 		return err
 	}
@@ -81,16 +79,12 @@ func Serve(ctx context.Context, f Flags, logger *slog.Logger, reg prometheus.Reg
 	}
 	var ready atomic.Bool
 	opts := Options{
-		Client: dyn, Namespaces: f.Namespaces, Logger: logger, Metrics: NewMetrics(reg),
+		Client: c.Dynamic, Namespaces: f.Namespaces, Logger: logger, Metrics: NewMetrics(reg),
 		Ready: func() { ready.Store(true) },
 	}
 	if f.LeaderElect {
-		kube, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return err
-		}
 		opts.LeaderElection = LeaderElection{
-			Enabled: true, Namespace: f.LeaseNamespace, Name: f.LeaseName, Client: kube.CoordinationV1(),
+			Enabled: true, Namespace: f.LeaseNamespace, Name: f.LeaseName, Client: c.Kubernetes.CoordinationV1(),
 			LeaseDuration: f.LeaseDuration, RenewDeadline: f.RenewDeadline, RetryPeriod: f.RetryPeriod,
 		}
 	}
