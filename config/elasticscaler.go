@@ -165,32 +165,72 @@ var algorithmParams = func() map[string]scaling.Param {
 // admission checks ((*ElasticScaler).Validate) first: an object may have been stored without the
 // admission webhook. Every error is an *ObjectError (several joined with errors.Join).
 func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, error) {
-	op := ObjectPolicy{
+	t := &esTranslation{op: ObjectPolicy{
 		Source: "elasticscaler " + es.Namespace + "/" + es.Name, Namespace: es.Namespace, Name: es.Name,
 		Created: es.CreationTimestamp.Time, paths: map[string]string{},
-	}
-	var errs []error
-	var warns []string
-	bad := func(path, format string, args ...any) {
-		errs = append(errs, &ObjectError{Source: op.Source, Path: path, Err: fmt.Errorf(format, args...)})
-	}
-	warn := func(path, format string, args ...any) {
-		warns = append(warns, op.Source+": "+path+": "+fmt.Sprintf(format, args...))
-	}
-	for _, fe := range es.Validate() {
-		errs = append(errs, &ObjectError{Source: op.Source, Path: fe.Field, Err: errors.New(fe.ErrorBody())})
-	}
-	if len(errs) > 0 {
-		return op, nil, errors.Join(errs...)
-	}
-	if es.Spec.Trigger.Type == esv1.StateTriggerType {
-		return op, nil, &ObjectError{Source: op.Source, Path: "spec.trigger.type", Err: ErrStateTrigger}
+	}}
+	if err := t.admit(es); err != nil {
+		return t.op, nil, err
 	}
 	mt := es.Spec.Trigger.MetricsTrigger // Validate: set for a MetricsTrigger
+	t.translateTarget(es)
+	t.translateBounds(es.Spec.MinReplicas, es.Spec.MaxReplicas)
+	t.translateAlgorithm(mt)
+	t.translateMetrics(mt.Metrics)
+	t.translateAlgorithmConfig(mt.AlgorithmConfig)
+	t.translateMetricsPolicy(es.Annotations)
+	t.translateDebi(es.Spec.Debi)
+	t.translateHPAMode(es.Spec.Debi, mt)
+	return t.result()
+}
 
-	p := &op.Policy
+// esTranslation is one ElasticScaler's translation under way: the policy and its paths as they
+// are built, and the errors and warnings in the order the steps find them (tests compare them).
+type esTranslation struct {
+	op    ObjectPolicy
+	errs  []error
+	warns []string
+}
+
+// bad records an error of the object's field path.
+func (t *esTranslation) bad(path, format string, args ...any) {
+	t.errs = append(t.errs, &ObjectError{Source: t.op.Source, Path: path, Err: fmt.Errorf(format, args...)})
+}
+
+// warn records a warning of the object's field path.
+func (t *esTranslation) warn(path, format string, args ...any) {
+	t.warns = append(t.warns, t.op.Source+": "+path+": "+fmt.Sprintf(format, args...))
+}
+
+// result is the translation's policy, warnings and errors (joined).
+func (t *esTranslation) result() (ObjectPolicy, []string, error) {
+	if len(t.errs) > 0 {
+		return t.op, t.warns, errors.Join(t.errs...)
+	}
+	return t.op, t.warns, nil
+}
+
+// admit runs the object's admission checks ((*ElasticScaler).Validate) and refuses a
+// StateTrigger object (ErrStateTrigger): the error that ends the translation, or nil.
+func (t *esTranslation) admit(es *esv1.ElasticScaler) error {
+	for _, fe := range es.Validate() {
+		t.errs = append(t.errs, &ObjectError{Source: t.op.Source, Path: fe.Field, Err: errors.New(fe.ErrorBody())})
+	}
+	if len(t.errs) > 0 {
+		return errors.Join(t.errs...)
+	}
+	if es.Spec.Trigger.Type == esv1.StateTriggerType {
+		return &ObjectError{Source: t.op.Source, Path: "spec.trigger.type", Err: ErrStateTrigger}
+	}
+	return nil
+}
+
+// translateTarget sets the policy's name and target (spec.targetRef, namespace default the
+// object's).
+func (t *esTranslation) translateTarget(es *esv1.ElasticScaler) {
+	p := &t.op.Policy
 	p.Name = PolicyName(es.Namespace, es.Name)
-	op.paths["name"] = "metadata.name"
+	t.op.paths["name"] = "metadata.name"
 	ref := es.Spec.TargetRef
 	p.Target = Target{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}
 	if p.Target.Namespace == "" {
@@ -199,36 +239,66 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 	for k, v := range map[string]string{"target": "spec.targetRef", "target.api_version": "spec.targetRef.apiVersion",
 		"target.kind": "spec.targetRef.kind", "target.namespace": "spec.targetRef.namespace", "target.name": "spec.targetRef.name",
 		"queries.replicas": "spec.targetRef.kind", "queries.ready_replicas": "spec.targetRef.kind"} {
-		op.paths[k] = v
+		t.op.paths[k] = v
 	}
+}
+
+// translateBounds sets scaling.min_replicas (spec.minReplicas, default 1) and
+// scaling.max_replicas (spec.maxReplicas).
+func (t *esTranslation) translateBounds(minReplicas, maxReplicas *int32) {
+	p := &t.op.Policy
 	p.Scaling.MinReplicas = esv1.DefaultMinReplicas
-	if m := es.Spec.MinReplicas; m != nil {
+	if m := minReplicas; m != nil {
 		p.Scaling.MinReplicas = *m
 		if *m == 0 {
 			// debi's min_replicas is at least 1; say why rather than the file's message alone.
-			bad("spec.minReplicas", "0 is not supported by debi's policies (no scale to zero): set at least 1")
+			t.bad("spec.minReplicas", "0 is not supported by debi's policies (no scale to zero): set at least 1")
 		}
 	}
-	op.paths["scaling.min_replicas"] = "spec.minReplicas"
-	if m := es.Spec.MaxReplicas; m != nil {
+	t.op.paths["scaling.min_replicas"] = "spec.minReplicas"
+	if m := maxReplicas; m != nil {
 		p.Scaling.MaxReplicas = *m
 	}
-	op.paths["scaling.max_replicas"] = "spec.maxReplicas"
+	t.op.paths["scaling.max_replicas"] = "spec.maxReplicas"
+}
 
-	// The algorithm: HPA, APA, DEBI, BUDGET are debi's hpa, apa, debi, budget; any other name
-	// is what the file's algorithm field takes (policy.Parse, checked by WithPolicies).
-	p.Algorithm = strings.ToLower(mt.Algorithm())
-	op.paths["algorithm"] = esMetricsTrigger + ".scalingAlgorithm"
-	op.paths["model"] = "spec.debi.model"
-	op.paths["fallback_model"] = "spec.debi.fallbackModel"
+// translateAlgorithm sets the algorithm: HPA, APA, DEBI, BUDGET are debi's hpa, apa, debi,
+// budget; any other name is what the file's algorithm field takes (policy.Parse, checked by
+// WithPolicies).
+func (t *esTranslation) translateAlgorithm(mt *esv1.MetricsTrigger) {
+	t.op.Policy.Algorithm = strings.ToLower(mt.Algorithm())
+	t.op.paths["algorithm"] = esMetricsTrigger + ".scalingAlgorithm"
+	t.op.paths["model"] = "spec.debi.model"
+	t.op.paths["fallback_model"] = "spec.debi.fallbackModel"
+}
 
-	// The metrics: one usable metric is the single-metric form, as it has always been
-	// translated; several are the metrics list, the largest count over them deciding.
-	var list []Metric
-	var listPaths []string
-	var sourcePaths []map[string]string // by list index: the source's fields → the object's
+// translateMetrics translates the metrics: one usable metric is the single-metric form, as it
+// has always been translated; several are the metrics list, the largest count over them
+// deciding. The metrics debi cannot use are warned of, or an error when none is left.
+func (t *esTranslation) translateMetrics(metrics []esv1.MetricSpec) {
+	if usesMetricsList(metrics) {
+		list, unusable := t.metricsList(metrics)
+		if len(list) == 0 {
+			t.bad(esMetrics, "no metric debi can use: %s", strings.Join(unusable, "; "))
+			return
+		}
+		t.setMetricsList(list)
+		t.ignoredMetrics(unusable)
+		return
+	}
+	used, unusable := t.singleMetric(metrics)
+	if used < 0 {
+		t.bad(esMetrics, "no metric debi can use: %s", strings.Join(unusable, "; "))
+		return
+	}
+	t.ignoredMetrics(unusable)
+}
+
+// usesMetricsList says whether the metrics translate to the metrics list: more than one usable
+// metric, or one that only the list has (memory, or one read from the metrics APIs).
+func usesMetricsList(metrics []esv1.MetricSpec) bool {
 	usable, fromAPI := 0, false
-	for _, m := range mt.Metrics {
+	for _, m := range metrics {
 		switch m.Type {
 		case esv1.ResourceMetricSourceType:
 			if r := strings.ToLower(m.Resource.MetricsName); r == "cpu" || r == "memory" {
@@ -243,199 +313,264 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 			fromAPI = true
 		}
 	}
-	used := -1
+	return usable > 1 || fromAPI
+}
+
+// ignoredMetrics warns of the metrics debi left out, each "metrics[i]: why".
+func (t *esTranslation) ignoredMetrics(unusable []string) {
+	for _, u := range unusable {
+		t.warn(esMetrics, "ignored: %s", u)
+	}
+}
+
+// listMetric is a metric of the metrics list with the object's fields it comes from.
+type listMetric struct {
+	metric Metric
+	// target is the object's field of the metric's target.
+	target string
+	// sources maps the source's fields (external.metric, pods.selector, …) to the object's.
+	sources map[string]string
+}
+
+// metricsList translates the metrics to the metrics list, in their order, a name taken twice
+// made unique by the metric's index, with why each metric left out is ("metrics[i]: why").
+func (t *esTranslation) metricsList(metrics []esv1.MetricSpec) ([]listMetric, []string) {
+	var list []listMetric
 	var unusable []string
-	for i, m := range mt.Metrics {
-		if usable > 1 || fromAPI {
-			mp := fmt.Sprintf("%s[%d]", esMetrics, i)
-			name, met := "", Metric{}
-			switch m.Type {
-			case esv1.ResourceMetricSourceType:
-				r := m.Resource
-				name = strings.ToLower(r.MetricsName)
-				if name != "cpu" && name != "memory" {
-					unusable = append(unusable, fmt.Sprintf("metrics[%d]: resource %q: debi reads the resources cpu and memory (from Prometheus); use an ExternalServer metric with a PromQL query for others", i, r.MetricsName))
-					continue
-				}
-				// memory, as cpu, takes the defaults of its name: the recording rules of
-				// rules/debi.rules.yaml over the cAdvisor and kube-state-metrics series
-				// metrics-server serves (the working set, the pods' requests).
-				switch r.Target.Type {
-				case esv1.UtilizationMetricType:
-					u := float64(*r.Target.AverageUtilization)
-					met.Target = MetricTarget{Type: TargetUtilization, AverageUtilization: &u}
-					listPaths = append(listPaths, mp+".resource.target.averageUtilization")
-				default:
-					met.Target = MetricTarget{Type: TargetAverageValue, AverageValue: r.Target.AverageValue.String()}
-					listPaths = append(listPaths, mp+".resource.target.averageValue")
-				}
-			case esv1.ExternalServerMetricSourceType:
-				x := m.ExternalServer
-				name = metricLabel(x.MetricsName, i)
-				met.Unit, met.Query = "items", x.Query
-				met.Target = MetricTarget{Type: TargetAverageValue, AverageValue: strings.TrimSpace(x.Target)}
-				listPaths = append(listPaths, mp+".externalServer.target")
-				warn(mp+".externalServer.endpoint", "not queried: debi runs the query on global.prometheus_url (%s)", x.Endpoint)
-			case esv1.ExternalMetricSourceType:
-				x := m.External
-				name = metricLabel(x.Metric.Name, i)
-				met.Unit = "items"
-				met.External = &ExternalSource{Metric: x.Metric.Name, Selector: labelSelector(x.Metric.Selector)}
-				met.Target = apiTarget(x.Target)
-				listPaths = append(listPaths, mp+".external.target."+targetField(x.Target))
-				sourcePaths = append(sourcePaths, map[string]string{"external.metric": mp + ".external.metric.name", "external.selector": mp + ".external.metric.selector"})
-			case esv1.CustomMetricSourceType:
-				x := m.Custom
-				name = metricLabel(x.Metric.Name, i)
-				met.Unit = "items"
-				paths := map[string]string{}
-				if o := x.DescribedObject; o != nil {
-					met.Object = &ObjectSource{Metric: x.Metric.Name, Selector: labelSelector(x.Metric.Selector),
-						DescribedObject: ObjectReference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name}}
-					for k, v := range map[string]string{"metric": ".metric.name", "selector": ".metric.selector",
-						"described_object.kind": ".describedObject.kind", "described_object.name": ".describedObject.name",
-						"described_object.api_version": ".describedObject.apiVersion"} {
-						paths["object."+k] = mp + ".custom" + v
-					}
-				} else {
-					// The target's pods, by its scale subresource's selector, as the HPA's pods metric.
-					met.Pods = &PodsSource{Metric: x.Metric.Name, Selector: labelSelector(x.Metric.Selector)}
-					paths["pods.metric"], paths["pods.selector"] = mp+".custom.metric.name", mp+".custom.metric.selector"
-				}
-				met.Target = apiTarget(x.Target)
-				listPaths = append(listPaths, mp+".custom.target."+targetField(x.Target))
-				sourcePaths = append(sourcePaths, paths)
-			default:
-				unusable = append(unusable, fmt.Sprintf("metrics[%d]: type %s is not supported by debi", i, m.Type))
-				continue
-			}
-			if len(sourcePaths) < len(listPaths) {
-				sourcePaths = append(sourcePaths, nil)
-			}
-			for _, prev := range list {
-				if prev.Name == name {
-					name = fmt.Sprintf("%s_%d", name, i)
-				}
-			}
-			met.Name = name
-			list = append(list, met)
+	for i, m := range metrics {
+		lm, why := t.listMetricOf(i, m)
+		if why != "" {
+			unusable = append(unusable, fmt.Sprintf("metrics[%d]: %s", i, why))
 			continue
 		}
-		mp := fmt.Sprintf("%s[%d]", esMetrics, i)
-		why := ""
-		switch m.Type {
-		case esv1.ResourceMetricSourceType:
-			r := m.Resource
-			if !strings.EqualFold(r.MetricsName, "cpu") {
-				why = fmt.Sprintf("resource %q: debi's resource demand is CPU (the recording rules of rules/); use an ExternalServer metric with a PromQL query for others", r.MetricsName)
-				break
+		for _, prev := range list {
+			if prev.metric.Name == lm.metric.Name {
+				lm.metric.Name = fmt.Sprintf("%s_%d", lm.metric.Name, i)
 			}
-			if used >= 0 {
-				break
-			}
-			switch r.Target.Type {
-			case esv1.UtilizationMetricType:
-				// The recording rules' CPU demand and request: utilization = demand/(replicas·request).
-				p.Scaling.Target = float64(*r.Target.AverageUtilization) / 100
-				op.paths["scaling.target"] = mp + ".resource.target.averageUtilization"
-			case esv1.AverageValueMetricType:
-				// Cores per pod: the request becomes that value and the target 1, so that
-				// utilization = demand/(replicas·averageValue).
-				p.Request = r.Target.AverageValue.AsApproximateFloat64()
-				p.Scaling.Target = 1
-				op.paths["request"] = mp + ".resource.target.averageValue"
-				op.paths["scaling.target"] = mp + ".resource.target.averageValue"
-			}
-		case esv1.ExternalServerMetricSourceType:
-			if used >= 0 {
-				break
-			}
-			x := m.ExternalServer
-			v, _ := strconv.ParseFloat(strings.TrimSpace(x.Target), 64) // Validate: a positive number
-			// The query's value in units of the per-pod target: request = target and target
-			// utilization 1, so utilization = demand/(replicas·target) and the pods are sized to
-			// carry target each (HPA's AverageValue).
-			p.Queries.Demand = x.Query
-			p.Request = v
-			p.Scaling.Target = 1
-			op.paths["queries.demand"] = mp + ".externalServer.query"
-			op.paths["request"] = mp + ".externalServer.target"
-			op.paths["scaling.target"] = mp + ".externalServer.target"
-			warn(mp+".externalServer.endpoint", "not queried: debi runs the query on global.prometheus_url (%s)", x.Endpoint)
-		default:
-			why = fmt.Sprintf("type %s is not supported by debi yet (it reads PromQL: use ExternalServer, or Resource cpu)", m.Type)
 		}
+		list = append(list, lm)
+	}
+	return list, unusable
+}
+
+// setMetricsList sets the policy's metrics list and the paths of its fields.
+func (t *esTranslation) setMetricsList(list []listMetric) {
+	t.op.Policy.Metrics.List = make([]Metric, len(list))
+	for j, lm := range list {
+		t.op.Policy.Metrics.List[j] = lm.metric
+		t.op.paths[fmt.Sprintf("metrics[%d].target", j)] = lm.target
+		t.op.paths[fmt.Sprintf("metrics[%d]", j)] = lm.target
+		for k, v := range lm.sources {
+			t.op.paths[fmt.Sprintf("metrics[%d].%s", j, k)] = v
+		}
+	}
+}
+
+// listMetricOf translates metrics[i] to a metric of the list, or says why debi cannot use it.
+func (t *esTranslation) listMetricOf(i int, m esv1.MetricSpec) (listMetric, string) {
+	mp := fmt.Sprintf("%s[%d]", esMetrics, i)
+	switch m.Type {
+	case esv1.ResourceMetricSourceType:
+		return resourceListMetric(mp, m.Resource)
+	case esv1.ExternalServerMetricSourceType:
+		x := m.ExternalServer
+		t.warn(mp+".externalServer.endpoint", "not queried: debi runs the query on global.prometheus_url (%s)", x.Endpoint)
+		return listMetric{
+			metric: Metric{Name: metricLabel(x.MetricsName, i), Unit: "items", Query: x.Query,
+				Target: MetricTarget{Type: TargetAverageValue, AverageValue: strings.TrimSpace(x.Target)}},
+			target: mp + ".externalServer.target",
+		}, ""
+	case esv1.ExternalMetricSourceType:
+		x := m.External
+		return listMetric{
+			metric: Metric{Name: metricLabel(x.Metric.Name, i), Unit: "items", Target: apiTarget(x.Target),
+				External: &ExternalSource{Metric: x.Metric.Name, Selector: labelSelector(x.Metric.Selector)}},
+			target:  mp + ".external.target." + targetField(x.Target),
+			sources: map[string]string{"external.metric": mp + ".external.metric.name", "external.selector": mp + ".external.metric.selector"},
+		}, ""
+	case esv1.CustomMetricSourceType:
+		return customListMetric(mp, i, m.Custom), ""
+	}
+	return listMetric{}, fmt.Sprintf("type %s is not supported by debi", m.Type)
+}
+
+// resourceListMetric is a Resource metric of the list at mp (cpu or memory), or why not.
+func resourceListMetric(mp string, r *esv1.ResourceMetricSource) (listMetric, string) {
+	name := strings.ToLower(r.MetricsName)
+	if name != "cpu" && name != "memory" {
+		return listMetric{}, fmt.Sprintf("resource %q: debi reads the resources cpu and memory (from Prometheus); use an ExternalServer metric with a PromQL query for others", r.MetricsName)
+	}
+	// memory, as cpu, takes the defaults of its name: the recording rules of
+	// rules/debi.rules.yaml over the cAdvisor and kube-state-metrics series
+	// metrics-server serves (the working set, the pods' requests).
+	lm := listMetric{metric: Metric{Name: name}}
+	switch r.Target.Type {
+	case esv1.UtilizationMetricType:
+		u := float64(*r.Target.AverageUtilization)
+		lm.metric.Target = MetricTarget{Type: TargetUtilization, AverageUtilization: &u}
+		lm.target = mp + ".resource.target.averageUtilization"
+	default:
+		lm.metric.Target = MetricTarget{Type: TargetAverageValue, AverageValue: r.Target.AverageValue.String()}
+		lm.target = mp + ".resource.target.averageValue"
+	}
+	return lm, ""
+}
+
+// customListMetric is the Custom metric metrics[i] of the list at mp: an object's metric with a
+// describedObject, else the target's pods'.
+func customListMetric(mp string, i int, x *esv1.CustomMetricSource) listMetric {
+	met := Metric{Name: metricLabel(x.Metric.Name, i), Unit: "items"}
+	paths := map[string]string{}
+	if o := x.DescribedObject; o != nil {
+		met.Object = &ObjectSource{Metric: x.Metric.Name, Selector: labelSelector(x.Metric.Selector),
+			DescribedObject: ObjectReference{APIVersion: o.APIVersion, Kind: o.Kind, Name: o.Name}}
+		for k, v := range map[string]string{"metric": ".metric.name", "selector": ".metric.selector",
+			"described_object.kind": ".describedObject.kind", "described_object.name": ".describedObject.name",
+			"described_object.api_version": ".describedObject.apiVersion"} {
+			paths["object."+k] = mp + ".custom" + v
+		}
+	} else {
+		// The target's pods, by its scale subresource's selector, as the HPA's pods metric.
+		met.Pods = &PodsSource{Metric: x.Metric.Name, Selector: labelSelector(x.Metric.Selector)}
+		paths["pods.metric"], paths["pods.selector"] = mp+".custom.metric.name", mp+".custom.metric.selector"
+	}
+	met.Target = apiTarget(x.Target)
+	return listMetric{metric: met, target: mp + ".custom.target." + targetField(x.Target), sources: paths}
+}
+
+// singleMetric translates the first usable metric to the single-metric form, warning of each
+// later usable one, and returns its index (-1: none) with why each metric left out is
+// ("metrics[i]: why").
+func (t *esTranslation) singleMetric(metrics []esv1.MetricSpec) (int, []string) {
+	used := -1
+	var unusable []string
+	for i, m := range metrics {
+		mp := fmt.Sprintf("%s[%d]", esMetrics, i)
+		why := t.singleMetricOf(mp, m, used >= 0)
 		switch {
 		case why != "":
 			unusable = append(unusable, fmt.Sprintf("metrics[%d]: %s", i, why))
 		case used < 0:
 			used = i
 		default:
-			warn(mp, "ignored: debi scales on one metric, metrics[%d]", used)
+			t.warn(mp, "ignored: debi scales on one metric, metrics[%d]", used)
 		}
 	}
-	if len(list) > 0 {
-		p.Metrics.List = list
-		for j, path := range listPaths {
-			op.paths[fmt.Sprintf("metrics[%d].target", j)] = path
-			op.paths[fmt.Sprintf("metrics[%d]", j)] = path
-			for k, v := range sourcePaths[j] {
-				op.paths[fmt.Sprintf("metrics[%d].%s", j, k)] = v
-			}
-		}
-		for _, u := range unusable {
-			warn(esMetrics, "ignored: %s", u)
-		}
-	} else if used < 0 {
-		bad(esMetrics, "no metric debi can use: %s", strings.Join(unusable, "; "))
-	} else {
-		for _, u := range unusable {
-			warn(esMetrics, "ignored: %s", u)
-		}
-	}
+	return used, unusable
+}
 
-	// algorithmConfig: string values, as the guide writes them.
-	keys := make([]string, 0, len(mt.AlgorithmConfig))
-	for k := range mt.AlgorithmConfig {
+// singleMetricOf translates the metric at mp to the policy's demand, request and target, unless
+// taken (an earlier metric is used), or says why debi cannot use it.
+func (t *esTranslation) singleMetricOf(mp string, m esv1.MetricSpec, taken bool) string {
+	switch m.Type {
+	case esv1.ResourceMetricSourceType:
+		r := m.Resource
+		if !strings.EqualFold(r.MetricsName, "cpu") {
+			return fmt.Sprintf("resource %q: debi's resource demand is CPU (the recording rules of rules/); use an ExternalServer metric with a PromQL query for others", r.MetricsName)
+		}
+		if !taken {
+			t.cpuTarget(mp, r.Target)
+		}
+	case esv1.ExternalServerMetricSourceType:
+		if !taken {
+			t.externalServerDemand(mp, m.ExternalServer)
+		}
+	default:
+		return fmt.Sprintf("type %s is not supported by debi yet (it reads PromQL: use ExternalServer, or Resource cpu)", m.Type)
+	}
+	return ""
+}
+
+// cpuTarget sets the policy's target (and request) from the target of the Resource cpu metric
+// at mp.
+func (t *esTranslation) cpuTarget(mp string, target esv1.MetricTarget) {
+	p := &t.op.Policy
+	switch target.Type {
+	case esv1.UtilizationMetricType:
+		// The recording rules' CPU demand and request: utilization = demand/(replicas·request).
+		p.Scaling.Target = float64(*target.AverageUtilization) / 100
+		t.op.paths["scaling.target"] = mp + ".resource.target.averageUtilization"
+	case esv1.AverageValueMetricType:
+		// Cores per pod: the request becomes that value and the target 1, so that
+		// utilization = demand/(replicas·averageValue).
+		p.Request = target.AverageValue.AsApproximateFloat64()
+		p.Scaling.Target = 1
+		t.op.paths["request"] = mp + ".resource.target.averageValue"
+		t.op.paths["scaling.target"] = mp + ".resource.target.averageValue"
+	}
+}
+
+// externalServerDemand sets the policy's demand query, request and target from the
+// ExternalServer metric at mp.
+func (t *esTranslation) externalServerDemand(mp string, x *esv1.ExternalServerMetricSource) {
+	p := &t.op.Policy
+	v, _ := strconv.ParseFloat(strings.TrimSpace(x.Target), 64) // Validate: a positive number
+	// The query's value in units of the per-pod target: request = target and target
+	// utilization 1, so utilization = demand/(replicas·target) and the pods are sized to
+	// carry target each (HPA's AverageValue).
+	p.Queries.Demand = x.Query
+	p.Request = v
+	p.Scaling.Target = 1
+	t.op.paths["queries.demand"] = mp + ".externalServer.query"
+	t.op.paths["request"] = mp + ".externalServer.target"
+	t.op.paths["scaling.target"] = mp + ".externalServer.target"
+	t.warn(mp+".externalServer.endpoint", "not queried: debi runs the query on global.prometheus_url (%s)", x.Endpoint)
+}
+
+// translateAlgorithmConfig sets the scaling parameters of algorithmConfig (string values, as
+// the guide writes them), in the order of their keys.
+func (t *esTranslation) translateAlgorithmConfig(cfg map[string]string) {
+	keys := make([]string, 0, len(cfg))
+	for k := range cfg {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		raw := mt.AlgorithmConfig[k]
-		path := esAlgorithmConfig + "." + k
-		ap, ok := algorithmParams[strings.ToLower(k)]
-		if !ok {
-			warn(path, "not a parameter debi reads; ignored")
-			continue
-		}
-		v := strings.TrimSpace(raw)
-		switch {
-		case ap.Float != nil:
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-				bad(path, "%q is not a number", raw)
-				continue
-			}
-			if ap.Key == "target" && op.paths["scaling.target"] != "" {
-				warn(path, "overrides the target of %s", op.paths["scaling.target"])
-			}
-			*ap.Float(&p.Scaling) = f
-		default:
-			d, err := parseDuration(v)
-			if err != nil {
-				bad(path, "%q is not a duration (5m, 300s, or a number of seconds)", raw)
-				continue
-			}
-			*ap.Dur(&p.Scaling) = d
-		}
-		p.setScalingKey(ap.Key)
-		op.paths["scaling."+ap.Key] = path
+		t.algorithmParam(k, cfg[k])
 	}
+}
 
-	// The metrics-policy annotations: invalid values fall back with a warning, as the guide says.
-	mpol, mw := esv1.ParseMetricsPolicy(es.Annotations)
+// algorithmParam sets the scaling parameter of algorithmConfig key k to raw: a number or a
+// duration, as the parameter takes.
+func (t *esTranslation) algorithmParam(k, raw string) {
+	p := &t.op.Policy
+	path := esAlgorithmConfig + "." + k
+	ap, ok := algorithmParams[strings.ToLower(k)]
+	if !ok {
+		t.warn(path, "not a parameter debi reads; ignored")
+		return
+	}
+	v := strings.TrimSpace(raw)
+	switch {
+	case ap.Float != nil:
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			t.bad(path, "%q is not a number", raw)
+			return
+		}
+		if ap.Key == "target" && t.op.paths["scaling.target"] != "" {
+			t.warn(path, "overrides the target of %s", t.op.paths["scaling.target"])
+		}
+		*ap.Float(&p.Scaling) = f
+	default:
+		d, err := parseDuration(v)
+		if err != nil {
+			t.bad(path, "%q is not a duration (5m, 300s, or a number of seconds)", raw)
+			return
+		}
+		*ap.Dur(&p.Scaling) = d
+	}
+	p.setScalingKey(ap.Key)
+	t.op.paths["scaling."+ap.Key] = path
+}
+
+// translateMetricsPolicy sets the metrics policy of the object's annotations, the policy's and
+// each listed metric's: invalid values fall back with a warning, as the guide says.
+func (t *esTranslation) translateMetricsPolicy(annotations map[string]string) {
+	p := &t.op.Policy
+	mpol, mw := esv1.ParseMetricsPolicy(annotations)
 	for _, w := range mw {
-		warns = append(warns, op.Source+": metadata.annotations: "+w)
+		t.warns = append(t.warns, t.op.Source+": metadata.annotations: "+w)
 	}
 	p.Metrics.MetricsPolicy = scaling.MetricsPolicy{
 		Window: time.Duration(mpol.WindowSeconds) * time.Second, Aggregation: scaling.Aggregation(mpol.AggregationType),
@@ -445,74 +580,95 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (ObjectPolicy, []string, err
 	for j := range p.Metrics.List {
 		p.Metrics.List[j].Stabilization = p.Metrics.MetricsPolicy // the object's one metrics policy
 	}
+}
 
-	// debi's extension.
-	op.Mode = ModeAct
-	if d := es.Spec.Debi; d != nil {
+// translateDebi translates debi's extension, spec.debi: the webhook mode (act when unset), the
+// pause, the models, lead time and history step, EVT and budget.
+func (t *esTranslation) translateDebi(d *esv1.DebiSpec) {
+	t.op.Mode = ModeAct
+	if d != nil {
+		p := &t.op.Policy
 		if d.Mode != "" {
-			op.Mode = string(d.Mode)
+			t.op.Mode = string(d.Mode)
 		}
-		op.Paused, op.PausedReplicas = d.Paused, d.PausedReplicas
+		t.op.Paused, t.op.PausedReplicas = d.Paused, d.PausedReplicas
 		p.Model, p.FallbackModel = d.Model, d.FallbackModel
 		if d.LeadTime != nil {
 			p.LeadTime = d.LeadTime.Duration
 			if p.LeadTime == 0 {
-				warn("spec.debi.leadTime", "0 means the default (%v) in debi's policies", DefaultLeadTime)
+				t.warn("spec.debi.leadTime", "0 means the default (%v) in debi's policies", DefaultLeadTime)
 			}
 		}
 		if d.HistoryStep != nil {
 			p.HistoryStep = d.HistoryStep.Duration
 		}
-		num := func(path, v string, dst *float64) {
-			if v == "" {
-				return
-			}
-			x, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				bad(path, "%q is not a number", v)
-				return
-			}
-			*dst = x
-			op.paths[policyPathOf(path)] = path
-		}
-		if e := d.EVT; e != nil {
-			num("spec.debi.evt.tau", e.Tau, &p.EVT.Tau)
-			num("spec.debi.evt.q", e.Q, &p.EVT.Q)
-			if e.MinExcesses != nil {
-				p.EVT.MinExcesses = int(*e.MinExcesses)
-				op.paths["evt.min_excesses"] = "spec.debi.evt.minExcesses"
-			}
-			if e.Method != "" {
-				p.EVT.Method = e.Method
-				op.paths["evt.method"] = "spec.debi.evt.method"
-			}
-		}
-		if b := d.Budget; b != nil {
-			num("spec.debi.budget.overloadBudget", b.OverloadBudget, &p.Budget.Budget)
-			num("spec.debi.budget.slaUtilization", b.SLAUtilization, &p.Scaling.Budget.SLAUtilization)
-			if b.Hold != nil {
-				p.Scaling.Budget.Hold = b.Hold.Duration
-				p.setScalingKey("budget.hold")
-				op.paths["scaling.budget.hold"] = "spec.debi.budget.hold"
-			}
-		}
+		t.translateEVT(d.EVT)
+		t.translateBudget(d.Budget)
 	}
-	// scalingAlgorithm HPA: the Kubernetes HPA that package hpaowner creates for the object
-	// scales the target, so debi must not write it too. The policy runs in shadow mode: debi's
-	// HPA model decides and publishes beside the real HPA (a live comparison) and writes nothing.
-	if mt.IsHPA() {
-		if d := es.Spec.Debi; d != nil && d.Mode != "" && op.Mode != ModeShadow {
-			warn("spec.debi.mode", "%s ignored: with scalingAlgorithm HPA the Kubernetes HPA debi creates for this object scales the target; debi runs the policy in shadow mode", op.Mode)
-		}
-		op.Mode = ModeShadow
+	t.op.paths["lead_time"] = "spec.debi.leadTime"
+	t.op.paths["history_step"] = "spec.debi.historyStep"
+	t.op.paths["mode"] = "spec.debi.mode"
+}
+
+// translateEVT sets the policy's EVT parameters of spec.debi.evt.
+func (t *esTranslation) translateEVT(e *esv1.DebiEVT) {
+	if e == nil {
+		return
 	}
-	op.paths["lead_time"] = "spec.debi.leadTime"
-	op.paths["history_step"] = "spec.debi.historyStep"
-	op.paths["mode"] = "spec.debi.mode"
-	if len(errs) > 0 {
-		return op, warns, errors.Join(errs...)
+	p := &t.op.Policy
+	t.number("spec.debi.evt.tau", e.Tau, &p.EVT.Tau)
+	t.number("spec.debi.evt.q", e.Q, &p.EVT.Q)
+	if e.MinExcesses != nil {
+		p.EVT.MinExcesses = int(*e.MinExcesses)
+		t.op.paths["evt.min_excesses"] = "spec.debi.evt.minExcesses"
 	}
-	return op, warns, nil
+	if e.Method != "" {
+		p.EVT.Method = e.Method
+		t.op.paths["evt.method"] = "spec.debi.evt.method"
+	}
+}
+
+// translateBudget sets the policy's overload budget and budget parameters of spec.debi.budget.
+func (t *esTranslation) translateBudget(b *esv1.DebiBudget) {
+	if b == nil {
+		return
+	}
+	p := &t.op.Policy
+	t.number("spec.debi.budget.overloadBudget", b.OverloadBudget, &p.Budget.Budget)
+	t.number("spec.debi.budget.slaUtilization", b.SLAUtilization, &p.Scaling.Budget.SLAUtilization)
+	if b.Hold != nil {
+		p.Scaling.Budget.Hold = b.Hold.Duration
+		p.setScalingKey("budget.hold")
+		t.op.paths["scaling.budget.hold"] = "spec.debi.budget.hold"
+	}
+}
+
+// number reads the number v of the object's field path into dst, unless v is empty.
+func (t *esTranslation) number(path, v string, dst *float64) {
+	if v == "" {
+		return
+	}
+	x, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		t.bad(path, "%q is not a number", v)
+		return
+	}
+	*dst = x
+	t.op.paths[policyPathOf(path)] = path
+}
+
+// translateHPAMode runs a policy of scalingAlgorithm HPA in shadow mode: the Kubernetes HPA that
+// package hpaowner creates for the object scales the target, so debi must not write it too.
+// debi's HPA model decides and publishes beside the real HPA (a live comparison) and writes
+// nothing.
+func (t *esTranslation) translateHPAMode(d *esv1.DebiSpec, mt *esv1.MetricsTrigger) {
+	if !mt.IsHPA() {
+		return
+	}
+	if d != nil && d.Mode != "" && t.op.Mode != ModeShadow {
+		t.warn("spec.debi.mode", "%s ignored: with scalingAlgorithm HPA the Kubernetes HPA debi creates for this object scales the target; debi runs the policy in shadow mode", t.op.Mode)
+	}
+	t.op.Mode = ModeShadow
 }
 
 // apiTarget is the target of an External or Custom metric: Value or AverageValue, as
