@@ -931,54 +931,106 @@ func (c *Controller) read(ctx context.Context, ps *policyState) inputs {
 //     scale-up or a hold, never a scale-down.
 func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Alert, cur ScaleInfo) (decision, error) {
 	d := decision{source: "prometheus", w: math.NaN()}
+	in := c.freshInputs(ctx, ps)
+	ps.lastRead = &in
+	if in.outage != nil {
+		return c.fallbackDecision(ps, a, cur, in.outage)
+	}
+	if d.hold = c.inputsHold(ps, in); d.hold != "" {
+		return d, nil
+	}
+	basis, hold := loadBasis(in, cur)
+	if hold != "" {
+		d.hold = hold
+		return d, nil
+	}
+	conv := basis / float64(max(cur.Replicas, 1))
+	sin := c.loadsInput(in, cur, conv)
+	d.w = sin.W
+	ins, oks := metricInputs(ps, in, sin, conv)
+	notes := ruleNotes(ps, sin)
+	b, note, hold := publishedBounds(ps, in, basis)
+	if hold != "" {
+		d.hold = hold
+		return d, nil
+	}
+	if note != "" {
+		notes = append(notes, note)
+	}
+	if ps.metrics != nil {
+		composeMetrics(&d, ps, in, ins, oks, b, notes)
+		return d, nil
+	}
+	dec := scaling.Decide(ps.rule, sin, b)
+	d.replicas, d.target, d.reason = dec.Replicas, dec.Target, dec.Reason
+	d.note = strings.Join(notes, ", ")
+	return d, nil
+}
+
+// freshInputs reads the policy's inputs from Prometheus: an outage when none is configured.
+func (c *Controller) freshInputs(ctx context.Context, ps *policyState) inputs {
 	var in inputs
 	if c.query == nil {
 		in.outage = errors.New("no Prometheus configured (global.prometheus_url)")
 	} else {
 		in = c.read(ctx, ps)
 	}
-	ps.lastRead = &in
-	if in.outage != nil {
-		return c.fallbackDecision(ps, a, cur, in.outage)
-	}
+	return in
+}
+
+// inputsHold is why the size is held on inputs that are missing, ambiguous, stale or too old,
+// or "" when they can be decided on.
+func (c *Controller) inputsHold(ps *policyState, in inputs) string {
 	if len(in.bad) > 0 && !ps.onlyMetricsBad(in.bad) {
-		d.hold = "inputs missing or ambiguous: " + strings.Join(in.bad, "; ")
-		return d, nil
+		return "inputs missing or ambiguous: " + strings.Join(in.bad, "; ")
 	}
 	// Stale: hold, unless the policy has several metrics and what is missing is some metrics'
 	// loads (the exporter publishes none for a metric without a reading): the others then
 	// decide, never scaling down (below), as the HPA does with a metric it cannot read.
 	metricsMissing := ps.metrics != nil && len(in.bad) > 0 && ps.onlyMetricsBad(in.bad)
 	if v, ok := in.val[inStale]; ok && v != 0 && !metricsMissing {
-		d.hold = "the exporter's values are stale (an input query of the policy fails: see debi_query_errors_total)"
+		hold := "the exporter's values are stale (an input query of the policy fails: see debi_query_errors_total)"
 		if len(in.sources) > 0 {
-			d.hold += "; metrics not read from their metrics API: " + strings.Join(in.sources, "; ")
+			hold += "; metrics not read from their metrics API: " + strings.Join(in.sources, "; ")
 		}
-		return d, nil
+		return hold
 	}
 	if age, ok := in.val[inAge]; ok && age > c.cfg.Webhook.MaxInputAge.Seconds() {
-		d.hold = fmt.Sprintf("the exporter's last complete step is %.0fs old, above webhook.max_input_age (%v)", age, c.cfg.Webhook.MaxInputAge)
-		return d, nil
+		return fmt.Sprintf("the exporter's last complete step is %.0fs old, above webhook.max_input_age (%v)", age, c.cfg.Webhook.MaxInputAge)
 	}
+	return ""
+}
+
+// loadBasis is the size the exporter saw the loads at (queries.load_replicas, else the current
+// size), or why the size is held when it is not a replica count.
+func loadBasis(in inputs, cur ScaleInfo) (float64, string) {
 	basis := float64(cur.Replicas)
 	if b, ok := in.val[inLoadReplicas]; ok {
 		if b < 1 || b != math.Trunc(b) {
-			d.hold = fmt.Sprintf("load_replicas is %v, not a replica count of at least 1", b)
-			return d, nil
+			return 0, fmt.Sprintf("load_replicas is %v, not a replica count of at least 1", b)
 		}
 		basis = b
 	}
-	conv := basis / float64(max(cur.Replicas, 1))
+	return basis, ""
+}
+
+// loadsInput is the decision's input: the target's size and the policy's loads, converted by
+// conv from the exporter's size to the current one (NaN where missing).
+func (c *Controller) loadsInput(in inputs, cur ScaleInfo, conv float64) scaling.Input {
 	get := func(name string) float64 {
 		if v, ok := in.val[name]; ok {
 			return v * conv
 		}
 		return math.NaN()
 	}
-	d.w = get(inLoad)
 	sin := decisionInput(c.now(), cur)
-	sin.W, sin.WindowW, sin.WNow, sin.WDown = d.w, get(inWindow), get(inNow), get(inDown)
-	// Several metrics: one input per metric, each complete or missing.
+	sin.W, sin.WindowW, sin.WNow, sin.WDown = get(inLoad), get(inWindow), get(inNow), get(inDown)
+	return sin
+}
+
+// metricInputs are the inputs of a policy with several metrics: one per metric, sin with the
+// metric's loads (converted by conv), and whether each is complete.
+func metricInputs(ps *policyState, in inputs, sin scaling.Input, conv float64) ([]scaling.Input, []bool) {
 	var ins []scaling.Input
 	var oks []bool
 	for _, m := range ps.metrics {
@@ -1000,6 +1052,12 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 		}
 		ins, oks = append(ins, mi), append(oks, ok)
 	}
+	return ins, oks
+}
+
+// ruleNotes are the decision's notes on the inputs the policy's rule reads: the observed loads,
+// the pods not ready.
+func ruleNotes(ps *policyState, sin scaling.Input) []string {
 	var notes []string
 	reads := ps.rule.Reads()
 	if reads.Has(scaling.InputNow | scaling.InputDown) {
@@ -1008,51 +1066,54 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 	if reads.Has(scaling.InputReady) && sin.Ready != sin.Current {
 		notes = append(notes, fmt.Sprintf("%d of %d ready", sin.Ready, sin.Current))
 	}
-	// The loads, and the bounds, are for the size the exporter stepped at (queries.load_replicas).
+	return notes
+}
+
+// publishedBounds are the bounds of the decision at the size the exporter stepped at
+// (queries.load_replicas): the policy's, or for a stateful policy those the exporter published
+// (queries.floor, queries.ceiling) with a note saying so; or why the size is held when the
+// published ones are not a range.
+func publishedBounds(ps *policyState, in inputs, basis float64) (b scaling.Bounds, note, hold string) {
 	lo, hi := scaling.StatelessBounds(ps.pol.Scaling)
-	b := scaling.Bounds{Lo: lo, Hi: hi, At: int32(basis)}
-	if ps.stateful {
-		fl, ce := in.val[inFloor], in.val[inCeiling]
-		if fl != math.Trunc(fl) || ce != math.Trunc(ce) || fl < 0 || ce > math.MaxInt32 {
-			d.hold = fmt.Sprintf("published bounds [%v, %v] are not a range of replica counts", fl, ce)
-			return d, nil
-		}
-		b = scaling.Bounds{Lo: int32(fl), Hi: int32(ce), At: int32(basis)}
-		if err := b.Validate(); err != nil {
-			d.hold = "published " + err.Error()
-			return d, nil
-		}
-		notes = append(notes, fmt.Sprintf("state allows [%d, %d] at %d replicas", b.Lo, b.Hi, b.At))
+	b = scaling.Bounds{Lo: lo, Hi: hi, At: int32(basis)}
+	if !ps.stateful {
+		return b, "", ""
 	}
-	if ps.metrics != nil {
-		// The largest count over the metrics, each through the one composition (scaling.Decide);
-		// a missing metric never lets the others scale down (the HPA's rule).
-		dec, at := scaling.DecideMax(ps.rule, ins, oks, b)
-		d.replicas, d.target, d.reason = dec.Replicas, dec.Target, dec.Reason
-		var per []string
-		for j, m := range ps.metrics {
-			if !oks[j] {
-				per = append(per, m+": missing")
-				continue
-			}
-			per = append(per, fmt.Sprintf("%s: %d", m, scaling.Decide(ps.rule, ins[j], b).Replicas))
-		}
-		if len(in.sources) > 0 {
-			notes = append(notes, "metrics not read from their metrics API: "+strings.Join(in.sources, "; "))
-		}
-		if at >= 0 {
-			d.metric, d.w = ps.metrics[at], ins[at].W
-			notes = append(notes, "metric "+d.metric+" decided ("+strings.Join(per, ", ")+")")
-		} else {
-			d.hold = "no metric has its inputs: " + strings.Join(in.bad, "; ")
-		}
-		d.note = strings.Join(notes, ", ")
-		return d, nil
+	fl, ce := in.val[inFloor], in.val[inCeiling]
+	if fl != math.Trunc(fl) || ce != math.Trunc(ce) || fl < 0 || ce > math.MaxInt32 {
+		return b, "", fmt.Sprintf("published bounds [%v, %v] are not a range of replica counts", fl, ce)
 	}
-	dec := scaling.Decide(ps.rule, sin, b)
+	b = scaling.Bounds{Lo: int32(fl), Hi: int32(ce), At: int32(basis)}
+	if err := b.Validate(); err != nil {
+		return b, "", "published " + err.Error()
+	}
+	return b, fmt.Sprintf("state allows [%d, %d] at %d replicas", b.Lo, b.Hi, b.At), ""
+}
+
+// composeMetrics completes d for a policy with several metrics: the largest count over the
+// metrics, each through the one composition (scaling.Decide); a missing metric never lets the
+// others scale down (the HPA's rule). The note says which metric decided and what each asked.
+func composeMetrics(d *decision, ps *policyState, in inputs, ins []scaling.Input, oks []bool, b scaling.Bounds, notes []string) {
+	dec, at := scaling.DecideMax(ps.rule, ins, oks, b)
 	d.replicas, d.target, d.reason = dec.Replicas, dec.Target, dec.Reason
+	var per []string
+	for j, m := range ps.metrics {
+		if !oks[j] {
+			per = append(per, m+": missing")
+			continue
+		}
+		per = append(per, fmt.Sprintf("%s: %d", m, scaling.Decide(ps.rule, ins[j], b).Replicas))
+	}
+	if len(in.sources) > 0 {
+		notes = append(notes, "metrics not read from their metrics API: "+strings.Join(in.sources, "; "))
+	}
+	if at >= 0 {
+		d.metric, d.w = ps.metrics[at], ins[at].W
+		notes = append(notes, "metric "+d.metric+" decided ("+strings.Join(per, ", ")+")")
+	} else {
+		d.hold = "no metric has its inputs: " + strings.Join(in.bad, "; ")
+	}
 	d.note = strings.Join(notes, ", ")
-	return d, nil
 }
 
 // perMetricInput says whether input name is read per metric: the loads.
