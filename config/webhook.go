@@ -271,53 +271,68 @@ func validMode(m string) bool { return m == ModeAct || m == ModeHPAFloor || m ==
 // validate fills the webhook section's defaults and checks it against the policies, appending
 // each independent error to errs in the order Load has always checked them.
 func (w *WebhookConfig) validate(c *Config, errs *errList) {
-	add := func(path, msg string) { errs.add(&fieldError{path, msg}) }
+	w.validateServer(errs)
+	w.defaultQueries()
+	if w.Queries.Load == QueryNone {
+		errs.addField("webhook.queries.load", "cannot be none: W is what the decision needs")
+	}
+	w.validateBoundsQueries(c, errs)
+	if w.MaxInputAge == 0 {
+		w.MaxInputAge = max(DefaultWebhookMaxInputAge, 4*c.Global.Interval)
+	}
+	if w.MaxInputAge < c.Global.Interval && !c.intervalBad {
+		errs.addField("webhook.max_input_age", fmt.Sprintf("must be at least global.interval (%v), got %v", c.Global.Interval, w.MaxInputAge))
+	}
+	w.validateQueryTemplates(errs)
+	if w.Fallback.LoadAnnotation == "" {
+		w.Fallback.LoadAnnotation = "load"
+	}
+	if w.Fallback.ReplicasAnnotation == "" {
+		w.Fallback.ReplicasAnnotation = "current_replicas"
+	}
+	w.validateTidal(errs)
+	w.validateLeaderElection(errs)
+	w.validatePolicies(c, errs)
+}
+
+// validateServer fills and checks the webhook's own settings: the mode, the authentication, the
+// body size, the decision timeout and the policy label.
+func (w *WebhookConfig) validateServer(errs *errList) {
 	switch {
 	case w.Mode == "":
 		w.Mode = ModeShadow
 	case !validMode(w.Mode):
-		add("webhook.mode", `must be one of act, hpa-floor, shadow, got "`+w.Mode+`"`)
+		errs.addField("webhook.mode", `must be one of act, hpa-floor, shadow, got "`+w.Mode+`"`)
 	}
 	if w.BearerTokenFile != "" && w.AllowUnauthenticated {
-		add("webhook.allow_unauthenticated", "conflicts with bearer_token_file; set one")
+		errs.addField("webhook.allow_unauthenticated", "conflicts with bearer_token_file; set one")
 	}
 	if w.MaxBodyBytes == 0 {
 		w.MaxBodyBytes = DefaultWebhookMaxBodyBytes
 	}
 	if w.MaxBodyBytes < 1024 {
-		add("webhook.max_body_bytes", fmt.Sprintf("must be at least 1024, got %d", w.MaxBodyBytes))
+		errs.addField("webhook.max_body_bytes", fmt.Sprintf("must be at least 1024, got %d", w.MaxBodyBytes))
 	}
 	if w.DecisionTimeout == 0 {
 		w.DecisionTimeout = DefaultWebhookDecisionTimeout
 	}
 	if w.DecisionTimeout < 0 {
-		add("webhook.decision_timeout", fmt.Sprintf("must be positive, got %v", w.DecisionTimeout))
+		errs.addField("webhook.decision_timeout", fmt.Sprintf("must be positive, got %v", w.DecisionTimeout))
 	}
 	if w.PolicyLabel == "" {
 		w.PolicyLabel = "policy"
 	}
-	if w.Queries.Load == "" {
-		w.Queries.Load = DefaultWebhookLoadQuery
-	}
-	if w.Queries.Load == QueryNone {
-		add("webhook.queries.load", "cannot be none: W is what the decision needs")
-	}
-	if w.Queries.LoadReplicas == "" {
-		w.Queries.LoadReplicas = DefaultWebhookLoadReplicasQuery
-	}
-	if w.Queries.WindowLoad == "" {
-		w.Queries.WindowLoad = DefaultWebhookWindowLoadQuery
-	}
-	if w.Queries.NowLoad == "" {
-		w.Queries.NowLoad = DefaultWebhookNowLoadQuery
-	}
-	if w.Queries.DownLoad == "" {
-		w.Queries.DownLoad = DefaultWebhookDownLoadQuery
-	}
+}
+
+// defaultQueries fills the queries left empty with their defaults.
+func (w *WebhookConfig) defaultQueries() {
 	for _, q := range []struct {
 		dst *string
 		def string
 	}{
+		{&w.Queries.Load, DefaultWebhookLoadQuery}, {&w.Queries.LoadReplicas, DefaultWebhookLoadReplicasQuery},
+		{&w.Queries.WindowLoad, DefaultWebhookWindowLoadQuery}, {&w.Queries.NowLoad, DefaultWebhookNowLoadQuery},
+		{&w.Queries.DownLoad, DefaultWebhookDownLoadQuery},
 		{&w.Queries.Stale, DefaultWebhookStaleQuery}, {&w.Queries.Age, DefaultWebhookAgeQuery},
 		{&w.Queries.Floor, DefaultWebhookFloorQuery}, {&w.Queries.Ceiling, DefaultWebhookCeilingQuery},
 	} {
@@ -325,6 +340,11 @@ func (w *WebhookConfig) validate(c *Config, errs *errList) {
 			*q.dst = q.def
 		}
 	}
+}
+
+// validateBoundsQueries refuses floor or ceiling none while a policy uses a stateful
+// algorithm: one error for each such field, naming the first of those policies.
+func (w *WebhookConfig) validateBoundsQueries(c *Config, errs *errList) {
 	for _, q := range []struct{ field, tmpl string }{{"floor", w.Queries.Floor}, {"ceiling", w.Queries.Ceiling}} {
 		if q.tmpl != QueryNone {
 			continue
@@ -337,21 +357,20 @@ func (w *WebhookConfig) validate(c *Config, errs *errList) {
 			}
 			if alg, err := scaling.New(spec.Algorithm, p.Scaling); err == nil {
 				if _, ok := alg.(scaling.Stateful); ok {
-					add("webhook.queries."+q.field, fmt.Sprintf("cannot be none while policies[%d] (%s) uses %s, a stateful algorithm: its stabilisation and rate limits come from the exporter's published bounds", i, p.Name, alg.Name()))
+					errs.addField("webhook.queries."+q.field, fmt.Sprintf("cannot be none while policies[%d] (%s) uses %s, a stateful algorithm: its stabilisation and rate limits come from the exporter's published bounds", i, p.Name, alg.Name()))
 					break // one error for the field
 				}
 			}
 		}
 	}
-	if w.MaxInputAge == 0 {
-		w.MaxInputAge = max(DefaultWebhookMaxInputAge, 4*c.Global.Interval)
-	}
-	if w.MaxInputAge < c.Global.Interval && !c.intervalBad {
-		add("webhook.max_input_age", fmt.Sprintf("must be at least global.interval (%v), got %v", c.Global.Interval, w.MaxInputAge))
-	}
+}
+
+// validateQueryTemplates refuses now_load and down_load none and checks that every query
+// renders and parses as PromQL for a probe policy.
+func (w *WebhookConfig) validateQueryTemplates(errs *errList) {
 	for _, q := range []struct{ field, tmpl string }{{"now_load", w.Queries.NowLoad}, {"down_load", w.Queries.DownLoad}} {
 		if q.tmpl == QueryNone {
-			add("webhook.queries."+q.field, "cannot be none: a budget policy holds its size without it")
+			errs.addField("webhook.queries."+q.field, "cannot be none: a budget policy holds its size without it")
 		}
 	}
 	probe := &Policy{Name: "p", Target: Target{Kind: "Deployment", Namespace: "ns", Name: "n"}}
@@ -368,15 +387,14 @@ func (w *WebhookConfig) validate(c *Config, errs *errList) {
 			_, err = parser.NewParser(parser.Options{}).ParseExpr(expr)
 		}
 		if err != nil {
-			add("webhook.queries."+q.field, err.Error())
+			errs.addField("webhook.queries."+q.field, err.Error())
 		}
 	}
-	if w.Fallback.LoadAnnotation == "" {
-		w.Fallback.LoadAnnotation = "load"
-	}
-	if w.Fallback.ReplicasAnnotation == "" {
-		w.Fallback.ReplicasAnnotation = "current_replicas"
-	}
+}
+
+// validateTidal fills and checks webhook.tidal: the resources watched, the resync period and
+// the push.
+func (w *WebhookConfig) validateTidal(errs *errList) {
 	if len(w.Tidal.Resources) == 0 {
 		w.Tidal.Resources = []WatchResource{{Group: "tidal.io", Version: "v1alpha1", Resource: "tidals"}}
 	}
@@ -384,20 +402,20 @@ func (w *WebhookConfig) validate(c *Config, errs *errList) {
 		path := fmt.Sprintf("webhook.tidal.resources[%d]", i)
 		ok := true
 		if r.Version == "" {
-			add(path+".version", "required")
+			errs.addField(path+".version", "required")
 			ok = false
 		}
 		if r.Resource == "" {
-			add(path+".resource", "required")
+			errs.addField(path+".resource", "required")
 			ok = false
 		}
 		if ok && strings.ContainsAny(r.Group+r.Version+r.Resource, "/ ") {
-			add(path, fmt.Sprintf("group, version and resource must not contain '/' or spaces, got %q", r.String()))
+			errs.addField(path, fmt.Sprintf("group, version and resource must not contain '/' or spaces, got %q", r.String()))
 			ok = false
 		}
 		for j := range i {
 			if ok && w.Tidal.Resources[j] == r {
-				add(path, fmt.Sprintf("%s is already listed at webhook.tidal.resources[%d]", r, j))
+				errs.addField(path, fmt.Sprintf("%s is already listed at webhook.tidal.resources[%d]", r, j))
 				break
 			}
 		}
@@ -406,9 +424,14 @@ func (w *WebhookConfig) validate(c *Config, errs *errList) {
 		w.Tidal.ResyncPeriod = 5 * time.Minute
 	}
 	if w.Tidal.ResyncPeriod < 0 {
-		add("webhook.tidal.resync_period", fmt.Sprintf("must be positive, got %v", w.Tidal.ResyncPeriod))
+		errs.addField("webhook.tidal.resync_period", fmt.Sprintf("must be positive, got %v", w.Tidal.ResyncPeriod))
 	}
 	errs.add(w.Tidal.Push.validate(w))
+}
+
+// validateLeaderElection fills and checks webhook.leader_election: each bound is checked
+// against the one below it when that one is valid.
+func (w *WebhookConfig) validateLeaderElection(errs *errList) {
 	le := &w.LeaderElection
 	if le.Namespace == "" {
 		le.Namespace = "debi-system"
@@ -425,38 +448,42 @@ func (w *WebhookConfig) validate(c *Config, errs *errList) {
 	if le.RetryPeriod == 0 {
 		le.RetryPeriod = 2 * time.Second
 	}
-	// Each bound is checked against the one below it when that one is valid.
 	renewOK := true
 	if le.RetryPeriod < 0 {
-		add("webhook.leader_election.retry_period", fmt.Sprintf("must be positive, got %v", le.RetryPeriod))
+		errs.addField("webhook.leader_election.retry_period", fmt.Sprintf("must be positive, got %v", le.RetryPeriod))
 	} else if le.RenewDeadline <= le.RetryPeriod {
-		add("webhook.leader_election.renew_deadline", fmt.Sprintf("must be above retry_period (%v), got %v", le.RetryPeriod, le.RenewDeadline))
+		errs.addField("webhook.leader_election.renew_deadline", fmt.Sprintf("must be above retry_period (%v), got %v", le.RetryPeriod, le.RenewDeadline))
 		renewOK = false
 	}
 	if renewOK && le.LeaseDuration <= le.RenewDeadline {
-		add("webhook.leader_election.lease_duration", fmt.Sprintf("must be above renew_deadline (%v), got %v", le.RenewDeadline, le.LeaseDuration))
+		errs.addField("webhook.leader_election.lease_duration", fmt.Sprintf("must be above renew_deadline (%v), got %v", le.RenewDeadline, le.LeaseDuration))
 	}
+}
+
+// validatePolicies checks webhook.policies: each names a policy once, with a valid mode and a
+// paused count the mode can hold.
+func (w *WebhookConfig) validatePolicies(c *Config, errs *errList) {
 	seen := map[string]int{}
 	for i, p := range w.Policies {
 		path := fmt.Sprintf("webhook.policies[%d]", i)
 		if p.Name == "" {
-			add(path+".name", "required")
+			errs.addField(path+".name", "required")
 		} else if _, ok := c.PolicyByName(p.Name); !ok {
-			add(path+".name", fmt.Sprintf("no policy named %q in policies[]", p.Name))
+			errs.addField(path+".name", fmt.Sprintf("no policy named %q in policies[]", p.Name))
 		} else if j, dup := seen[p.Name]; dup {
-			add(path+".name", fmt.Sprintf("%q is already overridden by webhook.policies[%d]", p.Name, j))
+			errs.addField(path+".name", fmt.Sprintf("%q is already overridden by webhook.policies[%d]", p.Name, j))
 		} else {
 			seen[p.Name] = i
 		}
 		if p.Mode != "" && !validMode(p.Mode) {
-			add(path+".mode", `must be one of act, hpa-floor, shadow, got "`+p.Mode+`"`)
+			errs.addField(path+".mode", `must be one of act, hpa-floor, shadow, got "`+p.Mode+`"`)
 		}
 		if n := p.PausedReplicas; n != nil {
 			switch {
 			case *n < 0:
-				add(path+".paused_replicas", fmt.Sprintf("must not be negative, got %d", *n))
+				errs.addField(path+".paused_replicas", fmt.Sprintf("must not be negative, got %d", *n))
 			case p.Name != "" && w.ModeFor(p.Name) == ModeHPAFloor:
-				add(path+".paused_replicas", "not with mode hpa-floor: the HPA scales the target, and a floor does not hold it at a count")
+				errs.addField(path+".paused_replicas", "not with mode hpa-floor: the HPA scales the target, and a floor does not hold it at a count")
 			}
 		}
 	}
@@ -465,3 +492,6 @@ func (w *WebhookConfig) validate(c *Config, errs *errList) {
 type fieldError struct{ path, msg string }
 
 func (e *fieldError) Error() string { return e.path + ": " + e.msg }
+
+// addField appends the webhook section's error msg at path.
+func (l *errList) addField(path, msg string) { l.add(&fieldError{path, msg}) }
