@@ -613,6 +613,20 @@ func (c *Config) exporterDefaults(errs *errList) {
 // policyDefaults fills and checks one policy, appending each independent error to errs. It
 // reports whether the name and the target are valid, for the checks across policies.
 func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *errList) (nameOK, targetOK bool) {
+	nameOK, targetOK = policyIdentity(p, path, errs)
+	policyAlgorithm(p, path, errs)
+	c.policyParams(p, path, given, errs)
+	c.policyTiming(p, path, errs)
+	if p.FallbackModel != "" {
+		c.checkFallback(p, path, errs)
+	}
+	c.policyQueries(p, path, targetOK, errs)
+	return nameOK, targetOK
+}
+
+// policyIdentity fills and checks the policy's name and target, reporting whether each is
+// valid.
+func policyIdentity(p *Policy, path string, errs *errList) (nameOK, targetOK bool) {
 	nameOK, targetOK = true, true
 	if strings.TrimSpace(p.Name) == "" {
 		errs.addf(path+".name", "required")
@@ -639,6 +653,12 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *e
 		errs.addf(path+".name", "%q must be letters, digits, '.', '_' or '-', starting with a letter or digit, at most 253 characters (it is a label value and part of queries)", p.Name)
 		nameOK = false
 	}
+	return nameOK, targetOK
+}
+
+// policyAlgorithm fills and checks the policy's algorithm and model, the algorithm in its
+// canonical name.
+func policyAlgorithm(p *Policy, path string, errs *errList) {
 	if p.Algorithm == "" {
 		p.Algorithm = DefaultAlgorithm
 	}
@@ -657,10 +677,15 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *e
 			p.Model = spec.Model
 		}
 	}
+}
 
-	// Defaults: every field the policy leaves out takes the paper's or Kubernetes' default, so
-	// a policy names only what it changes; a field it sets keeps its value, zero included, and
-	// is validated as it is.
+// policyParams fills and checks the policy's parameters: scaling, budget, the metrics policy
+// and EVT.
+//
+// Defaults: every field the policy leaves out takes the paper's or Kubernetes' default, so a
+// policy names only what it changes; a field it sets keeps its value, zero included, and is
+// validated as it is.
+func (c *Config) policyParams(p *Policy, path string, given givenKeys, errs *errList) {
 	given = given.merge(p.given)
 	fillUnset(&p.Scaling, scaling.DefaultParams(), given.Scaling)
 	budgetKeys, _ := given.Scaling["budget"].(map[string]any)
@@ -696,6 +721,11 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *e
 		p.EVT.Method = def.Method
 	}
 	errs.addSubfields(path+".evt", p.EVT.Validate())
+}
+
+// policyTiming fills and checks the policy's history and its step, the retraining, the lead
+// time, the season and the observation window.
+func (c *Config) policyTiming(p *Policy, path string, errs *errList) {
 	if p.History == 0 {
 		p.History = 760
 	}
@@ -743,9 +773,11 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *e
 	if p.Forecast.Season < 0 {
 		errs.addf(path+".forecast.season", "must not be negative, got %d", p.Forecast.Season)
 	}
-	if p.FallbackModel != "" {
-		c.checkFallback(p, path, errs)
-	}
+}
+
+// policyQueries checks the policy's request, fills its metrics and queries from their defaults
+// and checks the queries.
+func (c *Config) policyQueries(p *Policy, path string, targetOK bool, errs *errList) {
 	if p.Request < 0 || math.IsNaN(p.Request) || math.IsInf(p.Request, 0) {
 		errs.addf(path+".request", "must be a positive number of cores, got %v", p.Request)
 	} else if p.Request > 0 && p.Queries.Request != "" {
@@ -778,7 +810,6 @@ func (c *Config) policyDefaults(p *Policy, path string, given givenKeys, errs *e
 			errs.addf(qpath, "must return an instant vector or a scalar, got a %s", t)
 		}
 	}
-	return nameOK, targetOK
 }
 
 // checkFallback validates fallback_model: a known model, on a policy with a model, that needs
