@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,30 +34,7 @@ func backfilledPrometheus(t *testing.T, om string) v1.API {
 	if out, err := exec.Command(filepath.Join(dir, "promtool"), "tsdb", "create-blocks-from", "openmetrics", "-q", omFile, data).CombinedOutput(); err != nil {
 		t.Fatalf("promtool tsdb create-blocks-from openmetrics: %v\n%s", err, out)
 	}
-	cfgFile := filepath.Join(tmp, "prometheus.yml")
-	if err := os.WriteFile(cfgFile, []byte("global: {scrape_interval: 15s}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l := listen(t)
-	addr := l.Addr().String()
-	l.Close()
-	testenv.Start(t, tmp, "prometheus", filepath.Join(dir, "prometheus"), "--config.file="+cfgFile,
-		"--storage.tsdb.path="+data, "--storage.tsdb.retention.time=30d", "--web.listen-address="+addr, "--log.level=warn")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	client, err := api.NewClient(api.Config{Address: "http://" + addr})
+	client, err := api.NewClient(api.Config{Address: testenv.Prometheus(t, dir, data)})
 	if err != nil {
 		t.Fatal(err)
 	}
