@@ -122,20 +122,8 @@ scrape_configs:
 		"--storage.tsdb.path="+filepath.Join(tmp, "data"),
 		"--web.listen-address="+addr,
 		"--log.level=warn")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return addr
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready at %s: %v", addr, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.WaitReady(t, "http://"+addr)
+	return addr
 }
 
 // TestIntegration runs the exporter against a real Prometheus that scrapes a trace-driven

@@ -29,17 +29,25 @@ func Prometheus(t testing.TB, dir, data string) string {
 	Start(t, tmp, "prometheus", filepath.Join(dir, "prometheus"), "--config.file="+cfg,
 		"--storage.tsdb.path="+data, "--storage.tsdb.retention.time=30d", "--web.listen-address="+addr, "--log.level=warn")
 	url := "http://" + addr
+	WaitReady(t, url)
+	return url
+}
+
+// WaitReady waits up to 30 s for the server at url (a Prometheus or Alertmanager) to answer
+// /-/ready with 200, and fails the test if it does not.
+func WaitReady(t testing.TB, url string) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(url + "/-/ready")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return url
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("prometheus on %s not ready after 30s: %v", data, err)
+			t.Fatalf("%s not ready after 30s: %v", url, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
