@@ -2,8 +2,9 @@ package backtest
 
 import (
 	"math"
-	"math/bits"
 	"slices"
+
+	"github.com/debi-scaler/debi/scaling"
 )
 
 // startBound is the start-up half of NeedBound: the cheapest schedule counting that a pod is
@@ -98,7 +99,7 @@ func solveChain(c []int32, look int, minR int32, lambda float64) (float64, int) 
 	wk, nk := make([]int32, ns), make([]int32, ns)
 	m := make([]int32, ns)
 	for q := range c {
-		windowMax(m, c, q)
+		scaling.WindowMax(m, c, q)
 		nq := c[q]
 		for s := range ns {
 			s0, s1 := (s<<1)&full, (s<<1|1)&full
@@ -116,23 +117,6 @@ func solveChain(c []int32, look int, minR int32, lambda float64) (float64, int) 
 	}
 	k := int(wk[full]) // past the end no element is needed
 	return w[full] - lambda*float64(k), k
-}
-
-// windowMax sets m[s], for every state s of the next look elements after q (bit p: element
-// q+1+p in O), to the largest need among those outside O; an element past the end of c, or
-// overloaded at every size (-1), needs nothing.
-func windowMax(m []int32, c []int32, q int) {
-	full := len(m) - 1
-	m[full] = 0
-	for s := full - 1; s >= 0; s-- {
-		p := bits.TrailingZeros(uint(^s))
-		j := q + 1 + p
-		n := int32(0)
-		if j < len(c) && c[j] >= 0 {
-			n = c[j]
-		}
-		m[s] = max(m[s|1<<p], n)
-	}
 }
 
 // refine solves prices along the hull of f* from k = 0 up to kmax: between two solved points it

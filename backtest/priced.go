@@ -52,7 +52,7 @@ func pricedOracle(w *World, o Options, b float64) (decider, error) {
 		}
 		return max(n, o.Params.MinReplicas)
 	}
-	p := &pricedPlan{look: k, minR: o.Params.MinReplicas, lambda: float64(k + 1)}
+	p := &pricedState{plan: scaling.Plan{Look: k, Min: o.Params.MinReplicas}, lambda: float64(k + 1)}
 	h := pricedHorizonLeads * max(k, 1)
 	past := make([]int32, 0, len(peak)) // the spec ordered at each tick so far
 	return func(_ context.Context, i int, obs policy.Observation) (policy.Result, error) {
@@ -79,7 +79,7 @@ func pricedOracle(w *World, o Options, b float64) (decider, error) {
 			}
 			p.need = append(p.need, n)
 		}
-		n := p.first()
+		n := p.plan.First(p.need, p.lambda)
 		past = append(past, n)
 		// What serves this tick, as the scorer counts it: a smaller size removes pods at once
 		// when the decision is not delayed.
@@ -91,81 +91,11 @@ func pricedOracle(w *World, o Options, b float64) (decider, error) {
 	}, nil
 }
 
-// pricedPlan is the priced oracle's programme: over the need of the ticks ahead (-1: overloaded
-// whatever is ordered now), the set O of ticks to leave overloaded that minimises
-// Σ_q max(min_replicas, the largest need outside O over [q, q+look]) + λ|O|, as the floor's
-// chain programme (solveChain) with its choices kept, so that the first size is read off.
-type pricedPlan struct {
-	look      int
-	minR      int32
+// pricedState is the priced oracle's state between ticks: the programme, the price, the ready
+// count of the tick just served and the need ahead (reused).
+type pricedState struct {
+	plan      scaling.Plan
 	lambda    float64
 	lastReady int32
 	need      []int32
-	// The programme's arrays, reused across ticks.
-	w, nw  []float64
-	m      []int32
-	choice []uint64 // choice[q·words + s/64] bit s%64: element q in O in state s
-	inO    []bool
-}
-
-// first solves the programme and returns the size of its first tick.
-func (p *pricedPlan) first() int32 {
-	c := p.need
-	ns := 1 << p.look
-	full := ns - 1
-	words := (ns + 63) / 64
-	if len(p.w) != ns {
-		p.w, p.nw, p.m = make([]float64, ns), make([]float64, ns), make([]int32, ns)
-	}
-	if cap(p.choice) < len(c)*words {
-		p.choice = make([]uint64, len(c)*words)
-	}
-	choice := p.choice[:len(c)*words]
-	clear(choice)
-	clear(p.w)
-	w, nw, m := p.w, p.nw, p.m
-	for q := range c {
-		windowMax(m, c, q)
-		nq := c[q]
-		for s := range ns {
-			s0, s1 := (s<<1)&full, (s<<1|1)&full
-			base := max(p.minR, m[s])
-			// In O: the price, except for a tick overloaded whatever is ordered now.
-			v1 := float64(base) + w[s1]
-			if nq >= 0 {
-				v1 += p.lambda
-				if v0 := float64(max(base, nq)) + w[s0]; v0 <= v1 {
-					nw[s] = v0
-					continue
-				}
-			}
-			nw[s] = v1
-			choice[q*words+s/64] |= 1 << (s % 64)
-		}
-		w, nw = nw, w
-	}
-	p.w, p.nw = w, nw
-	// Walk the choices back from the end (past it, no element is needed) to the first tick's.
-	s := full
-	inO := p.inO[:0]
-	for q := len(c) - 1; q >= 0; q-- {
-		bit := choice[q*words+s/64]>>(s%64)&1 == 1
-		if q <= p.look {
-			inO = append(inO, bit)
-		}
-		s = (s << 1) & full
-		if bit {
-			s |= 1
-		}
-	}
-	p.inO = inO
-	// inO holds elements min(look, len−1) … 0, last first.
-	n := p.minR
-	for idx, o := range inO {
-		q := len(inO) - 1 - idx
-		if !o && c[q] >= 0 {
-			n = max(n, c[q])
-		}
-	}
-	return n
 }

@@ -3,6 +3,7 @@ package exporter
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +41,16 @@ policies:
 // budget, the scale-down gate's load (load="down"), and the burn counters. It then replays the
 // decision from the published series alone, as the webhook does: scaling.Budget fed W
 // (load="w"), WNow (load="w1") and WDown (load="down") decides what the runner decided.
-func TestBudgetSeries(t *testing.T) {
+func TestBudgetSeries(t *testing.T) { budgetSeries(t, budgetCfg, false) }
+
+// TestBudgetSeriesPriced is TestBudgetSeries under the priced rule: the price is published
+// (debi_budget_price), the term that decided is "price", and the webhook's replay from the
+// published series decides what the runner decided.
+func TestBudgetSeriesPriced(t *testing.T) {
+	budgetSeries(t, strings.Replace(budgetCfg, "budget: {hold: 1m}", "budget: {hold: 1m, rule: priced}", 1), true)
+}
+
+func budgetSeries(t *testing.T, cfg string, priced bool) {
 	// The size moves every 3 live steps (45 s, inside the 1 m hold): 4 5 6 7 4 5 …, 4 over the
 	// history. The exporter's state follows the observed changes of size (observedSizes), so
 	// these changes are what restarts the hold.
@@ -57,8 +67,25 @@ func TestBudgetSeries(t *testing.T) {
 		"replicas": func(ts time.Time) (float64, bool, error) { return replicas(ts), true, nil },
 		"ready":    func(ts time.Time) (float64, bool, error) { return ready(ts), true, nil },
 	}}
-	e, reg := newTestExporter(t, budgetCfg, f)
+	e, reg := newTestExporter(t, cfg, f)
 	p := e.policies[0].cfg
+	if got := p.Scaling.Budget.Rule == scaling.RulePriced; got != priced {
+		t.Fatalf("rule %q, want priced %v", p.Scaling.Budget.Rule, priced)
+	}
+	if priced {
+		// The priced rule remembers which shape of the path forecast best, from the first
+		// forecasts on: the exporter trains in line, as the reference, so that those are the
+		// reference's too.
+		e.mu.Lock()
+		e.syncTraining = true
+		ps := e.policies[0]
+		ps.runner.Close()
+		var err error
+		if e.policies[0], err = e.newPolicyState(e.cfg, ps.cfg); err != nil {
+			t.Fatal(err)
+		}
+		e.mu.Unlock()
+	}
 	schedule := append(times(t0.Add(-39*histStep), 39, histStep), times(t0, 30, step)...)
 	ref := replay(t, e.cfg, p, schedule, func(ts time.Time) [numQueries]float64 {
 		return [numQueries]float64{replicas(ts), ready(ts), math.NaN(), demandTrace(ts)}
@@ -126,7 +153,15 @@ func TestBudgetSeries(t *testing.T) {
 				t.Fatalf("step %d: %s %v = %v (present %v), want %v", i, c.name, c.extra, got, ok, c.want)
 			}
 		}
-		if want.Term != "quantile" && want.Term != "w1" {
+		price, ok := value(t, reg, "debi_budget_price", "web")
+		switch {
+		case priced && (!ok || price != b.Lambda || !(price >= 1)):
+			t.Fatalf("step %d: debi_budget_price %v (present %v), want the runner's λ %v (at least 1)", i, price, ok, b.Lambda)
+		case !priced && ok:
+			t.Fatalf("step %d: debi_budget_price %v published under the quantile rule", i, price)
+		case priced && want.Term != "price":
+			t.Fatalf("step %d: a priced decision decided by %q, want price", i, want.Term)
+		case !priced && want.Term != "quantile" && want.Term != "w1":
 			t.Fatalf("step %d: a budget decision decided by %q, want quantile or w1", i, want.Term)
 		}
 		if want.Ceiling < want.Floor || want.Ceiling == 0 {

@@ -517,6 +517,16 @@ func (c *Calibrator) Upper(f float64) float64 {
 	return u
 }
 
+// UpperAt is Upper at the level α given (clamped as Alpha is) instead of the calibrated one:
+// the quantile a caller that prices the level itself reads (the priced rule: α = 1/λ).
+func (c *Calibrator) UpperAt(f, alpha float64) float64 {
+	saved := c.alpha
+	c.alpha = alpha
+	u := c.Upper(f)
+	c.alpha = saved
+	return u
+}
+
 func (c *Calibrator) upper(f float64) float64 {
 	if math.IsNaN(f) { // no forecast (a missing observation): no quantile, whatever the errors
 		return f

@@ -197,6 +197,9 @@ func (c Config) Validate() error {
 	if err := c.Params.Validate(); err != nil {
 		return err
 	}
+	if c.Params.Budget.Rule == scaling.RulePriced && c.Spec.Load == LoadBudget && c.Calibration.Scoring != forecast.ScoringTick {
+		return fmt.Errorf("budget.rule %q prices every tick: it needs budget.scoring %q, got %q", scaling.RulePriced, forecast.ScoringTick, c.Calibration.Scoring)
+	}
 	if c.Spec.Load == LoadEffective {
 		if err := c.POT.Validate(); err != nil {
 			return scaling.PrefixErrors("evt: ", err)
@@ -282,6 +285,9 @@ type BudgetState struct {
 	Exceeded, Observed int
 	// Errors is the number of forecast errors the margin comes from.
 	Errors int
+	// Lambda is the priced rule's price of an overloaded tick, in pod-ticks, at least 1 (NaN or
+	// 0 under the quantile rule).
+	Lambda float64
 }
 
 // ErrNoData is returned (wrapped) by Step when no usable demand sample is in the window: the
@@ -317,6 +323,7 @@ type Runner struct {
 	fUp, fDown     []float64 // rings indexed by history step
 	budget         BudgetState
 	tb             tickBudget
+	pr             pricer
 	// jointMiss, when set (by a Multi that calibrates jointly, for the one step it is set for),
 	// is the policy's overload at this step over all its metrics: the budget calibration
 	// observes it instead of this metric's own, so that every metric's level moves on the
@@ -575,7 +582,7 @@ func (r *Runner) observeBudget(obs Observation) {
 	b := &r.budget
 	b.Exceeded, b.Observed = r.calUp.Exceeded()
 	b.Alpha = r.calUp.Alpha()
-	b.Margin = math.NaN()
+	b.Margin, b.Lambda = math.NaN(), math.NaN()
 	b.Errors = r.calUp.Errors()
 	k := len(r.fUp)
 	up, down := r.fUp[(r.steps-1+k)%k], r.fDown[(r.steps-1+k)%k]
@@ -668,6 +675,9 @@ func (r *Runner) advance(ctx context.Context, demand float64, res *Result) {
 	}
 	if r.cfg.Spec.Load == LoadBudget {
 		if r.cfg.Calibration.Scoring == forecast.ScoringTick {
+			if r.cfg.Params.Budget.Rule == scaling.RulePriced {
+				r.pr.newPath(&r.tb, r.lastTime)
+			}
 			r.tb.newPath(r.lastTime, demand, r.pred, !math.IsNaN(r.fcMax))
 		} else {
 			r.recordBudget(demand)
@@ -812,6 +822,8 @@ type pendingForecast struct {
 	from     time.Time // down: the forecast sees the observations of demand from here on
 	forecast float64
 	seen     float64 // down: the largest observation since the forecast was made
+	// The priced rule's up forecasts in each shape of the path between samples (pricer.shape).
+	shaped [shapes]float64
 }
 
 func (tb *tickBudget) newPath(t time.Time, base float64, pred []float64, ok bool) {
@@ -978,6 +990,7 @@ func (r *Runner) tickBudget(obs Observation) {
 		r.calDown.Observe(exceeded)
 	}
 	// Score what has come due.
+	priced := r.cfg.Params.Budget.Rule == scaling.RulePriced
 	n := 0
 	for _, p := range tb.up {
 		if p.due.After(obs.Time) {
@@ -986,6 +999,9 @@ func (r *Runner) tickBudget(obs Observation) {
 			continue
 		}
 		_ = r.calUp.AddError(d, p.forecast)
+		if priced {
+			r.pr.score(d, p)
+		}
 	}
 	tb.up = tb.up[:n]
 	n = 0
@@ -1010,16 +1026,28 @@ func (r *Runner) tickBudget(obs Observation) {
 	fu := math.Max(0, math.Max(tb.at(upAt), tb.at(upAt.Add(dt)))+off)
 	fd := math.Max(0, tb.maxOver(obs.Time, obs.Time.Add(tb.lead+tb.hold))+off)
 	fd = math.Max(fd, fu)
-	tb.up = append(tb.up, pendingForecast{due: upAt.Add(dt), forecast: fu})
+	pf := pendingForecast{due: upAt.Add(dt), forecast: fu}
+	if priced {
+		// The priced rule's forecast of the lead is read from the path between samples in the
+		// shape the ticks have followed (pricer.shape), and its margin from the errors of that.
+		r.pr.shaped(tb, &pf, obs.Time, d, off, upAt, upAt.Add(dt))
+		fu = pf.shaped[r.pr.shape()]
+		pf.forecast = fu
+	}
+	tb.up = append(tb.up, pf)
 	tb.down = append(tb.down, pendingForecast{due: obs.Time.Add(tb.lead + tb.hold), from: obs.Time, forecast: fd, seen: math.Inf(-1)})
 	b := &r.budget
 	b.Exceeded, b.Observed = r.calUp.Exceeded()
 	b.Alpha = r.calUp.Alpha()
 	b.Errors = r.calUp.Errors()
 	b.Forecast = fu
+	if priced {
+		r.price(obs, dt, d, off, fu, exceeded)
+		return
+	}
 	b.Quantile = r.calUp.Upper(fu)
 	b.QuantileDown = math.Max(r.calDown.Upper(fd), b.Quantile)
-	b.Margin = math.NaN()
+	b.Margin, b.Lambda = math.NaN(), math.NaN()
 	if fu > 0 {
 		b.Margin = b.Quantile / fu
 	}
@@ -1034,6 +1062,9 @@ func decidingTerm(res *Result) string {
 	case math.IsNaN(res.W):
 		return ""
 	case res.Budget != nil:
+		if res.Budget.Lambda > 0 {
+			return "price" // the priced rule: the load now is one of its terms, not a floor
+		}
 		if res.W >= res.W1 {
 			return "quantile"
 		}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/debi-scaler/debi/scaling"
 )
 
 // BenchmarkBudgetDecision is one decision of the budget policy in steady state, at 15 s ticks
@@ -14,13 +16,20 @@ import (
 // nearest forecasts (forecast.CalibratorConfig.Neighbours, 200 of them at 1 %) costs about
 // 6× one pool's sorted errors (10 µs against 1.7 µs per decision, measured in one run): 0.1 s
 // of a core per 15 s interval for 10,000 policies.
+//
+// rule=priced is the priced rule (scaling.RulePriced) on tick scoring: the same, plus the price,
+// the need of the 25 ticks of three start-up windows in the shape read, and the programme
+// (scaling.Plan, 256 states per tick at a 2-minute lead).
 func BenchmarkBudgetDecision(b *testing.B) {
-	for _, scoring := range []string{"tick", "sample"} {
-		b.Run(scoring, func(b *testing.B) {
+	for _, c := range []struct{ name, scoring, rule string }{
+		{"tick", "tick", "quantile"}, {"sample", "sample", "quantile"}, {"rule=priced", "tick", "priced"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
 			spec, _ := Parse("naive-budget", "")
 			cfg := DefaultConfig(spec)
 			cfg.Step, cfg.LeadSteps, cfg.LeadTime = 5*time.Minute, 2, 2*time.Minute
-			cfg.Calibration.Scoring = scoring
+			cfg.Calibration.Scoring = c.scoring
+			cfg.Params.Budget.Rule = scaling.BudgetRule(c.rule)
 			r, err := New(cfg)
 			if err != nil {
 				b.Fatal(err)

@@ -155,6 +155,17 @@ func TestConfigValidateNamesField(t *testing.T) {
 			t.Errorf("%s: %v", tc.field, err)
 		}
 	}
+	// The priced rule prices every tick: scored once per sample it is refused by name.
+	bs, _ := Parse("budget", "naive")
+	c := DefaultConfig(bs)
+	c.Params.Budget.Rule, c.Calibration.Scoring = scaling.RulePriced, forecast.ScoringSample
+	if _, err := New(c); err == nil || !strings.Contains(err.Error(), "budget.rule") || !strings.Contains(err.Error(), "budget.scoring") {
+		t.Errorf("priced rule scored per sample: %v, want an error naming budget.rule and budget.scoring", err)
+	}
+	c.Calibration.Scoring = forecast.ScoringTick
+	if _, err := New(c); err != nil {
+		t.Errorf("priced rule scored per tick: %v", err)
+	}
 }
 
 // TestForecastOnDemandNotUtilization is METHOD §0's [fix]: models and the EVT fit see demand,
@@ -368,7 +379,9 @@ func TestDecidingTerm(t *testing.T) {
 		{Result{W: 0.5, W1: 0.5, W2: nan, W3: nan}, "w1"}, // no model yet
 		{Result{W: nan, W1: nan}, ""},                     // no load
 		{Result{W: 0.8, W1: 0.5, Budget: &BudgetState{}}, "quantile"},
-		{Result{W: 0.4, W1: 0.5, Budget: &BudgetState{}}, "w1"}, // the observed floor
+		{Result{W: 0.4, W1: 0.5, Budget: &BudgetState{}}, "w1"},              // the observed floor
+		{Result{W: 0.4, W1: 0.5, Budget: &BudgetState{Lambda: 40}}, "price"}, // the priced rule: no floor
+		{Result{W: 0.8, W1: 0.5, Budget: &BudgetState{Lambda: nan}}, "quantile"},
 		{Result{W: 0.5, W1: 0.5, Decision: scaling.Decision{Reason: scaling.ReasonWindow}}, "window"},
 	} {
 		if got := decidingTerm(&tc.r); got != tc.want {

@@ -19,11 +19,28 @@ type BudgetParams struct {
 	// MinSaving is the least share of the current size a scale-down must save, on top of at
 	// least one pod (0: one pod is enough).
 	MinSaving float64 `yaml:"min_saving" json:"min_saving"`
+	// Rule is how the size is chosen from the demand to come: RuleQuantile (every tick
+	// covered at one calibrated level) or RulePriced (a price on overload; METHOD §9).
+	Rule BudgetRule `yaml:"rule" json:"rule"`
 }
+
+// BudgetRule is BudgetParams.Rule.
+type BudgetRule string
+
+// The rules of BudgetParams.Rule.
+const (
+	// RuleQuantile sizes for the calibrated upper quantile of the demand over the lead time and
+	// never below the load observed now.
+	RuleQuantile BudgetRule = "quantile"
+	// RulePriced orders the size that minimises pods + λ·(overloaded ticks) over the lead ahead,
+	// with λ priced online so that the overload tracks the budget: the runner publishes that
+	// size as W and WDown, and the load observed now is priced with the rest (no floor).
+	RulePriced BudgetRule = "priced"
+)
 
 // DefaultBudgetParams are the defaults of METHOD §9.
 func DefaultBudgetParams() BudgetParams {
-	return BudgetParams{SLAUtilization: 0.9, Hold: 10 * time.Minute}
+	return BudgetParams{SLAUtilization: 0.9, Hold: 10 * time.Minute, Rule: RuleQuantile}
 }
 
 // Validate reports every invalid setting, each error naming the field (budget.u_sla …): one
@@ -85,6 +102,9 @@ func (b *Budget) Recommend(in Input) Decision {
 		return ceilInt32(w * n / bp.SLAUtilization)
 	}
 	now := pods(in.WNow)
+	if bp.Rule == RulePriced {
+		now = 0 // the load now is in the price (the runner's W), not a floor
+	}
 	up := max(pods(in.W), now)
 	switch {
 	case up > in.Current:

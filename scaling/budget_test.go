@@ -155,3 +155,24 @@ func TestBudgetUnapplied(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetPricedNoFloor: under the priced rule the load observed now is priced with the rest
+// (the runner's W), not a floor: a spike observed now that the price leaves overloaded orders
+// nothing, where the quantile rule chases it; missing data still keeps the size.
+func TestBudgetPricedNoFloor(t *testing.T) {
+	in := Input{Time: t0, Current: 10, Ready: 10, W: 0.72, WNow: 1.8, WDown: 0.72}
+	q, _ := New("budget", budgetParams())
+	if d := q.Recommend(in); d.Replicas != 20 {
+		t.Errorf("quantile rule: %+v, want 20 (the observed floor, 10·1.8/0.9)", d)
+	}
+	p := budgetParams()
+	p.Budget.Rule, p.Budget.Hold = RulePriced, 0
+	pr, _ := New("budget", p)
+	if d := pr.Recommend(in); d.Replicas != 8 || d.Reason != ReasonScaleDown {
+		t.Errorf("priced rule: %+v, want 8 (W alone: 10·0.72/0.9)", d)
+	}
+	in.WNow, in.W, in.WDown = math.NaN(), 0.1, 0.1
+	if d := pr.Recommend(in); d.Replicas != 10 || d.Reason != ReasonNoLoad {
+		t.Errorf("priced rule, no observation: %+v, want 10 (no load)", d)
+	}
+}

@@ -116,6 +116,8 @@ var paramTable = []Param{
 		Dur: func(p *Params) *time.Duration { return &p.Budget.Hold }, OK: nonNeg, Want: "must not be negative"},
 	{Key: "budget.min_saving", Flag: "budget.min-saving", Unit: "fraction", Doc: "Least share of the current size a scale-down must save, on top of at least one pod (0: one pod is enough).",
 		Float: func(p *Params) *float64 { return &p.Budget.MinSaving }, OK: in01o, Want: "must be in [0, 1)"},
+	{Key: "budget.rule", Flag: "budget.rule", Doc: "How budget sizes: quantile (every tick covered at one calibrated level, never below the load now) or priced (the fewest pod-ticks plus a price on each overloaded tick over the lead ahead, the price adapted so that overload tracks the budget).",
+		Str: func(p *Params) *string { return (*string)(&p.Budget.Rule) }, Enum: []string{string(RuleQuantile), string(RulePriced)}},
 }
 
 // Param returns the parameter of that configuration key (scaling.<key>, or budget.<key>).

@@ -1,0 +1,182 @@
+package policy
+
+import (
+	"math"
+	"time"
+
+	"github.com/debi-scaler/debi/scaling"
+)
+
+// The priced rule (scaling.RulePriced; METHOD §9): at every decision the size that minimises
+// pods + λ·(overloaded ticks) over the lead ahead, by the programme the backtest's floor solves
+// in hindsight (scaling.Plan), on the need of each tick read from the forecast path at the time
+// the tick comes (not the largest sample of a wider window) plus the calibrated margin; λ is
+// priced online by dual ascent on the budget, and the margin's level is 1/λ, so one price
+// decides both which ticks to cover and how surely.
+const (
+	// pricedGain is η of ln λ ← ln λ + η·(overloaded − budget) at every tick: a run of
+	// overloaded ticks raises λ by about η each, and 1/budget served ticks lower it by η.
+	pricedGain = 0.02
+	// pricedLook is the most elements of the programme's start-up window: a longer lead is read
+	// in blocks of ticks (an element is a block, its need the largest of its ticks).
+	pricedLook = 8
+	// pricedWindows is the programme's horizon in start-up windows: its last window is
+	// truncated, so a longer horizon adds little to the first decision.
+	pricedWindows = 3
+	// shapeSpan is the number of scored forecasts whose mean absolute error judges each shape of
+	// the path between samples (an exponential mean of that span): 240, an hour of 15 s ticks.
+	shapeSpan = 240
+)
+
+// The shapes of the path between samples the priced rule reads its forecasts in: which one the
+// ticks follow depends on how the history was sampled (a mean over the step before each sample
+// holds behind it; a reading at the sample's time ahead of it) and on the workload, so each is
+// scored on the lead's forecast and the one with the smaller recent error is read (pricer.shape).
+const (
+	shapeLinear = iota // linear between samples, anchored at the demand now
+	shapeAhead         // each sample held until the next; the interval of now at the last path's forecast of it
+	shapeBehind        // each sample held over the step before it
+	shapes
+)
+
+// pricer is the priced rule's state.
+type pricer struct {
+	plan   scaling.Plan
+	stride int     // ticks per element
+	lnL    float64 // ln λ (λ in pod-ticks per overloaded tick)
+	need   []int32
+	// The mean absolute error of the lead's forecast in each shape, over the forecasts scored.
+	err    [shapes]float64
+	scored int
+	// ahead is the previous path's forecast of the sample that starts the current path (NaN:
+	// none), which shapeAhead holds over the current path's first interval.
+	ahead, aheadAt float64
+}
+
+// score judges the shapes of the forecast f, come due, against the demand d.
+func (p *pricer) score(d float64, f pendingForecast) {
+	a := 1.0 / shapeSpan
+	if p.scored < shapeSpan {
+		p.scored++
+		a = 1 / float64(p.scored)
+	}
+	for i := range p.err {
+		p.err[i] += a * (math.Abs(d-f.shaped[i]) - p.err[i])
+	}
+}
+
+// shape is the shape the path is read in: the one with the smallest recent error.
+func (p *pricer) shape() int {
+	best := shapeLinear
+	if p.scored == 0 {
+		return best
+	}
+	for i := range p.err {
+		if p.err[i] < p.err[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// pathAt is the path at τ in shape s, given the demand now d and the linear path's anchor off.
+func (p *pricer) pathAt(tb *tickBudget, s int, now time.Time, d, off float64, tau time.Time) float64 {
+	if s == shapeLinear || !tb.ok || len(tb.path) == 0 {
+		return tb.at(tau) + off
+	}
+	x := float64(tau.Sub(tb.t0)) / float64(tb.step)
+	if s == shapeBehind {
+		j := int(math.Ceil(x)) - 1 // point j is at t0 + (j+1)·step and holds over the step before it
+		return tb.path[min(max(j, 0), len(tb.path)-1)]
+	}
+	j := int(x)
+	if j == 0 {
+		if !math.IsNaN(p.ahead) {
+			return p.ahead
+		}
+		return d
+	}
+	return tb.path[min(j, len(tb.path))-1]
+}
+
+// shaped sets f's forecasts of the lead in every shape: the larger of the path at a and at b.
+func (p *pricer) shaped(tb *tickBudget, f *pendingForecast, now time.Time, d, off float64, a, b time.Time) {
+	for s := range f.shaped {
+		f.shaped[s] = math.Max(0, math.Max(p.pathAt(tb, s, now, d, off, a), p.pathAt(tb, s, now, d, off, b)))
+	}
+}
+
+// newPath keeps the outgoing path's forecast of the time t the new path starts at, for
+// shapeAhead.
+func (p *pricer) newPath(tb *tickBudget, t time.Time) {
+	p.ahead = math.NaN()
+	if tb.ok && len(tb.path) > 0 && t.After(tb.t0) {
+		j := int(t.Sub(tb.t0) / tb.step)
+		if j >= 1 && j <= len(tb.path) {
+			p.ahead = tb.path[j-1]
+		}
+	}
+}
+
+// lambdaBounds are the bounds of ln λ: λ at least one pod-tick (below it nothing is covered that
+// costs a pod), at most ten times 1/budget (a level of a tenth of the budget).
+func lambdaBounds(budget float64) (lo, hi float64) { return 0, math.Log(10 / budget) }
+
+// price runs the priced rule at the tick obs, after tickBudget's forecasts: dt is the time since
+// the last tick, d the demand now, off the linear path's anchor at it, fu the demand forecast at
+// the lead in the path's shape, exceeded whether the tick just served was overloaded (as the
+// calibration counts it).
+func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu float64, exceeded bool) {
+	tb, b, p := &r.tb, &r.budget, &r.pr
+	bud := r.cfg.Calibration.Budget
+	tick := dt
+	k := max(int((tb.lead+tick-1)/tick), 1)
+	if p.stride == 0 {
+		p.stride = (k + pricedLook - 1) / pricedLook
+		p.plan = scaling.Plan{Look: (k + p.stride - 1) / p.stride, Min: r.cfg.Params.MinReplicas}
+		p.lnL = math.Log(float64(p.plan.Look + 1))
+	}
+	// The price follows the overload of the tick just served, except at max_replicas, where no
+	// size could have avoided it.
+	if !(exceeded && obs.Current >= r.cfg.Params.MaxReplicas) {
+		x := 0.0
+		if exceeded {
+			x = 1
+		}
+		p.lnL += pricedGain * (x - bud)
+	}
+	lo, hi := lambdaBounds(bud)
+	p.lnL = min(max(p.lnL, lo), hi)
+	lambda := math.Exp(p.lnL)
+	// The margin at the level 1/λ: a tick covered is overloaded at most that often.
+	m := math.Max(0, r.calUp.UpperAt(fu, 1/lambda)-fu)
+	per := r.cfg.Params.Budget.SLAUtilization * r.cfg.Request
+	shape := p.shape()
+	ticks := (pricedWindows*p.plan.Look + 1) * p.stride
+	p.need = p.need[:0]
+	for j := 0; j < ticks; j++ {
+		tau := obs.Time.Add(time.Duration(j) * tick)
+		f := p.pathAt(tb, shape, obs.Time, d, off, tau)
+		n := int32(math.Ceil(math.Max(0, f+m) / per))
+		n = min(max(n, r.cfg.Params.MinReplicas), r.cfg.Params.MaxReplicas)
+		e := j / p.stride
+		if e >= len(p.need) {
+			p.need = append(p.need, 0)
+		}
+		p.need[e] = max(p.need[e], n)
+	}
+	// An element the pods ordered before now serve needs at most what they are: its need is read
+	// at the margin, so a need above them is no certain overload, and the pods there serve it as
+	// far as they go (releasing them while the demand is forecast above them would be perverse).
+	for e := 0; e < p.plan.Look && e < len(p.need); e++ {
+		p.need[e] = min(p.need[e], max(obs.Current, r.cfg.Params.MinReplicas))
+	}
+	n := p.plan.First(p.need, lambda*float64(p.stride))
+	b.Lambda = lambda
+	b.Margin = math.NaN()
+	if fu > 0 {
+		b.Margin = (fu + m) / fu // the margin at the level 1/λ the need was read with
+	}
+	b.Quantile = (float64(n) - 0.5) * per
+	b.QuantileDown = b.Quantile
+}

@@ -1,0 +1,67 @@
+package policy
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// TestPricedPathShapes: the path between samples read in each shape, and the shape picked is the
+// one whose forecasts of the lead were nearer what came.
+func TestPricedPathShapes(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	step := 5 * time.Minute
+	tb := &tickBudget{step: step}
+	var p pricer
+	p.newPath(tb, t0) // no path before: nothing ahead
+	if !math.IsNaN(p.ahead) {
+		t.Fatalf("ahead %v with no path before, want NaN", p.ahead)
+	}
+	tb.newPath(t0, 10, []float64{20, 40}, true)
+	at := func(m float64) time.Time { return t0.Add(time.Duration(m * float64(time.Minute))) }
+	const d, off = 12.0, 2.0 // the demand now at t0+1m, and the linear path's anchor there
+	for _, c := range []struct {
+		shape int
+		tau   time.Time
+		want  float64
+	}{
+		{shapeLinear, at(2.5), 15 + off}, // halfway from 10 to 20
+		{shapeLinear, at(7.5), 30 + off}, // halfway from 20 to 40
+		{shapeLinear, at(20), 40 + off},  // flat past the end
+		{shapeAhead, at(2.5), d},         // the interval of now: nothing ahead, the demand now
+		{shapeAhead, at(5), 20},          // each sample from its time on
+		{shapeAhead, at(9.9), 20},        //
+		{shapeAhead, at(10), 40},         //
+		{shapeBehind, at(2.5), 20},       // each sample over the step before it
+		{shapeBehind, at(5), 20},         //
+		{shapeBehind, at(5.1), 40},       //
+		{shapeBehind, at(30), 40},        // flat past the end
+	} {
+		if got := p.pathAt(tb, c.shape, at(1), d, off, c.tau); got != c.want {
+			t.Errorf("shape %d at %v: %v, want %v", c.shape, c.tau.Sub(t0), got, c.want)
+		}
+	}
+	// A new path at t0+5m: shapeAhead holds the old path's forecast of that time (20) over the
+	// new path's first interval.
+	p.newPath(tb, at(5))
+	tb.newPath(at(5), 18, []float64{30}, true)
+	if got := p.pathAt(tb, shapeAhead, at(6), d, off, at(7)); got != 20 {
+		t.Errorf("ahead over the first interval of a new path: %v, want 20 (the old path's forecast)", got)
+	}
+	// Scoring: the shape whose forecasts were nearest is read.
+	if got := p.shape(); got != shapeLinear {
+		t.Errorf("nothing scored: shape %d, want linear", got)
+	}
+	for range 10 {
+		p.score(20, pendingForecast{shaped: [shapes]float64{25, 21, 30}})
+	}
+	if got := p.shape(); got != shapeAhead {
+		t.Errorf("errors 5, 1, 10: shape %d, want ahead (%d); errors %v", got, shapeAhead, p.err)
+	}
+	for range 200 {
+		p.score(20, pendingForecast{shaped: [shapes]float64{20.5, 26, 30}})
+	}
+	if got := p.shape(); got != shapeLinear {
+		t.Errorf("linear nearest since: shape %d, want linear; errors %v", got, p.err)
+	}
+}

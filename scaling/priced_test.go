@@ -1,0 +1,119 @@
+package scaling
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// planBrute is every optimal first size of the priced programme by enumeration of O: the
+// sizes x_0 of the sets O that minimise Σ_q max(minR, the largest need outside O over
+// [q, q+look]) + λ·|O ∖ doomed|.
+func planBrute(need []int32, look int, minR int32, lambda float64) []int32 {
+	n := len(need)
+	best := math.Inf(1)
+	var firsts []int32
+	for mask := range 1 << n {
+		ok := true
+		cost := 0.0
+		for j, c := range need {
+			if c < 0 && mask>>j&1 == 0 {
+				ok = false // a doomed tick is overloaded whatever is ordered
+				break
+			}
+			if c >= 0 && mask>>j&1 == 1 {
+				cost += lambda
+			}
+		}
+		if !ok {
+			continue
+		}
+		var first int32
+		for q := range n {
+			x := minR
+			for j := q; j <= min(q+look, n-1); j++ {
+				if mask>>j&1 == 0 {
+					x = max(x, need[j])
+				}
+			}
+			if q == 0 {
+				first = x
+			}
+			cost += float64(x)
+		}
+		switch {
+		case cost < best-1e-9:
+			best, firsts = cost, []int32{first}
+		case cost <= best+1e-9 && !slices.Contains(firsts, first):
+			firsts = append(firsts, first)
+		}
+	}
+	return firsts
+}
+
+// TestPlanBrute: the programme's first size is an optimal one, against enumeration on
+// random needs with doomed ticks, at prices from below a pod to above a whole window.
+func TestPlanBrute(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 400 {
+		look := 1 + rng.IntN(4)
+		n := 1 + rng.IntN(12)
+		need := make([]int32, n)
+		for j := range need {
+			need[j] = int32(1 + rng.IntN(8))
+			if j < look && rng.IntN(5) == 0 {
+				need[j] = -1
+			}
+		}
+		lambda := []float64{0.5, 1.5, 3, 7, 20}[trial%5]
+		got := (&Plan{Look: look, Min: 1}).First(need, lambda)
+		if want := planBrute(need, look, 1, lambda); !slices.Contains(want, got) {
+			t.Fatalf("need %v, look %d, λ %v: first size %d, optimal first sizes %v", need, look, lambda, got, want)
+		}
+	}
+}
+
+// TestPlanSpends: a one-tick spike is left overloaded when covering it costs more pods than
+// the price of a tick, and covered when it costs less; a plateau ahead is ordered in time.
+func TestPlanSpends(t *testing.T) {
+	spike := []int32{2, 2, 2, 12, 2, 2, 2, 2, 2, 2, 2, 2}
+	// Covering the spike at tick 3 holds 10 more pods over the 4 ticks of its window (look 3).
+	if got := (&Plan{Look: 3, Min: 1}).First(spike, 20); got != 2 {
+		t.Errorf("λ 20 < 40 pod-ticks: first size %d, want 2 (the spike left overloaded)", got)
+	}
+	if got := (&Plan{Look: 3, Min: 1}).First(spike, 60); got != 12 {
+		t.Errorf("λ 60 > 40 pod-ticks: first size %d, want 12 (the spike covered)", got)
+	}
+	plateau := []int32{2, 2, 2, 9, 9, 9, 9, 9, 9, 9, 9, 9}
+	if got := (&Plan{Look: 3, Min: 1}).First(plateau, 20); got != 9 {
+		t.Errorf("a long plateau a start-up ahead: first size %d, want 9", got)
+	}
+	// A doomed tick is not paid for: nothing else needs more than 2.
+	doomed := []int32{2, -1, 2, 2, 2}
+	if got := (&Plan{Look: 3, Min: 1}).First(doomed, 1e6); got != 2 {
+		t.Errorf("a doomed tick: first size %d, want 2", got)
+	}
+}
+
+// BenchmarkPlan is one decision of the priced programme at a 2-minute lead on 15 s ticks
+// (look 8, 256 states), over one start-up window ahead and over three: the cost of the rule,
+// to read against the ≤ 50 µs a decision may take.
+func BenchmarkPlan(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, windows := range []int{1, 3} {
+		b.Run(fmt.Sprintf("windows=%d", windows), func(b *testing.B) {
+			const look = 8
+			need := make([]int32, windows*look+1)
+			p := &Plan{Look: look, Min: 1}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				for j := range need {
+					need[j] = int32(5 + rng.IntN(20))
+				}
+				_ = p.First(need, 40)
+			}
+		})
+	}
+}
