@@ -86,8 +86,16 @@ func (p *pricer) pathAt(tb *tickBudget, s int, now time.Time, d, off float64, ta
 	}
 	x := float64(tau.Sub(tb.t0)) / float64(tb.step)
 	if s == shapeBehind {
-		j := int(math.Ceil(x)) - 1 // point j is at t0 + (j+1)·step and holds over the step before it
-		return tb.path[min(max(j, 0), len(tb.path)-1)]
+		// Point j is at t0 + (j+1)·step and holds over the step before it. The step that holds
+		// now is the demand now, and the path after it is anchored there (shifted by the demand
+		// now less its forecast), as the linear path is.
+		last := len(tb.path) - 1
+		jn := min(max(int(math.Ceil(float64(now.Sub(tb.t0))/float64(tb.step)))-1, 0), last)
+		j := min(max(int(math.Ceil(x))-1, 0), last)
+		if j <= jn {
+			return d
+		}
+		return tb.path[j] + d - tb.path[jn]
 	}
 	j := int(x)
 	if j == 0 {

@@ -32,10 +32,10 @@ func TestPricedPathShapes(t *testing.T) {
 		{shapeAhead, at(5), 20},          // each sample from its time on
 		{shapeAhead, at(9.9), 20},        //
 		{shapeAhead, at(10), 40},         //
-		{shapeBehind, at(2.5), 20},       // each sample over the step before it
-		{shapeBehind, at(5), 20},         //
-		{shapeBehind, at(5.1), 40},       //
-		{shapeBehind, at(30), 40},        // flat past the end
+		{shapeBehind, at(2.5), d},        // the step that holds now: the demand now
+		{shapeBehind, at(5), d},
+		{shapeBehind, at(5.1), 40 + d - 20}, // each sample over the step before it, anchored now
+		{shapeBehind, at(30), 40 + d - 20},  // flat past the end
 	} {
 		if got := p.pathAt(tb, c.shape, at(1), d, off, c.tau); got != c.want {
 			t.Errorf("shape %d at %v: %v, want %v", c.shape, c.tau.Sub(t0), got, c.want)
