@@ -50,7 +50,8 @@ type pricer struct {
 	scored int
 	// ahead is the previous path's forecast of the sample that starts the current path (NaN:
 	// none), which shapeAhead holds over the current path's first interval.
-	ahead, aheadAt float64
+	ahead float64
+	last  time.Time // the last tick priced
 }
 
 // score judges the shapes of the forecast f, come due, against the demand d.
@@ -136,6 +137,16 @@ func lambdaBounds(budget float64) (lo, hi float64) { return 0, math.Log(10 / bud
 // calibration counts it).
 func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu float64, exceeded bool) {
 	tb, b, p := &r.tb, &r.budget, &r.pr
+	b.Lambda = math.Exp(p.lnL)
+	if math.IsNaN(d) || math.IsNaN(fu) {
+		// No demand now (a missing observation): no size, and scaling.Budget keeps the one there
+		// is; the price waits for a tick it can judge.
+		b.Quantile, b.QuantileDown, b.Margin = math.NaN(), math.NaN(), math.NaN()
+		if p.stride == 0 {
+			b.Lambda = math.NaN()
+		}
+		return
+	}
 	bud := r.cfg.Calibration.Budget
 	tick := dt
 	k := max(int((tb.lead+tick-1)/tick), 1)
@@ -145,8 +156,12 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu float64, ex
 		p.lnL = math.Log(float64(p.plan.Look + 1))
 	}
 	// The price follows the overload of the tick just served, except at max_replicas, where no
-	// size could have avoided it.
-	if !(exceeded && obs.Current >= r.cfg.Params.MaxReplicas) {
+	// size could have avoided it, and once per tick: a doubled or late observation moves nothing.
+	fresh := obs.Time.After(p.last)
+	if fresh {
+		p.last = obs.Time
+	}
+	if fresh && !(exceeded && obs.Current >= r.cfg.Params.MaxReplicas) {
 		x := 0.0
 		if exceeded {
 			x = 1

@@ -1,9 +1,13 @@
 package policy
 
 import (
+	"context"
+	"errors"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/debi-scaler/debi/scaling"
 )
 
 // TestPricedPathShapes: the path between samples read in each shape, and the shape picked is the
@@ -63,5 +67,57 @@ func TestPricedPathShapes(t *testing.T) {
 	}
 	if got := p.shape(); got != shapeLinear {
 		t.Errorf("linear nearest since: shape %d, want linear; errors %v", got, p.err)
+	}
+}
+
+// TestPricedRuleInputs: under the priced rule a missing observation keeps the size, a doubled
+// one moves the price once, and the price rises while ticks are overloaded and falls while they
+// are not.
+func TestPricedRuleInputs(t *testing.T) {
+	r := newRunner(t, "naive-budget", func(c *Config) {
+		c.Params.Budget.Rule, c.Params.Budget.Hold = scaling.RulePriced, 0
+		c.Step, c.LeadSteps, c.LeadTime = time.Minute, 3, 2*time.Minute
+	})
+	ctx := context.Background()
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 15 * time.Second) }
+	step := func(i int, demand float64, n int32) Result {
+		t.Helper()
+		res, err := r.Step(ctx, Observation{Time: at(i), Demand: demand, Current: n, Ready: n})
+		if err != nil && !errors.Is(err, ErrNoData) {
+			t.Fatal(err)
+		}
+		return res
+	}
+	i := 0
+	for ; i < 200; i++ { // a flat load on 10 pods: no overload, the price falls
+		step(i, 2, 10)
+	}
+	res := step(i, 2, 10)
+	if res.Budget == nil || !(res.Budget.Lambda >= 1) {
+		t.Fatalf("no price: %+v", res.Budget)
+	}
+	low := res.Budget.Lambda
+	if res.Term != "price" {
+		t.Errorf("term %q, want price", res.Term)
+	}
+	// The same tick again: the price stays.
+	if again := step(i, 2, 10); again.Budget.Lambda != low {
+		t.Errorf("a doubled observation moved the price from %v to %v", low, again.Budget.Lambda)
+	}
+	// No observation: the size is kept whatever the rule would say.
+	i++
+	if res := step(i, math.NaN(), 10); res.Decision.Replicas != 10 {
+		t.Errorf("no observation: %d replicas, want the 10 there are", res.Decision.Replicas)
+	}
+	// Overloaded ticks (demand above u_sla·ready·request on 1 pod): the price rises.
+	for k := range 20 {
+		i++
+		res = step(i, 50, 1)
+		if k == 0 {
+			low = res.Budget.Lambda
+		}
+	}
+	if !(res.Budget.Lambda > low) {
+		t.Errorf("20 overloaded ticks: price %v, not above %v", res.Budget.Lambda, low)
 	}
 }

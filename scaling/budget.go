@@ -61,7 +61,7 @@ func (b BudgetParams) fieldErrors() []error {
 //   - a scale-down needs in.WDown, the quantile over the lead time plus the hold, to fit in
 //     fewer pods, a saving of at least one pod (and MinSaving of the size), and Hold since the
 //     last change of size;
-//   - no scale-down without an observation (NaN WNow keeps the size).
+//   - no scale-down without an observation (NaN WNow or W keeps the size).
 //
 // Loads are utilizations at the current size, as everywhere in package scaling.
 type Budget struct {
@@ -90,7 +90,9 @@ func (b *Budget) Recommend(in Input) Decision {
 		// A change of size, by us or anyone, restarts the hold.
 		b.seen, b.lastSize, b.lastChange = true, in.Current, in.Time
 	}
-	if math.IsNaN(in.WNow) || in.WNow < 0 {
+	// No observation, or none of the demand to come (a tick whose observation is missing: the
+	// quantile, or the priced size, is NaN): keep the size.
+	if math.IsNaN(in.WNow) || in.WNow < 0 || math.IsNaN(in.W) {
 		d.Reason = ReasonNoLoad
 		return b.finish(in, d)
 	}

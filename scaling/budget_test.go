@@ -175,4 +175,12 @@ func TestBudgetPricedNoFloor(t *testing.T) {
 	if d := pr.Recommend(in); d.Replicas != 10 || d.Reason != ReasonNoLoad {
 		t.Errorf("priced rule, no observation: %+v, want 10 (no load)", d)
 	}
+	// A tick with an observed load but no demand to come (its own observation missing: the
+	// quantile or the priced size is NaN) keeps the size under either rule.
+	in.WNow, in.W, in.WDown = 0.2, math.NaN(), math.NaN()
+	for _, a := range []Algorithm{q, pr} {
+		if d := a.Recommend(in); d.Replicas != 10 || d.Reason != ReasonNoLoad {
+			t.Errorf("%v: no quantile: %+v, want 10 (no load)", a.(*Budget).p.Budget.Rule, d)
+		}
+	}
 }
