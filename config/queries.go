@@ -1,0 +1,121 @@
+package config
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+// Queries are the PromQL expressions of one policy. Each must return one series.
+type Queries struct {
+	// Demand is the workload's CPU use in cores, D(t).
+	Demand string `yaml:"demand"`
+	// Replicas is the spec replica count N(t).
+	Replicas string `yaml:"replicas"`
+	// ReadyReplicas is the ready replica count Nr(t).
+	ReadyReplicas string `yaml:"ready_replicas"`
+	// Request is the CPU request of one pod in cores; leave empty and set policy.request for a
+	// fixed value.
+	Request string `yaml:"request"`
+}
+
+// policyQueries checks the policy's request, fills its metrics and queries from their defaults
+// and checks the queries.
+func (c *Config) policyQueries(p *Policy, path string, targetOK bool, errs *errList) {
+	if p.Request < 0 || math.IsNaN(p.Request) || math.IsInf(p.Request, 0) {
+		errs.addf(path+".request", "must be a positive number of cores, got %v", p.Request)
+	} else if p.Request > 0 && p.Queries.Request != "" {
+		errs.addf(path+".request", "set either a fixed request or queries.request, not both")
+	}
+	// The default queries are built from the target: with an invalid one, only the queries the
+	// file sets are checked.
+	c.metricDefaults(p, path, targetOK, errs)
+	if targetOK {
+		c.queryDefaults(p)
+	}
+	several := len(p.Metrics.List) > 0
+	for _, q := range []struct{ field, expr string }{
+		{"demand", p.Queries.Demand}, {"replicas", p.Queries.Replicas},
+		{"ready_replicas", p.Queries.ReadyReplicas}, {"request", p.Queries.Request},
+	} {
+		qpath := path + ".queries." + q.field
+		if q.expr == "" {
+			if q.field != "request" && targetOK && !(several && q.field == "demand") {
+				errs.addf(qpath, "required: no default query for target kind %q", p.Target.Kind)
+			}
+			continue
+		}
+		expr, err := parser.NewParser(parser.Options{}).ParseExpr(q.expr)
+		if err != nil {
+			errs.add(&FieldError{Path: qpath, Err: err})
+			continue
+		}
+		if t := expr.Type(); t != parser.ValueTypeVector && t != parser.ValueTypeScalar {
+			errs.addf(qpath, "must return an instant vector or a scalar, got a %s", t)
+		}
+	}
+}
+
+// queryDefaults fills the queries a policy leaves out from the recording rules shipped in
+// rules/ and from kube-state-metrics, keyed by the labels of the target.
+func (c *Config) queryDefaults(p *Policy) {
+	kind := p.Target.WorkloadType()
+	sel := fmt.Sprintf(`namespace=%q,%s=%q`, p.Target.Namespace, kind, p.Target.Name)
+	wsel := fmt.Sprintf(`namespace=%q,workload_type=%q,workload=%q`, p.Target.Namespace, kind, p.Target.Name)
+	several := len(p.Metrics.List) > 0 // the metrics carry their own demand and request
+	if p.Queries.Demand == "" && !several {
+		p.Queries.Demand = fmt.Sprintf(`sum(namespace_workload:debi_cpu_usage_cores:rate1m{%s})`, wsel)
+	}
+	if p.Queries.Request == "" && p.Request == 0 && !several {
+		p.Queries.Request = fmt.Sprintf(`max(namespace_workload:debi_cpu_request_per_pod_cores:avg{%s})`, wsel)
+	}
+	switch kind {
+	case "deployment", "statefulset":
+		if p.Queries.Replicas == "" {
+			p.Queries.Replicas = fmt.Sprintf(`max(kube_%s_spec_replicas{%s})`, kind, sel)
+		}
+		if p.Queries.ReadyReplicas == "" {
+			if kind == "deployment" {
+				p.Queries.ReadyReplicas = fmt.Sprintf(`max(kube_deployment_status_replicas_ready{%s})`, sel)
+			} else {
+				p.Queries.ReadyReplicas = fmt.Sprintf(`max(kube_statefulset_status_replicas_ready{%s})`, sel)
+			}
+		}
+	}
+}
+
+// HistoryFallback returns, for the demand and request queries a policy left to their defaults
+// (the recording rules of rules/), the same figures computed from the raw series the rules
+// read: cAdvisor's container_cpu_usage_seconds_total and kube-state-metrics' kube_pod_owner,
+// kube_replicaset_owner and kube_pod_container_resource_requests, which kube-prometheus-stack
+// keeps from the day it is installed, while the rules have no history before debi's. The
+// history loaders (the exporter's warm start and the what-if) read the rule and fill the
+// times it has no sample from the fallback. A query the configuration sets, or a target kind
+// the rules do not relabel, has no fallback (empty).
+func (p *Policy) HistoryFallback() Queries {
+	kind := p.Target.WorkloadType()
+	var owner string
+	switch kind {
+	case "deployment":
+		owner = fmt.Sprintf(`max by (namespace, pod) (label_replace(kube_pod_owner{namespace=%q,owner_kind="ReplicaSet"}, "replicaset", "$1", "owner_name", "(.*)")`+
+			` * on (replicaset, namespace) group_left () topk by (replicaset, namespace) (1, max by (replicaset, namespace, owner_name) (kube_replicaset_owner{namespace=%q,owner_kind="Deployment",owner_name=%q})))`,
+			p.Target.Namespace, p.Target.Namespace, p.Target.Name)
+	case "statefulset":
+		owner = fmt.Sprintf(`max by (namespace, pod) (kube_pod_owner{namespace=%q,owner_kind="StatefulSet",owner_name=%q})`, p.Target.Namespace, p.Target.Name)
+	default:
+		return Queries{}
+	}
+	def := Policy{Target: p.Target, Request: p.Request}
+	(*Config)(nil).queryDefaults(&def)
+	var q Queries
+	if p.Queries.Demand == def.Queries.Demand {
+		q.Demand = fmt.Sprintf(`sum(sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{namespace=%q,container!="",container!="POD",image!=""}[1m])) * on (namespace, pod) group_left () %s)`,
+			p.Target.Namespace, owner)
+	}
+	if p.Queries.Request != "" && p.Queries.Request == def.Queries.Request {
+		q.Request = fmt.Sprintf(`avg(sum by (namespace, pod) (kube_pod_container_resource_requests{namespace=%q,resource="cpu"}) * on (namespace, pod) group_left () %s)`,
+			p.Target.Namespace, owner)
+	}
+	return q
+}
