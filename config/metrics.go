@@ -384,120 +384,10 @@ func (c *Config) metricDefaults(p *Policy, path string, targetOK bool, errs *err
 	for j := range p.Metrics.List {
 		m := &p.Metrics.List[j]
 		mp := fmt.Sprintf("%s.metrics[%d]", path, j)
-		switch {
-		case m.Name == "":
-			errs.addf(mp+".name", "required")
-		case !metricNameRe.MatchString(m.Name) || len(m.Name) > 63:
-			errs.addf(mp+".name", "%q must be lower-case letters, digits and '_', starting with a letter (it is a label value)", m.Name)
-		default:
-			if k, dup := seen[m.Name]; dup {
-				errs.addf(mp+".name", "%q is already used by metrics[%d]", m.Name, k)
-			}
-			seen[m.Name] = j
-		}
-		switch {
-		case m.Unit == "" && m.Name == "cpu":
-			m.Unit = "cores"
-		case m.Unit == "" && m.Name == "memory":
-			m.Unit = "bytes"
-		case m.Unit == "":
-			errs.addf(mp+".unit", "required: one of %s", strings.Join(metricUnits, ", "))
-		default:
-			known := false
-			for _, u := range metricUnits {
-				known = known || u == m.Unit
-			}
-			if !known {
-				errs.addf(mp+".unit", "%q is not one of %s", m.Unit, strings.Join(metricUnits, ", "))
-			}
-		}
-		nsrc := 0
-		for _, set := range []bool{m.External != nil, m.Object != nil, m.Pods != nil} {
-			if set {
-				nsrc++
-			}
-		}
-		switch {
-		case nsrc > 1 || nsrc == 1 && m.Query != "":
-			errs.addf(mp, "set exactly one of query, external, object and pods")
-		case nsrc == 1:
-			checkSource(m, mp, errs)
-		}
-		if targetOK && nsrc == 0 {
-			switch {
-			case m.Query == "" && m.Name == "cpu":
-				m.Query = fmt.Sprintf(`sum(namespace_workload:debi_cpu_usage_cores:rate1m{%s})`, wsel)
-			case m.Query == "" && m.Name == "memory" && m.Unit == "bytes":
-				// The working set, as the HPA's memory metric (rules/debi.rules.yaml).
-				m.Query = fmt.Sprintf(`sum(namespace_workload:debi_memory_working_set_bytes:sum{%s})`, wsel)
-			}
-		}
-		switch {
-		case nsrc > 0:
-		case m.Query == "":
-			errs.addf(mp+".query", "required: PromQL returning the workload's total of the metric (or a metrics API: external, object or pods)")
-		default:
-			checkExpr(mp+".query", m.Query, errs)
-		}
-		t := &m.Target
-		if nsrc > 0 && t.Type == TargetUtilization {
-			errs.addf(mp+".target.type", "a metric from a metrics API takes an AverageValue or Value target (Utilization is a resource's)")
-		}
-		switch t.Type {
-		case TargetUtilization:
-			if u := t.AverageUtilization; u != nil && (!(*u > 0) || math.IsInf(*u, 0)) {
-				errs.addf(mp+".target.averageUtilization", "must be a positive percentage, got %v", *u)
-			}
-			if t.AverageValue != "" || t.Value != "" {
-				errs.addf(mp+".target", "type Utilization takes averageUtilization only")
-			}
-			if m.Request < 0 || math.IsNaN(m.Request) || math.IsInf(m.Request, 0) {
-				errs.addf(mp+".request", "must be a positive request per pod in %s, got %v", m.Unit, m.Request)
-			} else if m.Request > 0 && m.RequestQuery != "" {
-				errs.addf(mp+".request", "set either request or request_query, not both")
-			}
-			if m.Request == 0 && m.RequestQuery == "" && targetOK {
-				switch m.Name {
-				case "cpu":
-					m.RequestQuery = fmt.Sprintf(`max(namespace_workload:debi_cpu_request_per_pod_cores:avg{%s})`, wsel)
-				case "memory":
-					if m.Unit == "bytes" {
-						m.RequestQuery = fmt.Sprintf(`max(namespace_workload:debi_memory_request_per_pod_bytes:avg{%s})`, wsel)
-						break
-					}
-					errs.addf(mp+".request_query", "required with a Utilization target: the request of one pod in %s (or a fixed request)", m.Unit)
-				default:
-					errs.addf(mp+".request_query", "required with a Utilization target: the request of one pod in %s (or a fixed request)", m.Unit)
-				}
-			}
-			if m.RequestQuery != "" {
-				checkExpr(mp+".request_query", m.RequestQuery, errs)
-			}
-		case TargetAverageValue, TargetValue:
-			field, v := "averageValue", t.AverageValue
-			if t.Type == TargetValue {
-				field, v = "value", t.Value
-			}
-			q, err := resource.ParseQuantity(strings.TrimSpace(v))
-			switch {
-			case v == "":
-				errs.addf(mp+".target."+field, "required with type %s", t.Type)
-			case err != nil:
-				errs.addf(mp+".target."+field, "%q is not a quantity (e.g. 100, 0.5, 500m, 512Mi)", v)
-			case q.Sign() <= 0:
-				errs.addf(mp+".target."+field, "must be positive, got %s", v)
-			}
-			if t.AverageUtilization != nil || (t.Type == TargetValue && t.AverageValue != "") || (t.Type == TargetAverageValue && t.Value != "") {
-				errs.addf(mp+".target", "type %s takes %s only", t.Type, field)
-			}
-			if m.Request != 0 || m.RequestQuery != "" {
-				errs.addf(mp+".request", "only a Utilization target has a request")
-			}
-		case "":
-			errs.addf(mp+".target.type", "required: Utilization, AverageValue or Value")
-		default:
-			errs.addf(mp+".target.type", "%q is not Utilization, AverageValue or Value", t.Type)
-		}
+		metricName(m, mp, j, seen, errs)
+		metricUnit(m, mp, errs)
+		nsrc := metricSource(m, mp, wsel, targetOK, errs)
+		metricTarget(m, mp, wsel, nsrc, targetOK, errs)
 		if m.Stabilization.Window == 0 {
 			m.Stabilization.Window = scaling.DefaultMetricsPolicy().Window
 		}
@@ -506,6 +396,156 @@ func (c *Config) metricDefaults(p *Policy, path string, targetOK bool, errs *err
 		for _, w := range warns {
 			c.warnings = append(c.warnings, fmt.Sprintf("%s.stabilization.%s", mp, w))
 		}
+	}
+}
+
+// metricName checks the name of metric m, the j-th at mp (policies[i].metrics[j]): a label
+// value, once per policy (seen holds the names so far and their indices).
+func metricName(m *Metric, mp string, j int, seen map[string]int, errs *errList) {
+	switch {
+	case m.Name == "":
+		errs.addf(mp+".name", "required")
+	case !metricNameRe.MatchString(m.Name) || len(m.Name) > 63:
+		errs.addf(mp+".name", "%q must be lower-case letters, digits and '_', starting with a letter (it is a label value)", m.Name)
+	default:
+		if k, dup := seen[m.Name]; dup {
+			errs.addf(mp+".name", "%q is already used by metrics[%d]", m.Name, k)
+		}
+		seen[m.Name] = j
+	}
+}
+
+// metricUnit fills the unit of cpu (cores) and memory (bytes) and checks every metric's.
+func metricUnit(m *Metric, mp string, errs *errList) {
+	switch {
+	case m.Unit == "" && m.Name == "cpu":
+		m.Unit = "cores"
+	case m.Unit == "" && m.Name == "memory":
+		m.Unit = "bytes"
+	case m.Unit == "":
+		errs.addf(mp+".unit", "required: one of %s", strings.Join(metricUnits, ", "))
+	default:
+		known := false
+		for _, u := range metricUnits {
+			known = known || u == m.Unit
+		}
+		if !known {
+			errs.addf(mp+".unit", "%q is not one of %s", m.Unit, strings.Join(metricUnits, ", "))
+		}
+	}
+}
+
+// metricSource checks where metric m comes from, a query or one metrics API (external, object
+// or pods), and fills the default query of cpu and memory from the recording rules (wsel selects
+// the workload) when the target is valid. It returns how many metrics APIs m names.
+func metricSource(m *Metric, mp, wsel string, targetOK bool, errs *errList) (nsrc int) {
+	for _, set := range []bool{m.External != nil, m.Object != nil, m.Pods != nil} {
+		if set {
+			nsrc++
+		}
+	}
+	switch {
+	case nsrc > 1 || nsrc == 1 && m.Query != "":
+		errs.addf(mp, "set exactly one of query, external, object and pods")
+	case nsrc == 1:
+		checkSource(m, mp, errs)
+	}
+	if targetOK && nsrc == 0 {
+		switch {
+		case m.Query == "" && m.Name == "cpu":
+			m.Query = fmt.Sprintf(`sum(namespace_workload:debi_cpu_usage_cores:rate1m{%s})`, wsel)
+		case m.Query == "" && m.Name == "memory" && m.Unit == "bytes":
+			// The working set, as the HPA's memory metric (rules/debi.rules.yaml).
+			m.Query = fmt.Sprintf(`sum(namespace_workload:debi_memory_working_set_bytes:sum{%s})`, wsel)
+		}
+	}
+	switch {
+	case nsrc > 0:
+	case m.Query == "":
+		errs.addf(mp+".query", "required: PromQL returning the workload's total of the metric (or a metrics API: external, object or pods)")
+	default:
+		checkExpr(mp+".query", m.Query, errs)
+	}
+	return nsrc
+}
+
+// metricTarget checks the target of metric m, whose source names nsrc metrics APIs, and its
+// request: a Utilization target's (utilizationTarget), or that an AverageValue or Value target
+// has none (valueTarget).
+func metricTarget(m *Metric, mp, wsel string, nsrc int, targetOK bool, errs *errList) {
+	t := &m.Target
+	if nsrc > 0 && t.Type == TargetUtilization {
+		errs.addf(mp+".target.type", "a metric from a metrics API takes an AverageValue or Value target (Utilization is a resource's)")
+	}
+	switch t.Type {
+	case TargetUtilization:
+		utilizationTarget(m, mp, wsel, targetOK, errs)
+	case TargetAverageValue, TargetValue:
+		valueTarget(m, mp, errs)
+	case "":
+		errs.addf(mp+".target.type", "required: Utilization, AverageValue or Value")
+	default:
+		errs.addf(mp+".target.type", "%q is not Utilization, AverageValue or Value", t.Type)
+	}
+}
+
+// utilizationTarget checks a Utilization target of metric m and its request per pod, a fixed
+// request or a query, filling the request query of cpu and memory (in bytes) from the recording
+// rules when the target is valid.
+func utilizationTarget(m *Metric, mp, wsel string, targetOK bool, errs *errList) {
+	t := &m.Target
+	if u := t.AverageUtilization; u != nil && (!(*u > 0) || math.IsInf(*u, 0)) {
+		errs.addf(mp+".target.averageUtilization", "must be a positive percentage, got %v", *u)
+	}
+	if t.AverageValue != "" || t.Value != "" {
+		errs.addf(mp+".target", "type Utilization takes averageUtilization only")
+	}
+	if m.Request < 0 || math.IsNaN(m.Request) || math.IsInf(m.Request, 0) {
+		errs.addf(mp+".request", "must be a positive request per pod in %s, got %v", m.Unit, m.Request)
+	} else if m.Request > 0 && m.RequestQuery != "" {
+		errs.addf(mp+".request", "set either request or request_query, not both")
+	}
+	if m.Request == 0 && m.RequestQuery == "" && targetOK {
+		switch m.Name {
+		case "cpu":
+			m.RequestQuery = fmt.Sprintf(`max(namespace_workload:debi_cpu_request_per_pod_cores:avg{%s})`, wsel)
+		case "memory":
+			if m.Unit == "bytes" {
+				m.RequestQuery = fmt.Sprintf(`max(namespace_workload:debi_memory_request_per_pod_bytes:avg{%s})`, wsel)
+				break
+			}
+			errs.addf(mp+".request_query", "required with a Utilization target: the request of one pod in %s (or a fixed request)", m.Unit)
+		default:
+			errs.addf(mp+".request_query", "required with a Utilization target: the request of one pod in %s (or a fixed request)", m.Unit)
+		}
+	}
+	if m.RequestQuery != "" {
+		checkExpr(mp+".request_query", m.RequestQuery, errs)
+	}
+}
+
+// valueTarget checks an AverageValue or Value target of metric m: a positive quantity in its
+// own field alone, and no request.
+func valueTarget(m *Metric, mp string, errs *errList) {
+	t := &m.Target
+	field, v := "averageValue", t.AverageValue
+	if t.Type == TargetValue {
+		field, v = "value", t.Value
+	}
+	q, err := resource.ParseQuantity(strings.TrimSpace(v))
+	switch {
+	case v == "":
+		errs.addf(mp+".target."+field, "required with type %s", t.Type)
+	case err != nil:
+		errs.addf(mp+".target."+field, "%q is not a quantity (e.g. 100, 0.5, 500m, 512Mi)", v)
+	case q.Sign() <= 0:
+		errs.addf(mp+".target."+field, "must be positive, got %s", v)
+	}
+	if t.AverageUtilization != nil || (t.Type == TargetValue && t.AverageValue != "") || (t.Type == TargetAverageValue && t.Value != "") {
+		errs.addf(mp+".target", "type %s takes %s only", t.Type, field)
+	}
+	if m.Request != 0 || m.RequestQuery != "" {
+		errs.addf(mp+".request", "only a Utilization target has a request")
 	}
 }
 
