@@ -168,20 +168,26 @@ func size(m string) string {
 // read series that only budget policies publish, so they are empty for other policies.
 const BudgetRow = "Overload budget"
 
+// The policy dashboard's expressions, each on the policies of $policy (sel).
+const (
+	// readyCapacity is the capacity of the ready replicas in cores, Nr·R; both series carry the
+	// same policy labels.
+	readyCapacity = `debi_ready_replicas{` + sel + `} * ignoring (metric) group_right () debi_request_cores{` + sel + `}`
+	// observedDemand is the observed demand D without its load label, so it matches the replica
+	// and request series.
+	observedDemand = `max without (load) (debi_demand_cores{load="w1", ` + sel + `})`
+	// onWorkload keeps the series of every policy on the workload(s) of $policy (the acting one
+	// and its shadows), withAlgorithm adds the algorithm of debi_policy_info (max by: one series
+	// per policy, however many exporters publish it).
+	onWorkload    = ` and on (namespace, workload_type, workload) debi_policy_info{` + sel + `}`
+	withAlgorithm = ` * on (policy, namespace, workload_type, workload) group_left (algorithm) max by (policy, namespace, workload_type, workload, algorithm) (debi_policy_info)`
+)
+
 // policyDashboard is one policy step by step: what the exporter saw and predicted, what the
 // method made of it, what it costs, and what the webhook did.
 func policyDashboard() (dashboard.Dashboard, error) {
 	var id ids
-	// capacity of the ready replicas in cores, Nr·R; both series carry the same policy labels.
-	readyCap := `debi_ready_replicas{` + sel + `} * ignoring (metric) group_right () debi_request_cores{` + sel + `}`
-	// observed demand D without its load label, so it matches the replica and request series.
-	demand := `max without (load) (debi_demand_cores{load="w1", ` + sel + `})`
-	// onWorkload keeps the series of every policy on the workload(s) of $policy (the acting one
-	// and its shadows), withAlg adds the algorithm of debi_policy_info (max by: one series per
-	// policy, however many exporters publish it).
-	onWorkload := ` and on (namespace, workload_type, workload) debi_policy_info{` + sel + `}`
-	withAlg := ` * on (policy, namespace, workload_type, workload) group_left (algorithm) max by (policy, namespace, workload_type, workload, algorithm) (debi_policy_info)`
-	return base("debi-policy", "debi / Policy",
+	b := base("debi-policy", "debi / Policy",
 		"One debi policy: observed demand against forecast (W2) and high-water (W3), the effective load W, the dynamic target, replicas, cost, overload, forecast error and webhook actions.",
 		true).
 		// Every change of the webhook's decision, marked on every panel.
@@ -189,8 +195,22 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			Enable(true).IconColor("orange").
 			Expr(`changes(debi_webhook_last_decision_replicas{` + sel + `}[2m]) > 0`).
 			TitleFormat("webhook decided {{policy}} ({{mode}})").
-			Step("30s")).
-		WithRow(row(&id, "Demand and load")).
+			Step("30s"))
+	b = policyDemandRow(b, &id)
+	b = policyReplicasRow(b, &id)
+	b = policyCostRow(b, &id)
+	b = policyBaselineRow(b, &id)
+	b = policyForecastRow(b, &id)
+	b = policyBudgetRow(b, &id)
+	b = policyWebhookRow(b, &id)
+	return b.Build()
+}
+
+// policyDemandRow is the row "Demand and load": observed demand against forecast and high-water,
+// the loads W1, W2, W3 and W, and the dynamic target.
+func policyDemandRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.DashboardBuilder {
+	return b.
+		WithRow(row(id, "Demand and load")).
 		WithPanel(series(id.next(), "Demand: observed vs forecast vs high-water",
 			"CPU demand of the workload in cores. Forecast is W2's demand over the lead-time horizon (debi_forecast_horizon_seconds), drawn both when it was made and shifted forward by the horizon, at the time it is for; high-water is the EVT level W3 (exceeded with probability q); capacity is ready replicas × request.",
 			"short", 24, 9,
@@ -200,7 +220,7 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			// drawn now (offset), where the observed demand can be held against it.
 			q{expr: `debi_demand_cores{load="w2", ` + sel + `} offset ${horizon}s`, legend: "{{policy}} forecast (W2), at the time it is for"},
 			q{expr: `debi_demand_cores{load="w3", ` + sel + `}`, legend: "{{policy}} high-water"},
-			q{expr: readyCap, legend: "{{policy}} ready capacity"},
+			q{expr: readyCapacity, legend: "{{policy}} ready capacity"},
 		).AxisLabel("cores").Min(0)).
 		WithPanel(series(id.next(), "Load W1 / W2 / W3 / W",
 			"Loads as utilization at the current size: W1 observed, W2 forecast, W3 high-water, W = max(min(W2, W3), W1) for debi (W1 for hpa, max(W2, W1) for <model>-hpa). One set per metric of the policy (label metric, cpu for one metric): every metric is held at the one target, so the largest W is the metric that decides.",
@@ -215,8 +235,14 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			"percentunit", 8, 9,
 			q{expr: `debi_target_utilization_ratio{` + sel + `}`, legend: "{{policy}} target"},
 			q{expr: `debi_load_ratio{load="window", ` + sel + `}`, legend: "{{policy}} window load"},
-		).Min(0).Max(1)).
-		WithRow(row(&id, "Replicas")).
+		).Min(0).Max(1))
+}
+
+// policyReplicasRow is the row "Replicas": current, ready and recommended replicas, the webhook's
+// decision with the bounds the state allows, and why it decided.
+func policyReplicasRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.DashboardBuilder {
+	return b.
+		WithRow(row(id, "Replicas")).
 		WithPanel(series(id.next(), "Current vs recommended replicas",
 			"Spec and ready replicas as the exporter saw them, the exporter's recommendation, and the webhook's last decision (also in shadow mode).",
 			"short", 24, 9,
@@ -233,8 +259,14 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			"One line per (metric, term, reason) while it holds: metric is the metric whose count was the largest (the HPA's rule over several metrics), term the load W was taken from — w1 observed, w2 forecast, w3 high-water, quantile (budget), window (debi's window term) — and reason the rule's branch; at-max-replicas means limited by max_replicas (raise it), stabilized or rate-limited by the algorithm's state.",
 			"short", 24, 6,
 			q{expr: `debi_decision_info{` + sel + `}`, legend: "{{policy}}: {{metric}} {{term}}, {{reason}}"},
-		).AxisLabel("0/1").Min(0).Max(1).Decimals(0)).
-		WithRow(row(&id, "Cost and overload")).
+		).AxisLabel("0/1").Min(0).Max(1).Decimals(0))
+}
+
+// policyCostRow is the row "Cost and overload": cost, overload and utilization over the time
+// range, and the utilization of the ready replicas.
+func policyCostRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.DashboardBuilder {
+	return b.
+		WithRow(row(id, "Cost and overload")).
 		WithPanel(singleStat(id.next(), "Cost (replica-minutes)",
 			"Replica-minutes over the dashboard's time range: mean spec replicas × range.",
 			"short", 6,
@@ -248,48 +280,60 @@ func policyDashboard() (dashboard.Dashboard, error) {
 		WithPanel(singleStat(id.next(), "Overload (fraction of time)",
 			"Share of the time range with demand above u_sla × ready replicas × request (the backtest's overload).",
 			"percentunit", 6,
-			q{expr: `avg(avg_over_time((` + demand + ` > bool $sla * ` + readyCap + `)[$__range:]))`, instant: true},
+			q{expr: `avg(avg_over_time((` + observedDemand + ` > bool $sla * ` + readyCapacity + `)[$__range:]))`, instant: true},
 		).Decimals(1)).
 		WithPanel(singleStat(id.next(), "Mean utilization of requests",
 			"Observed demand ÷ (ready replicas × request), averaged over the time range.",
 			"percentunit", 6,
-			q{expr: `avg(avg_over_time((` + demand + ` / (` + readyCap + `))[$__range:]))`, instant: true},
+			q{expr: `avg(avg_over_time((` + observedDemand + ` / (` + readyCapacity + `))[$__range:]))`, instant: true},
 		).Decimals(1)).
 		WithPanel(series(id.next(), "Utilization of ready replicas",
 			"Observed demand ÷ (ready replicas × request). Above u_sla the workload is overloaded.",
 			"percentunit", 24, 8,
-			q{expr: demand + ` / (` + readyCap + `)`, legend: "{{policy}} utilization"},
+			q{expr: observedDemand + ` / (` + readyCapacity + `)`, legend: "{{policy}} utilization"},
 			q{expr: `debi_target_utilization_ratio{` + sel + `}`, legend: "{{policy}} target"},
-		).Min(0)).
+		).Min(0))
+}
+
+// policyBaselineRow is the row BaselineRow: every policy on the workload of the selected one, its
+// replicas, cost and counterfactual overload, and the cost against the hpa baseline.
+func policyBaselineRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.DashboardBuilder {
+	return b.
 		// Every policy on the workload of $policy: the acting one and its shadow baselines.
 		WithRow(dashboard.NewRowBuilder(BaselineRow).Id(id.extra())).
 		WithPanel(series(id.extra(), "Replicas of every policy on the workload",
 			"Recommended replicas of every policy on the workload of the selected policy (same namespace, workload_type and workload: the acting policy and its shadow baselines, webhook.policies[].mode: shadow), with the algorithm from debi_policy_info, against the spec replicas applied to the workload.",
 			"short", 24, 9,
-			q{expr: `debi_recommended_replicas` + withAlg + onWorkload, legend: "{{policy}} ({{algorithm}}) recommended"},
+			q{expr: `debi_recommended_replicas` + withAlgorithm + onWorkload, legend: "{{policy}} ({{algorithm}}) recommended"},
 			q{expr: `max by (namespace, workload_type, workload) (debi_current_replicas{` + sel + `})`, legend: "{{namespace}}/{{workload}} spec replicas (applied)"},
 		).AxisLabel("replicas").Min(0).Decimals(0)).
 		WithPanel(singleStat(id.extra(), "Cost of every policy on the workload (replica-minutes)",
 			"Replica-minutes over the time range of every policy on the workload: for the acting policy (debi_webhook_policy_info mode act or hpa-floor) the spec replicas it applied, for a shadow what it recommended (a policy the webhook does not publish counts at what it recommended).",
 			"short", 8,
-			q{expr: `max by (policy, algorithm) (avg_over_time(` + size("") + `[$__range:])` + withAlg + onWorkload + `) * $__range_s / 60`, legend: "{{policy}} ({{algorithm}})", instant: true},
+			q{expr: `max by (policy, algorithm) (avg_over_time(` + size("") + `[$__range:])` + withAlgorithm + onWorkload + `) * $__range_s / 60`, legend: "{{policy}} ({{algorithm}})", instant: true},
 		).Decimals(0)).
 		WithPanel(singleStat(id.extra(), "Counterfactual overload of every policy on the workload",
 			"Share of the time range with the observed demand above u_sla × the policy's recommended replicas × request: for a shadow policy the overload it would have had, had it been applied, without start-up delay (the acting policy's own overload, at the ready replicas, is \"Overload (fraction of time)\").",
 			"percentunit", 8,
-			q{expr: `max by (policy, algorithm) (avg_over_time((max without (load) (debi_demand_cores{load="w1"}) > bool $sla * debi_recommended_replicas * ignoring (metric) group_right () debi_request_cores)[$__range:])` + withAlg + onWorkload + `)`, legend: "{{policy}} ({{algorithm}})", instant: true},
+			q{expr: `max by (policy, algorithm) (avg_over_time((max without (load) (debi_demand_cores{load="w1"}) > bool $sla * debi_recommended_replicas * ignoring (metric) group_right () debi_request_cores)[$__range:])` + withAlgorithm + onWorkload + `)`, legend: "{{policy}} ({{algorithm}})", instant: true},
 		).Decimals(1)).
 		WithPanel(singleStat(id.extra(), "Cost against the baseline",
 			"The selected policy's replica-minutes over the time range ÷ those of the hpa-algorithm policy on the same workload (the cheapest, if there are several): below 100 % the selected policy costs less than the HPA would have. Empty without an hpa policy on the workload: add one in shadow (docs/exporter.md, \"A live HPA baseline\").",
 			"percentunit", 8,
 			q{expr: `max by (namespace, workload_type, workload) (avg_over_time(` + size(sel) + `[$__range:])) / on (namespace, workload_type, workload) min by (namespace, workload_type, workload) (avg_over_time((` + size("") + ` and on (policy, namespace, workload_type, workload) debi_policy_info{algorithm="hpa"})[$__range:]))`, instant: true},
-		).Decimals(0)).
-		WithRow(row(&id, "Forecast quality")).
+		).Decimals(0))
+}
+
+// policyForecastRow is the row "Forecast quality": the forecast's error, the EVT fit and the
+// exporter's inputs.
+func policyForecastRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.DashboardBuilder {
+	return b.
+		WithRow(row(id, "Forecast quality")).
 		WithPanel(series(id.next(), "Forecast error (rolling MAE)",
 			"Rolling mean absolute error of the demand forecast against the demand observed at its horizon, in cores (left axis) and relative to the observed demand (right axis).",
 			"short", 12, 8,
 			q{expr: `debi_forecast_mean_absolute_error_cores{` + sel + `}`, legend: "{{policy}} MAE (cores)"},
-			q{expr: `debi_forecast_mean_absolute_error_cores{` + sel + `} / ` + demand, legend: "{{policy}} MAE ÷ demand", unit: "percentunit", axis: "of the observed demand"},
+			q{expr: `debi_forecast_mean_absolute_error_cores{` + sel + `} / ` + observedDemand, legend: "{{policy}} MAE ÷ demand", unit: "percentunit", axis: "of the observed demand"},
 		).AxisLabel("cores").Min(0)).
 		WithPanel(series(id.next(), "High-water fit (EVT)",
 			"Peaks-over-threshold fit behind W3: threshold t in cores (left axis) and shape ξ of the generalized Pareto fit (right axis, dimensionless). Whether it fell back to the empirical quantile is in \"Exporter inputs: stale, EVT fallback\".",
@@ -308,8 +352,14 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			"s", 12, 7,
 			q{expr: `time() - debi_policy_last_success_timestamp_seconds{` + sel + `}`, legend: "{{policy}} since last success"},
 			q{expr: `sum by (policy, query) (rate(debi_query_errors_total{` + sel + `}[$__rate_interval])) * 60`, legend: "{{policy}} {{query}} errors/min", unit: "short", axis: "errors/min"},
-		).AxisLabel("since last success").Min(0)).
-		WithRow(row(&id, BudgetRow)).
+		).AxisLabel("since last success").Min(0))
+}
+
+// policyBudgetRow is the row BudgetRow of overload-budget policies: quantile, margin, calibrated
+// level, burn rate and the budget spent.
+func policyBudgetRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.DashboardBuilder {
+	return b.
+		WithRow(row(id, BudgetRow)).
 		WithPanel(series(id.next(), "Budget: quantile vs capacity vs demand",
 			"Budget policies (METHOD §9). The calibrated upper quantile of the demand the policy sizes for over the lead time, and over the lead time plus the hold (a scale-down must still fit it), the point forecast under the margin, the observed demand, and the capacity of the ready replicas at u_sla (ready × request × u_sla, the budget's target). Demand above that capacity burns the overload budget.",
 			"short", 24, 9,
@@ -317,7 +367,7 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			q{expr: `debi_budget_quantile_cores{window="hold", ` + sel + `}`, legend: "{{policy}} quantile over lead time + hold"},
 			q{expr: `debi_budget_forecast_cores{` + sel + `}`, legend: "{{policy}} forecast"},
 			q{expr: `debi_demand_cores{load="w1", ` + sel + `} and ignoring (load, metric) debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} observed"},
-			q{expr: readyCap + ` * ignoring (metric) group_left () debi_target_utilization_ratio{` + sel + `} and ignoring (metric) debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} ready capacity at u_sla"},
+			q{expr: readyCapacity + ` * ignoring (metric) group_left () debi_target_utilization_ratio{` + sel + `} and ignoring (metric) debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} ready capacity at u_sla"},
 		).AxisLabel("cores").Min(0)).
 		WithPanel(series(id.next(), "Budget: margin",
 			"The calibrated factor on the forecast (quantile = forecast × margin, left axis): the (1 − α) quantile of the forecast's own recent errors, cold_margin until min_errors errors are in. The number of errors it comes from is on the right axis.",
@@ -355,8 +405,14 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			"The configured overload budget: the share of time the workload may run above u_sla (policies[].budget.overload_budget).",
 			"percentunit", 8,
 			q{expr: `max(debi_budget_overload_budget{` + sel + `})`, instant: true},
-		).Decimals(2)).
-		WithRow(row(&id, "Webhook actions")).
+		).Decimals(2))
+}
+
+// policyWebhookRow is the row "Webhook actions": decisions, writes, held and fallback decisions,
+// and the decision latency.
+func policyWebhookRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.DashboardBuilder {
+	return b.
+		WithRow(row(id, "Webhook actions")).
 		WithPanel(series(id.next(), "Webhook decisions",
 			"Decisions per minute by load source (prometheus: fresh inputs; annotation: the alert's fallback; tidal) and result.",
 			"short", 8, 8,
@@ -380,8 +436,7 @@ func policyDashboard() (dashboard.Dashboard, error) {
 			"s", 8, 8,
 			q{expr: `histogram_quantile(0.99, sum by (le) (rate(debi_webhook_decision_duration_seconds_bucket{` + sel + `}[$__rate_interval])))`, legend: "p99"},
 			q{expr: `histogram_quantile(0.5, sum by (le) (rate(debi_webhook_decision_duration_seconds_bucket{` + sel + `}[$__rate_interval])))`, legend: "p50"},
-		).Min(0)).
-		Build()
+		).Min(0))
 }
 
 // fleetDashboard is every policy at a glance.
