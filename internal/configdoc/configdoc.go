@@ -194,6 +194,33 @@ func (g *gen) section(b *bytes.Buffer, path string, t reflect.Type, v reflect.Va
 	if err != nil {
 		return err
 	}
+	writeHeading(b, path, d.typeDoc[t.Name()])
+	var subs []nested
+	for _, fl := range structFields(t, v) {
+		r, sub, ok, err := g.fieldRow(path, fl)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if sub != nil {
+			subs = append(subs, *sub)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", r.field, r.typ, r.def, mdEscape.Replace(r.desc))
+	}
+	b.WriteString("\n")
+	for _, s := range subs {
+		if err := g.section(b, s.path, s.t, s.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeHeading writes the heading of the section at YAML path, the doc of its type (typeDoc)
+// and the head of its table.
+func writeHeading(b *bytes.Buffer, path, typeDoc string) {
 	title := path
 	if title == "" {
 		title = "top level"
@@ -201,23 +228,31 @@ func (g *gen) section(b *bytes.Buffer, path string, t reflect.Type, v reflect.Va
 		title = "`" + title + "`"
 	}
 	fmt.Fprintf(b, "## %s\n\n", title)
-	if td := d.typeDoc[t.Name()]; td != "" {
-		fmt.Fprintf(b, "%s\n\n", td)
+	if typeDoc != "" {
+		fmt.Fprintf(b, "%s\n\n", typeDoc)
 	}
 	b.WriteString("| field | type | default | description |\n| --- | --- | --- | --- |\n")
-	type nested struct {
-		path string
-		t    reflect.Type
-		v    reflect.Value
-	}
-	var subs []nested
-	// An embedded struct's fields are the type's own (PolicyMetrics embeds the stabilisation
-	// policy of its single-metric form).
-	type field struct {
-		f     reflect.StructField
-		owner reflect.Type
-		v     reflect.Value
-	}
+}
+
+// nested is a struct a section's field holds, written as a section of its own at path, with
+// its value v (invalid when it has none).
+type nested struct {
+	path string
+	t    reflect.Type
+	v    reflect.Value
+}
+
+// field is one field of a section's struct: f of type owner, with its value v.
+type field struct {
+	f     reflect.StructField
+	owner reflect.Type
+	v     reflect.Value
+}
+
+// structFields are the fields of struct type t with their values in v (when valid). An embedded
+// struct's fields are the type's own (PolicyMetrics embeds the stabilisation policy of its
+// single-metric form).
+func structFields(t reflect.Type, v reflect.Value) []field {
 	var fields []field
 	var flatten func(t reflect.Type, v reflect.Value)
 	flatten = func(t reflect.Type, v reflect.Value) {
@@ -234,87 +269,101 @@ func (g *gen) section(b *bytes.Buffer, path string, t reflect.Type, v reflect.Va
 		}
 	}
 	flatten(t, v)
-	for _, fl := range fields {
-		f, fv := fl.f, fl.v
-		if !f.IsExported() {
-			continue
+	return fields
+}
+
+// fieldRow is the table row of field fl of the section at path, and the nested struct it holds
+// (nil when none). ok is false for a field the file cannot set (unexported, or without a YAML
+// name).
+func (g *gen) fieldRow(path string, fl field) (r row, sub *nested, ok bool, err error) {
+	f, fv := fl.f, fl.v
+	if !f.IsExported() {
+		return row{}, nil, false, nil
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if name == "-" || name == "" {
+		return row{}, nil, false, nil
+	}
+	t := fl.owner
+	d, err := g.docs(t.PkgPath())
+	if err != nil {
+		return row{}, nil, false, err
+	}
+	ft := f.Type
+	p := join(path, name)
+	r = row{field: "`" + name + "`", typ: g.typeName(ft), desc: d.fields[t.Name()][f.Name]}
+	listForm := name == "[]" && ft.Kind() == reflect.Slice // the key written as a list itself (config.PolicyMetrics)
+	if listForm {
+		p, r.field = path, "(the key as a list)"
+	}
+	r.desc = g.describe(r.desc, t, ft, name)
+	sub = g.typeAndDefault(&r, path, p, name, ft, fv, listForm)
+	return r, sub, true, nil
+}
+
+// describe completes desc, the doc comment of field name of type ft in struct t: the values of
+// an enum, a scaling parameter's declaration and facts, or an undocumented nested struct's type
+// comment.
+func (g *gen) describe(desc string, t, ft reflect.Type, name string) string {
+	if enum := g.enum(ft); len(enum) > 0 {
+		desc = strings.TrimSpace(desc + " One of: `" + strings.Join(enum, "`, `") + "`.")
+	}
+	if doc, facts := paramFacts(t, name); doc != "" {
+		// A scaling parameter is documented by its declaration (scaling.Params' table).
+		enum := desc[strings.Index(desc+" One of:", " One of:"):]
+		desc = strings.Join(strings.Fields(doc+enum+" "+facts), " ")
+	}
+	if desc == "" {
+		// An undocumented nested struct is described by its type's comment.
+		et := ft
+		if et.Kind() == reflect.Slice || et.Kind() == reflect.Pointer {
+			et = et.Elem()
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name == "-" || name == "" {
-			continue
+		if et.Kind() == reflect.Struct && et != durationType {
+			if ed, err := g.docs(et.PkgPath()); err == nil {
+				desc = ed.typeDoc[et.Name()]
+			}
 		}
-		t := fl.owner
-		d, err := g.docs(t.PkgPath())
-		if err != nil {
-			return err
+	}
+	return desc
+}
+
+// typeAndDefault sets the type column of r for field name of type ft at YAML path p (in the
+// section at path), a link for a nested struct, and its default from the value fv; it returns
+// the nested struct's section (nil for a field of a plain type).
+func (g *gen) typeAndDefault(r *row, path, p, name string, ft reflect.Type, fv reflect.Value, listForm bool) *nested {
+	switch {
+	case ft.Kind() == reflect.Struct && ft != durationType:
+		r.typ = "[" + g.typeName(ft) + "](#" + anchor(p) + ")"
+		return &nested{p, ft, fv}
+	case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct && strings.HasPrefix(ft.Elem().PkgPath(), Module):
+		// An optional section of debi's own (a metric's external, object or pods source).
+		r.typ = "[" + g.typeName(ft) + "](#" + anchor(p) + ")"
+		ev := reflect.Value{}
+		if fv.IsValid() && !fv.IsNil() {
+			ev = fv.Elem()
 		}
-		ft := f.Type
-		p := join(path, name)
-		r := row{field: "`" + name + "`", typ: g.typeName(ft), desc: d.fields[t.Name()][f.Name]}
-		listForm := name == "[]" && ft.Kind() == reflect.Slice // the key written as a list itself (config.PolicyMetrics)
+		return &nested{p, ft.Elem(), ev}
+	case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+		r.typ = "list of [" + g.typeName(ft.Elem()) + "](#" + anchor(p+"[]") + ")"
 		if listForm {
-			p, r.field = path, "(the key as a list)"
+			// Its section's heading, p[], has the slug of p's own (brackets dropped): the
+			// second heading of a slug is slug-1.
+			r.typ = "list of [" + g.typeName(ft.Elem()) + "](#" + anchor(p+"[]") + "-1)"
 		}
-		if enum := g.enum(ft); len(enum) > 0 {
-			r.desc = strings.TrimSpace(r.desc + " One of: `" + strings.Join(enum, "`, `") + "`.")
+		ev := reflect.Value{}
+		if fv.IsValid() && fv.Len() > 0 && name == "policies" && path == "" {
+			ev = fv.Index(0) // the example policy's defaults
+		} else if fv.IsValid() && fv.Len() > 0 {
+			r.def = "`" + render(fv) + "`"
 		}
-		if doc, facts := paramFacts(t, name); doc != "" {
-			// A scaling parameter is documented by its declaration (scaling.Params' table).
-			enum := r.desc[strings.Index(r.desc+" One of:", " One of:"):]
-			r.desc = strings.Join(strings.Fields(doc+enum+" "+facts), " ")
+		return &nested{p + "[]", ft.Elem(), ev}
+	default:
+		if fv.IsValid() && !fv.IsZero() {
+			r.def = "`" + strings.ReplaceAll(render(fv), "|", `\|`) + "`"
 		}
-		if r.desc == "" {
-			// An undocumented nested struct is described by its type's comment.
-			et := ft
-			if et.Kind() == reflect.Slice || et.Kind() == reflect.Pointer {
-				et = et.Elem()
-			}
-			if et.Kind() == reflect.Struct && et != durationType {
-				if ed, err := g.docs(et.PkgPath()); err == nil {
-					r.desc = ed.typeDoc[et.Name()]
-				}
-			}
-		}
-		switch {
-		case ft.Kind() == reflect.Struct && ft != durationType:
-			r.typ = "[" + g.typeName(ft) + "](#" + anchor(p) + ")"
-			subs = append(subs, nested{p, ft, fv})
-		case ft.Kind() == reflect.Pointer && ft.Elem().Kind() == reflect.Struct && strings.HasPrefix(ft.Elem().PkgPath(), Module):
-			// An optional section of debi's own (a metric's external, object or pods source).
-			r.typ = "[" + g.typeName(ft) + "](#" + anchor(p) + ")"
-			ev := reflect.Value{}
-			if fv.IsValid() && !fv.IsNil() {
-				ev = fv.Elem()
-			}
-			subs = append(subs, nested{p, ft.Elem(), ev})
-		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
-			r.typ = "list of [" + g.typeName(ft.Elem()) + "](#" + anchor(p+"[]") + ")"
-			if listForm {
-				// Its section's heading, p[], has the slug of p's own (brackets dropped): the
-				// second heading of a slug is slug-1.
-				r.typ = "list of [" + g.typeName(ft.Elem()) + "](#" + anchor(p+"[]") + "-1)"
-			}
-			ev := reflect.Value{}
-			if fv.IsValid() && fv.Len() > 0 && name == "policies" && path == "" {
-				ev = fv.Index(0) // the example policy's defaults
-			} else if fv.IsValid() && fv.Len() > 0 {
-				r.def = "`" + render(fv) + "`"
-			}
-			subs = append(subs, nested{p + "[]", ft.Elem(), ev})
-		default:
-			if fv.IsValid() && !fv.IsZero() {
-				r.def = "`" + strings.ReplaceAll(render(fv), "|", `\|`) + "`"
-			}
-		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", r.field, r.typ, r.def, mdEscape.Replace(r.desc))
+		return nil
 	}
-	b.WriteString("\n")
-	for _, s := range subs {
-		if err := g.section(b, s.path, s.t, s.v); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func join(path, name string) string {
