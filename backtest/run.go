@@ -15,6 +15,8 @@ import (
 	"github.com/debi-scaler/debi/trace"
 )
 
+// job is one run of RunTraces: a policy, or one HPA target of the sweep, on one trace at one
+// start-up delay.
 type job struct {
 	trace   int
 	policy  string
@@ -31,68 +33,92 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 	rep := &Report{Options: o, Traces: make([]TraceResult, len(traces))}
 	worlds := make([]*World, len(traces))
 	for i, t := range traces {
-		vals := t.Values
-		if o.MaxSteps > 0 && len(vals) > o.MaxSteps {
-			vals = vals[:o.MaxSteps]
-		}
-		if len(vals) < o.Warmup+10 {
-			return nil, fmt.Errorf("trace %s: %d samples; need more than warmup (%d) + 10 to score anything", t.Name, len(vals), o.Warmup)
-		}
-		period := o.SamplePeriod
-		if period == 0 {
-			period = time.Duration(max(t.StepMinutes, 1)) * time.Minute
-		}
 		var (
-			scale  float64
-			scales []MetricScale
-			err    error
+			rec Recorded
+			err error
 		)
-		if len(t.Metrics) > 1 {
-			if scales, worlds[i], err = metricWorld(t, period, o); err != nil {
-				return nil, fmt.Errorf("trace %s: %w", t.Name, err)
-			}
-			scale = scales[0].Scale
-		} else {
-			if scale, err = o.ScaleFor(vals); err != nil {
-				return nil, fmt.Errorf("trace %s: %w", t.Name, err)
-			}
-			d := make([]float64, len(vals))
-			for j, v := range vals {
-				d[j] = v * scale
-			}
-			if worlds[i], err = NewWorld(d, period, o); err != nil {
-				return nil, fmt.Errorf("trace %s: %w", t.Name, err)
-			}
-		}
-		rec := o.Recorded[t.Name]
-		if rec.Replicas != nil {
-			if len(rec.Replicas) < len(vals) {
-				return nil, fmt.Errorf("trace %s: %d recorded replica counts for %d samples", t.Name, len(rec.Replicas), len(vals))
-			}
-			worlds[i].Recorded = rec.Replicas[:len(vals)]
-			if rec.Ready != nil {
-				if len(rec.Ready) < len(vals) {
-					return nil, fmt.Errorf("trace %s: %d recorded ready counts for %d samples", t.Name, len(rec.Ready), len(vals))
-				}
-				worlds[i].RecordedReady = rec.Ready[:len(vals)]
-			}
-		}
-		rep.Traces[i] = TraceResult{Trace: t.Name, Class: t.Class, Samples: len(vals), SamplePeriod: period, Scale: scale, Metrics: scales,
-			Start: rec.Start, WarmupTime: time.Duration(o.Warmup) * period, Ticks: len(worlds[i].Inst), OracleFrontierRatio: math.NaN(),
-			Unavoidable: worlds[i].Unavoidable(o), ActualReady: actualReady(rec)}
-		rep.Traces[i].bound = worlds[i].NeedBound(o, boundReach(rep.Traces[i].Unavoidable, o))
-		if rec.Asked > 0 {
-			sr := NewScoredRange(rec.Asked, rec.RangeStart, rec.Start, len(vals), o.Warmup, period)
-			rep.Traces[i].Range = &sr
+		if rep.Traces[i], worlds[i], rec, err = traceWorld(t, o); err != nil {
+			return nil, err
 		}
 		rep.Coverage = append(rep.Coverage, rec.Coverage...)
 	}
+	delays := startupDelays(o)
+	jobs := planJobs(worlds, delays, o)
+	results, errs := runJobs(ctx, jobs, worlds, delays, o)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rep.Startup = startupTraces(rep.Traces, worlds, delays[1:], o)
+	if err := rep.collect(jobs, results, errs); err != nil {
+		return nil, err
+	}
+	rep.finish()
+	return rep, nil
+}
+
+// samplePeriod is the sample period of trace t: Options.SamplePeriod when set, else the
+// trace's own (at least a minute).
+func samplePeriod(t trace.Trace, o Options) time.Duration {
+	if o.SamplePeriod != 0 {
+		return o.SamplePeriod
+	}
+	return time.Duration(max(t.StepMinutes, 1)) * time.Minute
+}
+
+// traceWorld lays trace t, truncated to Options.MaxSteps, on the tick grid with what Prometheus
+// recorded beside it (Options.Recorded), and starts its result: the trace's figures, its
+// NeedBound and, for a what-if, the range it scores.
+func traceWorld(t trace.Trace, o Options) (TraceResult, *World, Recorded, error) {
+	vals := t.Values
+	if o.MaxSteps > 0 && len(vals) > o.MaxSteps {
+		vals = vals[:o.MaxSteps]
+	}
+	if len(vals) < o.Warmup+10 {
+		return TraceResult{}, nil, Recorded{}, fmt.Errorf("trace %s: %d samples; need more than warmup (%d) + 10 to score anything", t.Name, len(vals), o.Warmup)
+	}
+	period := samplePeriod(t, o)
+	scale, scales, w, err := scaledWorld(t, vals, period, o)
+	if err != nil {
+		return TraceResult{}, nil, Recorded{}, fmt.Errorf("trace %s: %w", t.Name, err)
+	}
+	rec := o.Recorded[t.Name]
+	if rec.Replicas != nil {
+		if len(rec.Replicas) < len(vals) {
+			return TraceResult{}, nil, Recorded{}, fmt.Errorf("trace %s: %d recorded replica counts for %d samples", t.Name, len(rec.Replicas), len(vals))
+		}
+		w.Recorded = rec.Replicas[:len(vals)]
+		if rec.Ready != nil {
+			if len(rec.Ready) < len(vals) {
+				return TraceResult{}, nil, Recorded{}, fmt.Errorf("trace %s: %d recorded ready counts for %d samples", t.Name, len(rec.Ready), len(vals))
+			}
+			w.RecordedReady = rec.Ready[:len(vals)]
+		}
+	}
+	tr := TraceResult{Trace: t.Name, Class: t.Class, Samples: len(vals), SamplePeriod: period, Scale: scale, Metrics: scales,
+		Start: rec.Start, WarmupTime: time.Duration(o.Warmup) * period, Ticks: len(w.Inst), OracleFrontierRatio: math.NaN(),
+		Unavoidable: w.Unavoidable(o), ActualReady: actualReady(rec)}
+	tr.bound = w.NeedBound(o, boundReach(tr.Unavoidable, o))
+	if rec.Asked > 0 {
+		sr := NewScoredRange(rec.Asked, rec.RangeStart, rec.Start, len(vals), o.Warmup, period)
+		tr.Range = &sr
+	}
+	return tr, w, rec, nil
+}
+
+// startupDelays are the start-up delays every policy runs at: Options.StartupDelay first, then
+// each other delay of Options.StartupSweep.
+func startupDelays(o Options) []time.Duration {
 	delays := append([]time.Duration{o.StartupDelay}, o.StartupSweep...)
 	delays = slices.DeleteFunc(slices.Clone(delays[1:]), func(d time.Duration) bool { return d == o.StartupDelay })
-	delays = append([]time.Duration{o.StartupDelay}, delays...)
+	return append([]time.Duration{o.StartupDelay}, delays...)
+}
+
+// planJobs lists the runs at each start-up delay on each world: the actual row where one was
+// recorded, every policy, the oracle (unless a policy is) and each HPA target of the sweep.
+func planJobs(worlds []*World, delays []time.Duration, o Options) []job {
 	var jobs []job
 	for s := range delays {
-		for i := range traces {
+		for i := range worlds {
 			if worlds[i].Recorded != nil {
 				jobs = append(jobs, job{trace: i, policy: ActualPolicy, startup: s})
 			}
@@ -107,6 +133,13 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 			}
 		}
 	}
+	return jobs
+}
+
+// runJobs runs the jobs on Options.Parallel workers (GOMAXPROCS by default), calling
+// Options.Progress after each, and returns each job's run and error at its index. It stops
+// handing out jobs when ctx is done; the caller checks ctx.
+func runJobs(ctx context.Context, jobs []job, worlds []*World, delays []time.Duration, o Options) ([]Run, []error) {
 	results := make([]Run, len(jobs))
 	errs := make([]error, len(jobs))
 	par := o.Parallel
@@ -125,22 +158,7 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 			defer wg.Done()
 			for k := range next {
 				j := jobs[k]
-				po := o
-				po.StartupDelay = delays[j.startup]
-				if j.target > 0 || j.startup > 0 {
-					po.KeepSeries = false
-				}
-				switch {
-				case j.target > 0:
-					po.Params.Target = j.target
-				case strings.EqualFold(j.policy, "hpa"):
-					po.Params = o.hpaParams() // the workload's HPA, where the what-if found it
-				}
-				if j.policy == ActualPolicy {
-					results[k], errs[k] = simulateActual(ctx, worlds[j.trace], po)
-				} else {
-					results[k], errs[k] = Simulate(ctx, worlds[j.trace], j.policy, po)
-				}
+				results[k], errs[k] = runJob(ctx, j, worlds[j.trace], delays[j.startup], o)
 				mu.Lock()
 				done++
 				if o.Progress != nil {
@@ -158,20 +176,53 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 	}
 	close(next)
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	return results, errs
+}
+
+// runJob runs one job on its world w at start-up delay delay: series are kept for the runs at
+// Options.StartupDelay alone, a sweep point runs the HPA at its target and the hpa row at the
+// workload's own HPA where a what-if found one.
+func runJob(ctx context.Context, j job, w *World, delay time.Duration, o Options) (Run, error) {
+	po := o
+	po.StartupDelay = delay
+	if j.target > 0 || j.startup > 0 {
+		po.KeepSeries = false
 	}
-	for s := range delays[1:] {
-		rep.Startup = append(rep.Startup, StartupResult{Delay: delays[s+1], Traces: make([]TraceResult, len(traces))})
+	switch {
+	case j.target > 0:
+		po.Params.Target = j.target
+	case strings.EqualFold(j.policy, "hpa"):
+		po.Params = o.hpaParams() // the workload's HPA, where the what-if found it
+	}
+	if j.policy == ActualPolicy {
+		return simulateActual(ctx, w, po)
+	}
+	return Simulate(ctx, w, j.policy, po)
+}
+
+// startupTraces are the results at each start-up delay of Options.StartupSweep (delays),
+// started as traces are, with each world's NeedBound at that delay (nil without a sweep).
+func startupTraces(traces []TraceResult, worlds []*World, delays []time.Duration, o Options) []StartupResult {
+	var out []StartupResult
+	for _, d := range delays {
+		sr := StartupResult{Delay: d, Traces: make([]TraceResult, len(traces))}
 		for i := range traces {
-			tr := rep.Traces[i]
+			tr := traces[i]
 			tr.Runs, tr.Frontier = nil, nil
 			so := o
-			so.StartupDelay = delays[s+1]
+			so.StartupDelay = d
 			tr.bound = worlds[i].NeedBound(so, boundReach(tr.Unavoidable, so))
-			rep.Startup[s].Traces[i] = tr
+			sr.Traces[i] = tr
 		}
+		out = append(out, sr)
 	}
+	return out
+}
+
+// collect files each job's run under its trace and start-up delay, a policy's run or a point of
+// the sweep. A failed sweep point marks its trace (TraceResult.SweepFailed); a failed run fails
+// the backtest.
+func (rep *Report) collect(jobs []job, results []Run, errs []error) error {
 	for k, j := range jobs {
 		tr := &rep.Traces[j.trace]
 		if j.startup > 0 {
@@ -182,7 +233,7 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 				tr.SweepFailed = errs[k].Error()
 				continue
 			}
-			return nil, fmt.Errorf("trace %s, policy %s: %w", tr.Trace, j.policy, errs[k])
+			return fmt.Errorf("trace %s, policy %s: %w", tr.Trace, j.policy, errs[k])
 		}
 		if j.target > 0 {
 			r := results[k]
@@ -191,6 +242,13 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 		}
 		tr.Runs = append(tr.Runs, results[k])
 	}
+	return nil
+}
+
+// finish scores every trace's runs against the frontier and the oracle (finishTrace), adds the
+// notes of the traces at Options.StartupDelay and, for a what-if, the recommendation.
+func (rep *Report) finish() {
+	o := rep.Options
 	for i := range rep.Traces {
 		finishTrace(&rep.Traces[i], o.Calibration.Budget)
 		rep.notes(&rep.Traces[i])
@@ -204,7 +262,6 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 	if o.Configured != "" && len(rep.Traces) > 0 {
 		rep.Recommendation = Recommend(rep.Traces[0], o)
 	}
-	return rep, nil
 }
 
 // HistoryWarnings lists, before a run, every policy whose model needs more samples than the
@@ -214,10 +271,7 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 func HistoryWarnings(traces []trace.Trace, o Options) []string {
 	var out []string
 	for _, t := range traces {
-		period := o.SamplePeriod
-		if period == 0 {
-			period = time.Duration(max(t.StepMinutes, 1)) * time.Minute
-		}
+		period := samplePeriod(t, o)
 		for _, p := range o.Policies {
 			if _, ok, _ := ParseClairvoyant(p); ok {
 				continue

@@ -161,25 +161,11 @@ func simulate(ctx context.Context, w *World, name string, o Options, initial int
 	if o.KeepSeries {
 		run.Series = &Series{Tick: w.Tick, Demand: w.peak(), Replicas: make([]int32, n), Ready: make([]int32, n)}
 	}
-	peak := w.peak()
-	var metricTicks, metricAlone []int
-	if w.multi() {
-		metricTicks, metricAlone = make([]int, len(w.Metrics)), make([]int, len(w.Metrics))
-	}
-	c := newCluster(initial, o.StartupDelay)
+	m := &run.Metrics
+	s := newTally(w, o, hasModel, m)
+	r := &rollout{c: newCluster(initial, o.StartupDelay), delay: o.DecisionDelay}
 	start := time.Unix(0, 0).UTC()
 	var train, total time.Duration
-	m := &run.Metrics
-	var served, capacity, replicaSum, overTicks, forecastTicks float64
-	var under, over, underPods, overPods float64
-	var marginSum, levelSum float64
-	marginN := 0
-	type order struct {
-		at time.Duration
-		n  int32
-	}
-	var pending []order // decisions on their way to the deployment
-	tick := w.Tick.Seconds()
 	for i := range n {
 		if i%4096 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -188,112 +174,195 @@ func simulate(ctx context.Context, w *World, name string, o Options, initial int
 		}
 		t := time.Duration(i) * w.Tick
 		scored := i >= w.Warm
-		for len(pending) > 0 && pending[0].at <= t {
-			if c.scale(t, pending[0].n) && scored {
-				m.ScaleActions++
-			}
-			pending = pending[1:]
+		if k := r.arrive(t); scored {
+			m.ScaleActions += k
 		}
 		t0 := time.Now()
-		res, err := decide(ctx, i, policy.Observation{Time: start.Add(t), Demand: w.Obs[i], Current: c.spec, Ready: c.ready(t)})
+		res, err := decide(ctx, i, policy.Observation{Time: start.Add(t), Demand: w.Obs[i], Current: r.c.spec, Ready: r.c.ready(t)})
 		total += time.Since(t0)
 		if err != nil && !errors.Is(err, policy.ErrNoData) {
 			return Run{}, err
 		}
-		if res.Training != nil {
-			train += res.Training.Duration
-			m.Trainings++
-			if m.TrainStops == nil {
-				m.TrainStops = map[string]int{}
-			}
-			m.TrainStops[res.Training.StopReason]++
-		}
+		train += countTraining(m, res)
 		if res.TrainError != nil {
 			return Run{}, fmt.Errorf("at %v: training: %w", t, res.TrainError)
 		}
-		if o.DecisionDelay == 0 {
-			if c.scale(t, res.Decision.Replicas) && scored {
-				m.ScaleActions++
-			}
-		} else {
-			pending = append(pending, order{t + o.DecisionDelay, res.Decision.Replicas})
+		if k := r.send(t, res.Decision.Replicas); scored {
+			m.ScaleActions += k
 		}
-		nSpec, nr := c.spec, c.ready(t)
+		nSpec, nr := r.c.spec, r.c.ready(t)
 		if ready != nil {
 			nr = ready(i)
 		}
 		if run.Series != nil {
 			run.Series.Replicas[i], run.Series.Ready[i] = nSpec, nr
 		}
-		if !scored {
-			continue
-		}
-		d := peak[i] // every metric's capacity is R: the largest demand decides overload and need
-		m.Ticks++
-		cp := float64(nr) * o.Request
-		replicaSum += float64(nSpec)
-		served += math.Min(d, cp)
-		capacity += float64(nSpec) * o.Request
-		if scaling.Overloaded(d, o.SLAUtilization, nr, o.Request) {
-			overTicks++
-		}
-		if metricTicks != nil {
-			over, last := 0, 0
-			for k := range w.MInst {
-				if scaling.Overloaded(w.MInst[k][i], o.SLAUtilization, nr, o.Request) {
-					metricTicks[k]++
-					over, last = over+1, k
-				}
-			}
-			if over == 1 {
-				metricAlone[last]++
-			}
-		}
-		m.Unserved += math.Max(0, d-cp) * tick
-		if hasModel && !math.IsNaN(res.W2) {
-			forecastTicks++
-		}
-		if b := res.Budget; b != nil && !math.IsNaN(b.Quantile) && !math.IsNaN(b.Forecast) {
-			marginSum += (b.Quantile - b.Forecast) / (o.SLAUtilization * o.Request)
-			levelSum += b.Alpha
-			marginN++
-		}
-		need := float64(needAt(d, o))
-		if float64(nr) < need {
-			under++
-			underPods += need - float64(nr)
-		}
-		if float64(nSpec) > need {
-			over++
-			overPods += float64(nSpec) - need
+		if scored {
+			s.add(i, nSpec, nr, res)
 		}
 	}
-	if m.Ticks > 0 {
-		k := float64(m.Ticks)
-		m.Seconds = k * tick
-		m.Cost = o.Request * replicaSum * tick / 3600
-		m.Unserved /= 3600
-		m.OverloadFraction = overTicks / k
-		m.MeanReplicas = replicaSum / k
-		m.ActionsPerDay = float64(m.ScaleActions) / (m.Seconds / 86400)
-		m.UnderShare, m.UnderPods, m.OverShare, m.OverPods = under/k, underPods/k, over/k, overPods/k
-		if hasModel {
-			m.ForecastCoverage = forecastTicks / k
-		}
-		if marginN > 0 {
-			m.BudgetHeadroom, m.BudgetLevel = marginSum/float64(marginN), levelSum/float64(marginN)
-		}
-		for j := range metricTicks {
-			m.MetricOverload = append(m.MetricOverload, MetricOverload{Metric: w.Metrics[j], Ticks: metricTicks[j],
-				Fraction: float64(metricTicks[j]) / k, Alone: metricAlone[j]})
-		}
-	}
-	if capacity > 0 {
-		m.Utilization = served / capacity
-	}
+	s.score()
 	m.TrainSeconds = train.Seconds()
 	m.DecideSeconds = (total - train).Seconds()
 	return run, nil
+}
+
+// countTraining counts the training run of res, if it made one, in m (Trainings, TrainStops)
+// and returns its duration.
+func countTraining(m *Metrics, res policy.Result) time.Duration {
+	if res.Training == nil {
+		return 0
+	}
+	m.Trainings++
+	if m.TrainStops == nil {
+		m.TrainStops = map[string]int{}
+	}
+	m.TrainStops[res.Training.StopReason]++
+	return res.Training.Duration
+}
+
+// rollout is the way from a decision to the deployment: the cluster and the decisions on their
+// way to it for the decision delay.
+type rollout struct {
+	c       *cluster
+	delay   time.Duration
+	pending []delayedOrder
+}
+
+// delayedOrder is a decision for n replicas that reaches the deployment at at.
+type delayedOrder struct {
+	at time.Duration
+	n  int32
+}
+
+// arrive applies the decisions that reach the deployment by t and returns how many of them
+// changed its size.
+func (r *rollout) arrive(t time.Duration) int {
+	changed := 0
+	for len(r.pending) > 0 && r.pending[0].at <= t {
+		if r.c.scale(t, r.pending[0].n) {
+			changed++
+		}
+		r.pending = r.pending[1:]
+	}
+	return changed
+}
+
+// send sends a decision for n replicas made at t: without a decision delay it is applied at
+// once, and send returns 1 when it changed the size (else 0); with one it is on its way.
+func (r *rollout) send(t time.Duration, n int32) int {
+	if r.delay != 0 {
+		r.pending = append(r.pending, delayedOrder{t + r.delay, n})
+		return 0
+	}
+	if r.c.scale(t, n) {
+		return 1
+	}
+	return 0
+}
+
+// tally adds up a run's figures over the scored ticks (add) and turns them into its Metrics
+// (score).
+type tally struct {
+	w        *World
+	o        Options
+	hasModel bool
+	m        *Metrics
+	peak     []float64
+	tick     float64 // seconds
+	// served is ∫min(D, Nr·R), capacity ∫N·R; replicaSum Σ N; overTicks and forecastTicks the
+	// ticks overloaded and with a forecast W2.
+	served, capacity, replicaSum, overTicks, forecastTicks float64
+	// under and over count the ticks under- and over-provisioned against the need,
+	// underPods and overPods add up the pods short and in excess.
+	under, over, underPods, overPods float64
+	// marginSum and levelSum add up the budget's headroom in pods and its level α over the
+	// marginN ticks that had a budget quantile.
+	marginSum, levelSum float64
+	marginN             int
+	// metricTicks and metricAlone count, on a world with several metrics, each metric's
+	// overloaded ticks and those it was the only overloaded metric at (nil for one metric).
+	metricTicks, metricAlone []int
+}
+
+func newTally(w *World, o Options, hasModel bool, m *Metrics) *tally {
+	s := &tally{w: w, o: o, hasModel: hasModel, m: m, peak: w.peak(), tick: w.Tick.Seconds()}
+	if w.multi() {
+		s.metricTicks, s.metricAlone = make([]int, len(w.Metrics)), make([]int, len(w.Metrics))
+	}
+	return s
+}
+
+// add scores scored tick i with nSpec pods paid for, nr serving, and the policy's result res.
+func (s *tally) add(i int, nSpec, nr int32, res policy.Result) {
+	o, m := &s.o, s.m
+	d := s.peak[i] // every metric's capacity is R: the largest demand decides overload and need
+	m.Ticks++
+	cp := float64(nr) * o.Request
+	s.replicaSum += float64(nSpec)
+	s.served += math.Min(d, cp)
+	s.capacity += float64(nSpec) * o.Request
+	if scaling.Overloaded(d, o.SLAUtilization, nr, o.Request) {
+		s.overTicks++
+	}
+	if s.metricTicks != nil {
+		over, last := 0, 0
+		for k := range s.w.MInst {
+			if scaling.Overloaded(s.w.MInst[k][i], o.SLAUtilization, nr, o.Request) {
+				s.metricTicks[k]++
+				over, last = over+1, k
+			}
+		}
+		if over == 1 {
+			s.metricAlone[last]++
+		}
+	}
+	m.Unserved += math.Max(0, d-cp) * s.tick
+	if s.hasModel && !math.IsNaN(res.W2) {
+		s.forecastTicks++
+	}
+	if b := res.Budget; b != nil && !math.IsNaN(b.Quantile) && !math.IsNaN(b.Forecast) {
+		s.marginSum += (b.Quantile - b.Forecast) / (o.SLAUtilization * o.Request)
+		s.levelSum += b.Alpha
+		s.marginN++
+	}
+	need := float64(needAt(d, *o))
+	if float64(nr) < need {
+		s.under++
+		s.underPods += need - float64(nr)
+	}
+	if float64(nSpec) > need {
+		s.over++
+		s.overPods += float64(nSpec) - need
+	}
+}
+
+// score fills the run's Metrics from the figures added up.
+func (s *tally) score() {
+	o, m, tick := &s.o, s.m, s.tick
+	if m.Ticks > 0 {
+		k := float64(m.Ticks)
+		m.Seconds = k * tick
+		m.Cost = o.Request * s.replicaSum * tick / 3600
+		m.Unserved /= 3600
+		m.OverloadFraction = s.overTicks / k
+		m.MeanReplicas = s.replicaSum / k
+		m.ActionsPerDay = float64(m.ScaleActions) / (m.Seconds / 86400)
+		m.UnderShare, m.UnderPods, m.OverShare, m.OverPods = s.under/k, s.underPods/k, s.over/k, s.overPods/k
+		if s.hasModel {
+			m.ForecastCoverage = s.forecastTicks / k
+		}
+		if s.marginN > 0 {
+			m.BudgetHeadroom, m.BudgetLevel = s.marginSum/float64(s.marginN), s.levelSum/float64(s.marginN)
+		}
+		for j := range s.metricTicks {
+			m.MetricOverload = append(m.MetricOverload, MetricOverload{Metric: s.w.Metrics[j], Ticks: s.metricTicks[j],
+				Fraction: float64(s.metricTicks[j]) / k, Alone: s.metricAlone[j]})
+		}
+	}
+	if s.capacity > 0 {
+		m.Utilization = s.served / s.capacity
+	}
 }
 
 // initialReplicas starts every policy at the size the HPA target would give the first demand,

@@ -187,3 +187,26 @@ func metricWorld(t trace.Trace, period time.Duration, o Options) ([]MetricScale,
 	w, err := NewWorldMetrics(t.Metrics, cols, period, o)
 	return scales, w, err
 }
+
+// scaledWorld lays the samples vals of trace t (Options.MaxSteps applied) on the tick grid in
+// cores of R: each metric of a trace with several by metricWorld, one metric scaled by
+// Options.ScaleFor. scale is the first metric's factor, scales each metric's (nil for one).
+func scaledWorld(t trace.Trace, vals []float64, period time.Duration, o Options) (scale float64, scales []MetricScale, w *World, err error) {
+	if len(t.Metrics) > 1 {
+		if scales, w, err = metricWorld(t, period, o); err != nil {
+			return 0, nil, nil, err
+		}
+		return scales[0].Scale, scales, w, nil
+	}
+	if scale, err = o.ScaleFor(vals); err != nil {
+		return 0, nil, nil, err
+	}
+	d := make([]float64, len(vals))
+	for j, v := range vals {
+		d[j] = v * scale
+	}
+	if w, err = NewWorld(d, period, o); err != nil {
+		return 0, nil, nil, err
+	}
+	return scale, nil, w, nil
+}
