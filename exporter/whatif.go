@@ -113,18 +113,59 @@ func DemandHistoryWithWarmup(ctx context.Context, q Querier, p *config.Policy, s
 	if step <= 0 || end.Before(start) || warmup < 0 {
 		return h, fmt.Errorf("what-if range: need start <= end, a positive step and a warm-up of 0 or more points, got %v to %v step %v warm-up %d", start, end, step, warmup)
 	}
+	g := newHistoryGrid(start, end, step, warmup)
+	fb := p.HistoryFallback()
+	reads, metrics := demandReads(p, fb)
+	if err := g.readDemands(ctx, q, p, reads); err != nil {
+		return h, err
+	}
+	h.Start = g.start.Add(time.Duration(g.first) * step)
+	h.Before = max(0, warmup-g.first)
+	for k := range reads {
+		if err := g.addDemand(ctx, q, p, &h, k, &reads[k], metrics); err != nil {
+			return h, err
+		}
+	}
+	if err := g.readReplicas(ctx, q, p, &h); err != nil {
+		return h, err
+	}
+	h.Request = p.Request
+	if p.Queries.Request != "" {
+		if err := g.readRequest(ctx, q, p, fb.Request, &h); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
+}
+
+// historyGrid is the grid of a what-if's history: warmup points before the requested range,
+// then its n points, all in all; first and last are the first and the last point with a
+// demand sample, the replayed span (readDemands).
+type historyGrid struct {
+	start          time.Time // the grid's first point, warmup steps before the range
+	r              v1.Range
+	n, all, warmup int
+	first, last    int
+}
+
+func newHistoryGrid(start, end time.Time, step time.Duration, warmup int) *historyGrid {
 	gridStart := start.Add(-time.Duration(warmup) * step)
-	r := v1.Range{Start: gridStart, End: end, Step: step}
 	// n is the requested range's points, all the grid's points.
 	n := int(end.Sub(start)/step) + 1
-	all := n + warmup
-	fb := p.HistoryFallback()
-	// The demand: queries.demand, or each metric's query in the several-metrics form.
-	type demandRead struct {
-		series, path, expr, fallback string
-		vals                         []float64
-		cov                          Coverage
-	}
+	return &historyGrid{start: gridStart, r: v1.Range{Start: gridStart, End: end, Step: step}, n: n, all: n + warmup, warmup: warmup, first: -1, last: -1}
+}
+
+// demandRead is one demand series of a what-if: queries.demand, or one metric's query in the
+// several-metrics form, and what was read of it.
+type demandRead struct {
+	series, path, expr, fallback string
+	vals                         []float64
+	cov                          Coverage
+}
+
+// demandReads are the demand series of policy p (fb its history fallbacks), and its metrics in
+// the several-metrics form (nil otherwise), one per read.
+func demandReads(p *config.Policy, fb config.Queries) ([]demandRead, []config.ScaleMetric) {
 	reads := []demandRead{{series: "demand", path: "queries.demand", expr: p.Queries.Demand, fallback: fb.Demand}}
 	var metrics []config.ScaleMetric
 	if len(p.Metrics.List) > 0 {
@@ -133,121 +174,141 @@ func DemandHistoryWithWarmup(ctx context.Context, q Querier, p *config.Policy, s
 			reads = append(reads, demandRead{series: "metric " + m.Name, path: m.QueryPath, expr: m.Query})
 		}
 	}
-	first, last := -1, -1
+	return reads, metrics
+}
+
+// readDemands reads every demand series over the grid and sets the replayed span, from the
+// first to the last point with a sample of any of them. A series without a sample is an error
+// (ErrEmpty).
+func (g *historyGrid) readDemands(ctx context.Context, q Querier, p *config.Policy, reads []demandRead) error {
 	for k := range reads {
 		d := &reads[k]
 		var err error
-		if d.vals, d.cov, err = readSeries(ctx, q, d.series, d.expr, d.fallback, r, all, warmup); err != nil {
-			return h, fmt.Errorf("policy %s: %s over the range: %w", p.Name, d.path, err)
+		if d.vals, d.cov, err = readSeries(ctx, q, d.series, d.expr, d.fallback, g.r, g.all, g.warmup); err != nil {
+			return fmt.Errorf("policy %s: %s over the range: %w", p.Name, d.path, err)
 		}
 		seen := false
 		for i, v := range d.vals {
 			if !math.IsNaN(v) {
-				if first < 0 || i < first {
-					first = i
+				if g.first < 0 || i < g.first {
+					g.first = i
 				}
-				last, seen = max(last, i), true
+				g.last, seen = max(g.last, i), true
 			}
 		}
 		if !seen {
-			return h, fmt.Errorf("policy %s: %s %s: %w over %v to %v", p.Name, d.path, d.expr, ErrEmpty, gridStart, end)
+			return fmt.Errorf("policy %s: %s %s: %w over %v to %v", p.Name, d.path, d.expr, ErrEmpty, g.start, g.r.End)
 		}
 	}
-	// fill carries each sample over the grid times after it without one, over the replayed
-	// span (first to last); only those inside the requested range count as filled.
-	fill := func(c *Coverage, vals []float64) []float64 {
-		out := slices.Clone(vals[first : last+1])
-		c.Missing = c.Points - max(0, last+1-max(first, warmup))
-		firstSeen := math.NaN()
-		for _, v := range out {
-			if !math.IsNaN(v) {
-				firstSeen = v
-				break
-			}
+	return nil
+}
+
+// fill carries each sample over the grid times after it without one, over the replayed
+// span (first to last); only those inside the requested range count as filled.
+func (g *historyGrid) fill(c *Coverage, vals []float64) []float64 {
+	out := slices.Clone(vals[g.first : g.last+1])
+	c.Missing = c.Points - max(0, g.last+1-max(g.first, g.warmup))
+	firstSeen := math.NaN()
+	for _, v := range out {
+		if !math.IsNaN(v) {
+			firstSeen = v
+			break
 		}
-		if math.IsNaN(firstSeen) {
-			c.Filled = c.Points - c.Missing
-			return nil
-		}
-		prev := firstSeen
-		for i, v := range out {
-			if math.IsNaN(v) {
-				out[i] = prev
-				if first+i >= warmup {
-					c.Filled++
-				}
-			}
-			prev = out[i]
-		}
-		return out
 	}
-	h.Start = gridStart.Add(time.Duration(first) * step)
-	h.Before = max(0, warmup-first)
-	for k := range reads {
-		d := &reads[k]
-		vals := fill(&d.cov, d.vals)
-		if k == 0 {
-			h.Demand, h.Gaps = vals, d.cov.Filled
-		}
-		h.Coverage = append(h.Coverage, d.cov)
-		dc := d.cov
-		if share := float64(dc.Covered) / float64(n); share < MinCoverage {
-			return h, fmt.Errorf("policy %s: %s has samples at %s of the %s range (%.0f%%), from %s to %s; a what-if needs at least %.0f%%: %w (use --range %s or less, or backfill the history: docs/getting-started.md)",
-				p.Name, d.path, span(dc.Time(dc.Covered)), span(dc.Time(n-1)), 100*share, h.Start.Add(time.Duration(h.Before)*step).UTC().Format(time.RFC3339),
-				gridStart.Add(time.Duration(last)*step).UTC().Format(time.RFC3339), 100*MinCoverage, ErrSparse, span(dc.Time(dc.Covered).Round(time.Hour)))
-		}
-		if metrics == nil {
-			continue
-		}
-		m := metrics[k]
-		if m.PerWorkload {
-			return h, fmt.Errorf("policy %s: metrics[%d] (%s): a what-if cannot replay a Value target, whose capacity per pod depends on the size; use an AverageValue target", p.Name, k, m.Name)
-		}
-		c := m.Capacity
-		if m.CapacityQuery != "" {
-			med, cov, err := medianOver(ctx, q, "request of "+m.Name, m.CapacityQuery, r, all, warmup)
-			if err != nil {
-				return h, fmt.Errorf("policy %s: %s over the range: %w", p.Name, m.CapacityPath, err)
-			}
-			h.Coverage, c = append(h.Coverage, cov), med
-		}
-		mh := MetricHistory{Name: m.Name, Unit: m.Unit, Values: vals, Capacity: c * m.Factor}
-		if m.CapacityPath != "" { // a Utilization target: c is the request
-			mh.Request = c
-		}
-		h.Metrics = append(h.Metrics, mh)
+	if math.IsNaN(firstSeen) {
+		c.Filled = c.Points - c.Missing
+		return nil
 	}
-	if p.Queries.Replicas != "" {
-		reps, rc, err := readSeries(ctx, q, "replicas", p.Queries.Replicas, "", r, all, warmup)
+	prev := firstSeen
+	for i, v := range out {
+		if math.IsNaN(v) {
+			out[i] = prev
+			if g.first+i >= g.warmup {
+				c.Filled++
+			}
+		}
+		prev = out[i]
+	}
+	return out
+}
+
+// addDemand adds the k-th demand series d to h, filled over the replayed span: the demand
+// itself (k = 0) and, in the several-metrics form, metric metrics[k] with its capacity. A
+// series with samples at less than MinCoverage of the range is an error (ErrSparse), and so is
+// a Value target, whose capacity per pod depends on the size.
+func (g *historyGrid) addDemand(ctx context.Context, q Querier, p *config.Policy, h *History, k int, d *demandRead, metrics []config.ScaleMetric) error {
+	step := g.r.Step
+	vals := g.fill(&d.cov, d.vals)
+	if k == 0 {
+		h.Demand, h.Gaps = vals, d.cov.Filled
+	}
+	h.Coverage = append(h.Coverage, d.cov)
+	dc := d.cov
+	if share := float64(dc.Covered) / float64(g.n); share < MinCoverage {
+		return fmt.Errorf("policy %s: %s has samples at %s of the %s range (%.0f%%), from %s to %s; a what-if needs at least %.0f%%: %w (use --range %s or less, or backfill the history: docs/getting-started.md)",
+			p.Name, d.path, span(dc.Time(dc.Covered)), span(dc.Time(g.n-1)), 100*share, h.Start.Add(time.Duration(h.Before)*step).UTC().Format(time.RFC3339),
+			g.start.Add(time.Duration(g.last)*step).UTC().Format(time.RFC3339), 100*MinCoverage, ErrSparse, span(dc.Time(dc.Covered).Round(time.Hour)))
+	}
+	if metrics == nil {
+		return nil
+	}
+	m := metrics[k]
+	if m.PerWorkload {
+		return fmt.Errorf("policy %s: metrics[%d] (%s): a what-if cannot replay a Value target, whose capacity per pod depends on the size; use an AverageValue target", p.Name, k, m.Name)
+	}
+	c := m.Capacity
+	if m.CapacityQuery != "" {
+		med, cov, err := medianOver(ctx, q, "request of "+m.Name, m.CapacityQuery, g.r, g.all, g.warmup)
 		if err != nil {
-			return h, fmt.Errorf("policy %s: queries.replicas over the range: %w", p.Name, err)
+			return fmt.Errorf("policy %s: %s over the range: %w", p.Name, m.CapacityPath, err)
 		}
-		h.Replicas = fill(&rc, reps)
+		h.Coverage, c = append(h.Coverage, cov), med
+	}
+	mh := MetricHistory{Name: m.Name, Unit: m.Unit, Values: vals, Capacity: c * m.Factor}
+	if m.CapacityPath != "" { // a Utilization target: c is the request
+		mh.Request = c
+	}
+	h.Metrics = append(h.Metrics, mh)
+	return nil
+}
+
+// readReplicas reads the recorded spec replicas (queries.replicas) and, with them, the ready
+// replicas (queries.ready_replicas) into h, filled over the replayed span.
+func (g *historyGrid) readReplicas(ctx context.Context, q Querier, p *config.Policy, h *History) error {
+	if p.Queries.Replicas != "" {
+		reps, rc, err := readSeries(ctx, q, "replicas", p.Queries.Replicas, "", g.r, g.all, g.warmup)
+		if err != nil {
+			return fmt.Errorf("policy %s: queries.replicas over the range: %w", p.Name, err)
+		}
+		h.Replicas = g.fill(&rc, reps)
 		h.Coverage = append(h.Coverage, rc)
 	}
 	if p.Queries.Replicas != "" && p.Queries.ReadyReplicas != "" {
-		ready, rc, err := readSeries(ctx, q, "ready", p.Queries.ReadyReplicas, "", r, all, warmup)
+		ready, rc, err := readSeries(ctx, q, "ready", p.Queries.ReadyReplicas, "", g.r, g.all, g.warmup)
 		if err != nil {
-			return h, fmt.Errorf("policy %s: queries.ready_replicas over the range: %w", p.Name, err)
+			return fmt.Errorf("policy %s: queries.ready_replicas over the range: %w", p.Name, err)
 		}
-		h.Ready, h.ReadyQuery = fill(&rc, ready), p.Queries.ReadyReplicas
+		h.Ready, h.ReadyQuery = g.fill(&rc, ready), p.Queries.ReadyReplicas
 		h.Coverage = append(h.Coverage, rc)
 	}
-	h.Request = p.Request
-	if p.Queries.Request != "" {
-		req, c, err := readSeries(ctx, q, "request", p.Queries.Request, fb.Request, r, all, warmup)
-		if err != nil {
-			return h, fmt.Errorf("policy %s: queries.request over the range: %w", p.Name, err)
-		}
-		med, ok := positiveMedian(req)
-		if !ok {
-			return h, errors.New("policy " + p.Name + ": queries.request returned no positive value over the range")
-		}
-		_ = fill(&c, req)
-		h.Coverage = append(h.Coverage, c)
-		h.Request = med
+	return nil
+}
+
+// readRequest sets h's request to the median of queries.request over the range (fallback its
+// history fallback), which must have a positive value.
+func (g *historyGrid) readRequest(ctx context.Context, q Querier, p *config.Policy, fallback string, h *History) error {
+	req, c, err := readSeries(ctx, q, "request", p.Queries.Request, fallback, g.r, g.all, g.warmup)
+	if err != nil {
+		return fmt.Errorf("policy %s: queries.request over the range: %w", p.Name, err)
 	}
-	return h, nil
+	med, ok := positiveMedian(req)
+	if !ok {
+		return errors.New("policy " + p.Name + ": queries.request returned no positive value over the range")
+	}
+	_ = g.fill(&c, req)
+	h.Coverage = append(h.Coverage, c)
+	h.Request = med
+	return nil
 }
 
 // medianOver is the median of expr's positive values over the range (a request per pod).
