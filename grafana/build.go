@@ -256,7 +256,7 @@ func policyReplicasRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.Dashbo
 			q{expr: `debi_policy_min_replicas{` + sel + `}`, legend: "{{policy}} min_replicas"},
 		).AxisLabel("replicas").Min(0).Decimals(0)).
 		WithPanel(series(id.next(), "Why: the load that decided, and the rule's branch",
-			"One line per (metric, term, reason) while it holds: metric is the metric whose count was the largest (the HPA's rule over several metrics), term the load W was taken from — w1 observed, w2 forecast, w3 high-water, quantile (budget), window (debi's window term) — and reason the rule's branch; at-max-replicas means limited by max_replicas (raise it), stabilized or rate-limited by the algorithm's state.",
+			"One line per (metric, term, reason) while it holds: metric is the metric whose count was the largest (the HPA's rule over several metrics), term the load W was taken from — w1 observed, w2 forecast, w3 high-water, quantile (budget), price (budget's priced rule), window (debi's window term) — and reason the rule's branch; at-max-replicas means limited by max_replicas (raise it), stabilized or rate-limited by the algorithm's state.",
 			"short", 24, 6,
 			q{expr: `debi_decision_info{` + sel + `}`, legend: "{{policy}}: {{metric}} {{term}}, {{reason}}"},
 		).AxisLabel("0/1").Min(0).Max(1).Decimals(0))
@@ -381,6 +381,11 @@ func policyBudgetRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.Dashboar
 			q{expr: `debi_budget_level{` + sel + `}`, legend: "{{policy}} level α"},
 			q{expr: `debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} budget b"},
 		).Min(0).Decimals(2)).
+		WithPanel(series(id.next(), "Budget: price of an overloaded tick (priced rule)",
+			"λ of scaling.budget.rule priced, in pod-ticks per overloaded tick: the size minimises pods + λ·(overloaded ticks) over the lead ahead and the margin is read at the level 1/λ. It rises about 2 % per overloaded tick and falls 0.02·b per served one: rising, the policy spent above its budget and now covers more; at its floor (1) it covers only what costs less than a pod-tick. Empty under the quantile rule.",
+			"short", 8, 8,
+			q{expr: `debi_budget_price{` + sel + `}`, legend: "{{policy}} λ"},
+		).AxisLabel("pod-ticks").Min(0).Decimals(1)).
 		WithPanel(series(id.next(), "Budget: burn rate",
 			"Share of the observed time above u_sla, in units of the budget b (rules/debi.rules.yaml), over 1 h and over the last day. 1 spends a day's budget in a day; the ticket fires above 3 over 6 h (and 30 m), the page above 14.4 over 1 h (and 5 m): docs/exporter.md, runbook.",
 			"short", 8, 8,

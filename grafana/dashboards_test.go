@@ -570,7 +570,7 @@ func metricQuantity(name string) string {
 		return "ratio"
 	case "debi_budget_margin":
 		return "factor"
-	case "debi_budget_error_samples", "debi_evt_excesses":
+	case "debi_budget_error_samples", "debi_evt_excesses", "debi_budget_price":
 		return "count"
 	case "debi_evt_shape":
 		return "shape"
