@@ -9,9 +9,9 @@ import (
 
 	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/debi-scaler/debi/policy"
@@ -600,17 +600,35 @@ func checkNamespace(path, ns string, errs *errList) {
 	}
 }
 
-// Selector is the selector as the metrics APIs take it (nil selects everything).
+// Selector is the selector as the metrics APIs take it (nil selects everything). It is
+// metav1.LabelSelectorAsSelector's conversion, written here so that the file format needs no
+// Kubernetes API types.
 func (s *LabelSelector) Selector() (labels.Selector, error) {
-	if s == nil {
+	if s == nil || len(s.MatchLabels)+len(s.MatchExpressions) == 0 {
 		return labels.Everything(), nil
 	}
-	ls := &metav1.LabelSelector{MatchLabels: s.MatchLabels}
-	for _, r := range s.MatchExpressions {
-		ls.MatchExpressions = append(ls.MatchExpressions, metav1.LabelSelectorRequirement{Key: r.Key,
-			Operator: metav1.LabelSelectorOperator(r.Operator), Values: r.Values})
+	reqs := make([]labels.Requirement, 0, len(s.MatchLabels)+len(s.MatchExpressions))
+	for k, v := range s.MatchLabels {
+		r, err := labels.NewRequirement(k, selection.Equals, []string{v})
+		if err != nil {
+			return nil, err
+		}
+		reqs = append(reqs, *r)
 	}
-	return metav1.LabelSelectorAsSelector(ls)
+	ops := map[string]selection.Operator{"In": selection.In, "NotIn": selection.NotIn, "Exists": selection.Exists,
+		"DoesNotExist": selection.DoesNotExist}
+	for _, e := range s.MatchExpressions {
+		op, ok := ops[e.Operator]
+		if !ok {
+			return nil, fmt.Errorf("%q is not a valid label selector operator", e.Operator)
+		}
+		r, err := labels.NewRequirement(e.Key, op, append([]string(nil), e.Values...))
+		if err != nil {
+			return nil, err
+		}
+		reqs = append(reqs, *r)
+	}
+	return labels.NewSelector().Add(reqs...), nil
 }
 
 // checkExpr parses a query and checks that it returns a vector or a scalar.

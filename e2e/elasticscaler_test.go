@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/debi-scaler/debi/scalersource"
+	"github.com/debi-scaler/debi/elasticscaler"
 	"github.com/debi-scaler/debi/tidal/controller"
 )
 
@@ -172,7 +172,7 @@ spec:
         - {name: soon, cron: %[6]q, replicas: 6, description: a few seconds ahead}
 `, esTidalName, e2eNS, esStateName, esStateDeploy, cron(fire.Add(-10*time.Minute)), cron(fire)))
 	created := time.Now()
-	apply(ctx, t, dyn, scalersource.Resource, fmt.Sprintf(`
+	apply(ctx, t, dyn, elasticscaler.Resource, fmt.Sprintf(`
 apiVersion: elasticscaler.io/v1alpha1
 kind: ElasticScaler
 metadata:
@@ -217,7 +217,7 @@ spec:
 func metricsTrigger(ctx context.Context, t *testing.T, client kubernetes.Interface, dyn dynamic.Interface, sim *Sim, promURL, expURL, whURL string) {
 	h := watchReplicas(ctx, t, client, esMetricsName)
 	created := time.Now()
-	apply(ctx, t, dyn, scalersource.Resource, fmt.Sprintf(`
+	apply(ctx, t, dyn, elasticscaler.Resource, fmt.Sprintf(`
 apiVersion: elasticscaler.io/v1alpha1
 kind: ElasticScaler
 metadata:
@@ -286,7 +286,7 @@ spec:
 	// The status moved with the decisions: the conditions True, desired and current at 8 or more,
 	// a last scale time after the burst.
 	waitUntil(t, 20*time.Second, "the ElasticScaler's status after the scale-up", func() bool {
-		o, err := dyn.Resource(scalersource.Resource).Namespace(e2eNS).Get(ctx, esMetricsName, metav1.GetOptions{})
+		o, err := dyn.Resource(elasticscaler.Resource).Namespace(e2eNS).Get(ctx, esMetricsName, metav1.GetOptions{})
 		if err != nil {
 			return false
 		}
@@ -325,7 +325,7 @@ func installCRDs(ctx context.Context, t *testing.T, dyn dynamic.Interface) {
 			t.Fatal(err)
 		}
 	}
-	for _, gvr := range []schema.GroupVersionResource{scalersource.Resource, tidalGVR} {
+	for _, gvr := range []schema.GroupVersionResource{elasticscaler.Resource, tidalGVR} {
 		waitUntil(t, 30*time.Second, gvr.String()+" served", func() bool {
 			_, err := dyn.Resource(gvr).Namespace("default").List(ctx, metav1.ListOptions{})
 			return err == nil
@@ -349,7 +349,7 @@ func apply(ctx context.Context, t *testing.T, dyn dynamic.Interface, gvr schema.
 // esCondition is the status of a condition of an ElasticScaler ("" when it has none).
 func esCondition(ctx context.Context, t *testing.T, dyn dynamic.Interface, name, typ string) string {
 	t.Helper()
-	o, err := dyn.Resource(scalersource.Resource).Namespace(e2eNS).Get(ctx, name, metav1.GetOptions{})
+	o, err := dyn.Resource(elasticscaler.Resource).Namespace(e2eNS).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return ""
 	}
@@ -367,7 +367,7 @@ func esCondition(ctx context.Context, t *testing.T, dyn dynamic.Interface, name,
 // listObjects logs the ElasticScalers and Tidals as kubectl get would list them.
 func listObjects(ctx context.Context, t *testing.T, dyn dynamic.Interface) {
 	t.Helper()
-	for _, gvr := range []schema.GroupVersionResource{scalersource.Resource, tidalGVR} {
+	for _, gvr := range []schema.GroupVersionResource{elasticscaler.Resource, tidalGVR} {
 		l, err := dyn.Resource(gvr).Namespace(e2eNS).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Errorf("list %s: %v", gvr.Resource, err)

@@ -31,9 +31,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/elasticscaler"
 	"github.com/debi-scaler/debi/internal/kube"
 	"github.com/debi-scaler/debi/internal/promclient"
-	"github.com/debi-scaler/debi/scalersource"
 )
 
 // Options are the exporter's command-line settings.
@@ -146,7 +146,7 @@ func NewServer(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*S
 		e.sources.build = newSourceClients(opts.RestConfig, opts.Kubeconfig)
 	}
 	r := &reloader{opts: opts, e: e, log: logger, global: cfg.Global, reqs: make(chan chan error),
-		file: cfg, scalers: cfg.Global.ElasticScalers, updates: make(chan scalersource.Update)}
+		file: cfg, scalers: cfg.Global.ElasticScalers, updates: make(chan elasticscaler.Update)}
 	f := promauto.With(reg)
 	r.ok = f.NewGauge(prometheus.GaugeOpts{
 		Name: "debi_exporter_config_last_reload_successful",
@@ -224,9 +224,9 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error {
-			return scalersource.Run(wctx, scalersource.Options{Dynamic: c.Dynamic, Discovery: c.Discovery,
+			return elasticscaler.RunSource(wctx, elasticscaler.SourceOptions{Dynamic: c.Dynamic, Discovery: c.Discovery,
 				Namespaces: s.global.ElasticScalers.Namespaces, Logger: logger.With("component", "elasticscalers")},
-				func(u scalersource.Update) {
+				func(u elasticscaler.Update) {
 					select {
 					case r.updates <- u:
 					case <-wctx.Done():
@@ -303,7 +303,7 @@ type reloader struct {
 	// policies the watch delivered last, merged into every reload.
 	scalers config.ElasticScalersConfig
 	objects []config.ObjectPolicy
-	updates chan scalersource.Update
+	updates chan elasticscaler.Update
 }
 
 // withObjects is the file's configuration with the objects' valid policies (when the watch
@@ -312,15 +312,15 @@ func (r *reloader) withObjects(file *config.Config) *config.Config {
 	if !r.scalers.Enabled {
 		return file
 	}
-	return scalersource.WithPolicies(file, r.objects, r.log)
+	return elasticscaler.WithPolicies(file, r.objects, r.log)
 }
 
 // applyObjects puts the policies of a new set of ElasticScalers in force beside the file's,
 // through the same path as a reload: unchanged policies keep their state, changed ones are
 // rebuilt, new ones added and those of deleted objects removed.
-func (r *reloader) applyObjects(u scalersource.Update) {
+func (r *reloader) applyObjects(u elasticscaler.Update) {
 	r.objects = u.Policies
-	scalersource.LogRejected(r.log, u.Errors)
+	elasticscaler.LogRejected(r.log, u.Errors)
 	cfg := r.withObjects(r.file)
 	policies := r.opts.Shard.Select(cfg.Policies)
 	st, err := r.e.apply(cfg, policies, nil)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/elasticscaler"
 	"github.com/debi-scaler/debi/internal/testenv"
 	"github.com/debi-scaler/debi/webhook"
 )
@@ -136,10 +137,10 @@ webhook:
 			t.Logf("exporter log:\n%s", logBuf.String())
 		}
 	})
-	var last webhook.Observation
+	var last elasticscaler.Decision
 	ctl, err := webhook.NewController(cfg, webhook.ControllerOptions{Actuator: fixedTarget{},
 		Query: webhook.PrometheusQuery(client, time.Second, 0), Registerer: prometheus.NewRegistry(), Logger: logger,
-		Observe: func(o webhook.Observation) { last = o }})
+		Observe: func(o elasticscaler.Decision) { last = o }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,8 +247,8 @@ webhook:
 }
 
 // sourcesOf is what the MetricsPipeline condition adds of an observation's reads: the
-// failed metrics-API metrics with their cause (webhook.MetricsRead.Sources).
-func sourcesOf(t *testing.T, o webhook.Observation) string {
+// failed metrics-API metrics with their cause (elasticscaler.MetricsRead.Sources).
+func sourcesOf(t *testing.T, o elasticscaler.Decision) string {
 	t.Helper()
 	if o.Metrics == nil {
 		t.Fatalf("observation %+v read no metrics", o)

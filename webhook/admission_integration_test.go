@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/debi-scaler/debi/elasticscaler"
 )
 
 // TestAdmissionOnAPIServer registers the webhook (a Server, over TLS) as a validating admission
@@ -60,7 +62,7 @@ func TestAdmissionOnAPIServer(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name:                    "validate.debi.io",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url + AdmissionPath), CABundle: ca},
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url + elasticscaler.AdmissionPath), CABundle: ca},
 			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{"CREATE", "UPDATE"}, Rule: admissionregistrationv1.Rule{APIGroups: []string{"elasticscaler.io", "tidal.io"}, APIVersions: []string{"v1alpha1"}, Resources: []string{"elasticscalers", "tidals"}}}},
 			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.ns}},
 			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),

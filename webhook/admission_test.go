@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
+
+	"github.com/debi-scaler/debi/elasticscaler"
 )
 
 // review wraps an object (YAML) in an AdmissionReview request.
@@ -51,7 +53,7 @@ func review(t *testing.T, obj string, op admissionv1.Operation) []byte {
 func postReview(t *testing.T, h http.Handler, body []byte) (int, *admissionv1.AdmissionResponse) {
 	t.Helper()
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, AdmissionPath, bytes.NewReader(body)))
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, elasticscaler.AdmissionPath, bytes.NewReader(body)))
 	if w.Code != http.StatusOK {
 		return w.Code, nil
 	}

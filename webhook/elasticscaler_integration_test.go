@@ -17,6 +17,7 @@ import (
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/elasticscaler"
 )
 
 // TestTidalBindsObjectPolicy: a Tidal labelled elasticscaler.io/name=<object> (the guide's
@@ -32,7 +33,7 @@ func TestTidalBindsObjectPolicy(t *testing.T) {
 					Target: esv1.MetricTarget{Type: esv1.UtilizationMetricType, AverageUtilization: i32(60)}}}}}},
 		},
 	}
-	op, _, err := config.TranslateElasticScaler(es)
+	op, _, err := elasticscaler.TranslateElasticScaler(es)
 	if err != nil {
 		t.Fatal(err)
 	}

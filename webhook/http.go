@@ -18,6 +18,8 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/debi-scaler/debi/elasticscaler"
 )
 
 // This is the only file that knows Gin: it authenticates, bounds and reads the body, calls the
@@ -117,7 +119,9 @@ func newRouter(o routerOptions) http.Handler {
 	}
 
 	// Validating admission of ElasticScaler and Tidal objects: the API server calls it over TLS.
-	r.POST(AdmissionPath, func(c *gin.Context) { admit(c.Writer, c.Request, o.maxBodyBytes, o.metrics) })
+	r.POST(elasticscaler.AdmissionPath, func(c *gin.Context) {
+		elasticscaler.Admit(c.Writer, c.Request, o.maxBodyBytes, o.metrics.admissions)
+	})
 
 	r.POST("/v1/alertmanager", func(c *gin.Context) {
 		ep := o.live.Load()

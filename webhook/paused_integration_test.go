@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
+	"github.com/debi-scaler/debi/elasticscaler"
 )
 
 // TestElasticScalerPausedReplicas, on a real kube-apiserver, KEDA's paused-replicas as
@@ -36,7 +37,7 @@ func TestElasticScalerPausedReplicas(t *testing.T) {
 	ctx := context.Background()
 	e.applyFile(t, "../deploy/crds/elasticscaler.io_elasticscalers.yaml", "")
 	poll(t, 20*time.Second, "elasticscalers served", func() bool {
-		_, err := e.dyn.Resource(esResource).Namespace(e.ns).List(ctx, metav1.ListOptions{})
+		_, err := e.dyn.Resource(elasticscaler.Resource).Namespace(e.ns).List(ctx, metav1.ListOptions{})
 		return err == nil
 	})
 	e.deployment(t, e.ns, "vllm", 2)
@@ -59,7 +60,7 @@ webhook:
 		t.Fatal(err)
 	}
 	url := runWebhook(t, Options{ConfigFile: cfgFile, RestConfig: e.rc}, prometheus.NewRegistry())
-	es := e.dyn.Resource(esResource).Namespace(e.ns)
+	es := e.dyn.Resource(elasticscaler.Resource).Namespace(e.ns)
 
 	obj := func(paused any) *unstructured.Unstructured {
 		o := esObject(e.ns, "vllm-scaler", "vllm", time.Now(), "")

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/elasticscaler"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -124,7 +125,7 @@ type Controller struct {
 	log      *slog.Logger
 	now      func() time.Time
 	// observe, when set, is told of every decision (the ElasticScaler status writer).
-	observe func(Observation)
+	observe func(elasticscaler.Decision)
 	// tidalMissingLogged: the watch said once that its resource is not served.
 	tidalMissingLogged atomic.Bool
 }
@@ -215,8 +216,8 @@ type ControllerOptions struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Observe, when set, is called after each decision, under the policy's lock: it must not
-	// block (see Observation).
-	Observe func(Observation)
+	// block (see elasticscaler.StatusWriter.Observe).
+	Observe func(elasticscaler.Decision)
 }
 
 // NewController builds the per-policy rules and queries of cfg.
@@ -454,15 +455,15 @@ func (c *Controller) tidalPolicy(e *TidalEvent) (*policyState, error) {
 		var ok bool
 		byObject := false
 		if ps, ok = c.policies[name]; !ok {
-			// The policy of an ElasticScaler object is <namespace>.<name> (config.PolicyName):
+			// The policy of an ElasticScaler object is <namespace>.<name> (elasticscaler.PolicyName):
 			// the labels name the object, in the Tidal's namespace unless they say another.
 			ns := e.Labels[LabelScalerNamespace]
 			if ns == "" {
 				ns = e.Namespace
 			}
-			if ps, ok = c.policies[config.PolicyName(ns, name)]; !ok {
+			if ps, ok = c.policies[elasticscaler.PolicyName(ns, name)]; !ok {
 				return nil, unprocessable("tidal %s/%s: unknown policy %q in label %s (nor %q, the policy of an ElasticScaler)",
-					e.Namespace, e.Name, name, LabelScalerName, config.PolicyName(ns, name))
+					e.Namespace, e.Name, name, LabelScalerName, elasticscaler.PolicyName(ns, name))
 			}
 			byObject = true
 		}

@@ -13,6 +13,7 @@ import (
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/elasticscaler"
 	"github.com/debi-scaler/debi/internal/metricsapi"
 	"github.com/debi-scaler/debi/scaling"
 )
@@ -72,9 +73,9 @@ func TestMetricsAPIStatus(t *testing.T) {
 	l := newLiveLoop(t, apiMetricPolicy, 4)
 	r := &stubReader{}
 	l.exp.SetMetricsAPI(r, nil)
-	var obs []Observation
+	var obs []elasticscaler.Decision
 	c, err := NewController(l.cfg, ControllerOptions{Actuator: l.target, Query: l.query, Logger: testLogger(t),
-		Registerer: prometheus.NewRegistry(), Now: func() time.Time { return l.now }, Observe: func(o Observation) { obs = append(obs, o) }})
+		Registerer: prometheus.NewRegistry(), Now: func() time.Time { return l.now }, Observe: func(o elasticscaler.Decision) { obs = append(obs, o) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestMetricsAPIStatus(t *testing.T) {
 		if len(obs) == 0 || obs[len(obs)-1].Metrics == nil {
 			t.Fatalf("no observation with metrics: %+v", obs)
 		}
-		return out, metricsCondition(obs[len(obs)-1].Metrics, 1)
+		return out, elasticscaler.MetricsCondition(obs[len(obs)-1].Metrics, 1)
 	}
 	// 360 messages at 30 per pod: ceil(360/30) = 12 pods, above cpu's 2.
 	out, cond := step(360, nil)

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
+	"github.com/debi-scaler/debi/elasticscaler"
 )
 
 // TestElasticScalerStatus, on a real kube-apiserver: a running webhook reports Validated=False
@@ -35,7 +36,7 @@ func TestElasticScalerStatus(t *testing.T) {
 	ctx := context.Background()
 	e.applyFile(t, "../deploy/crds/elasticscaler.io_elasticscalers.yaml", "")
 	poll(t, 20*time.Second, "elasticscalers served", func() bool {
-		_, err := e.dyn.Resource(esResource).Namespace(e.ns).List(ctx, metav1.ListOptions{})
+		_, err := e.dyn.Resource(elasticscaler.Resource).Namespace(e.ns).List(ctx, metav1.ListOptions{})
 		return err == nil
 	})
 	pol := e.ns + ".vllm-scaler"
@@ -57,7 +58,7 @@ webhook:
 	}
 	url := runWebhook(t, Options{ConfigFile: cfgFile, RestConfig: e.rc}, prometheus.NewRegistry())
 
-	es := e.dyn.Resource(esResource).Namespace(e.ns)
+	es := e.dyn.Resource(elasticscaler.Resource).Namespace(e.ns)
 	create := func(name string) {
 		t.Helper()
 		o := esObject(e.ns, name, "vllm", time.Now(), "")
@@ -196,7 +197,7 @@ func getTable(t *testing.T, e *kubeEnv, when string) {
 func describe(t *testing.T, e *kubeEnv, name string) {
 	t.Helper()
 	ctx := context.Background()
-	u, err := e.dyn.Resource(esResource).Namespace(e.ns).Get(ctx, name, metav1.GetOptions{})
+	u, err := e.dyn.Resource(elasticscaler.Resource).Namespace(e.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@
 // the configuration again without a restart.
 //
 // Server composes the parts (the Controller, the router of http.go, the Tidal watch, the
-// ElasticScaler status writer, scalersource and hpaowner on one informer cache); cmd/debi runs
+// ElasticScaler status writer, the ElasticScaler source and HPA owner of package elasticscaler on one informer cache); cmd/debi runs
 // it in a process (flags, client-go's klog, the registry, signals).
 package webhook
 
@@ -46,11 +46,10 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/debi-scaler/debi/config"
-	"github.com/debi-scaler/debi/hpaowner"
+	"github.com/debi-scaler/debi/elasticscaler"
 	"github.com/debi-scaler/debi/internal/kube"
 	"github.com/debi-scaler/debi/internal/promclient"
 	"github.com/debi-scaler/debi/policy"
-	"github.com/debi-scaler/debi/scalersource"
 )
 
 // Options are the command-line settings of `debi webhook`.
@@ -110,7 +109,7 @@ type Server struct {
 	// ElasticScaler actors and their Leases) comes from it.
 	start *config.Config
 	// owner runs the HPAs of HPA-algorithm ElasticScalers (nil without global.elastic_scalers).
-	owner   *hpaowner.Owner
+	owner   *elasticscaler.Owner
 	handler http.Handler
 	ready   atomic.Bool
 
@@ -126,7 +125,7 @@ type Server struct {
 	watchingScalers bool
 	objects         []config.ObjectPolicy
 	// status writes the ElasticScalers' status and Events (nil without global.elastic_scalers).
-	status *statusWriter
+	status *elasticscaler.StatusWriter
 }
 
 // New loads the configuration file, builds the clients (opts.RestConfig, or the kubeconfig
@@ -176,14 +175,11 @@ func New(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*Server,
 		}
 	}
 	s.informers = kube.NewInformers(act.Dynamic(), scope...)
-	s.status = s.newServerStatus(cfg) // ElasticScaler status and Events (webhook/status.go)
 	if s.watchingScalers {
-		s.owner = hpaowner.New(hpaowner.Options{Dynamic: act.Dynamic(), Informers: s.informers, Kube: act.Kube(),
+		s.owner = elasticscaler.NewOwner(elasticscaler.OwnerOptions{Dynamic: act.Dynamic(), Informers: s.informers, Kube: act.Kube(),
 			Namespaces: cfg.Global.ElasticScalers.Namespaces, Logger: logger.With("component", "hpaowner")})
-		if s.status != nil {
-			s.status.hpaProblems = s.owner.Problems // reported in the objects' Validated condition
-		}
 	}
+	s.status = s.newServerStatus(cfg, s.owner) // ElasticScaler status and Events (elasticscaler/status.go)
 	gen, err := s.build(raw, cfg)
 	if err != nil {
 		return nil, err
@@ -276,7 +272,7 @@ func (s *Server) Run(ctx context.Context) error {
 			logger.Info("tidal watch stopped")
 		})
 	}
-	if s.owner != nil { // the Kubernetes HPAs of HPA-algorithm ElasticScalers (hpaowner), on the Lease holder only
+	if s.owner != nil { // the Kubernetes HPAs of HPA-algorithm ElasticScalers (elasticscaler.Owner), on the Lease holder only
 		hl := logger.With("component", "hpaowner")
 		le := s.start.Webhook.LeaderElection
 		le.Name += "-hpa" // a Lease of its own, as the status writer's: the Tidal watch's campaign restarts on reload
@@ -295,7 +291,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.watchingScalers { // policies from ElasticScalers, on every replica (all serve notifications)
 		sctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error {
-			return scalersource.Run(sctx, scalersource.Options{Dynamic: act.Dynamic(), Informers: s.informers, Discovery: act.Kube().Discovery(),
+			return elasticscaler.RunSource(sctx, elasticscaler.SourceOptions{Dynamic: act.Dynamic(), Informers: s.informers, Discovery: act.Kube().Discovery(),
 				Namespaces: s.start.Global.ElasticScalers.Namespaces, StateTriggers: true, Logger: logger.With("component", "elasticscalers")}, s.applyObjects)
 		}, func(error) { cancel() })
 	}
@@ -338,16 +334,16 @@ func (s *Server) withObjects(file *config.Config) *config.Config {
 	if !s.watchingScalers {
 		return file
 	}
-	return scalersource.WithPolicies(file, s.objects, s.logger)
+	return elasticscaler.WithPolicies(file, s.objects, s.logger)
 }
 
 // applyObjects puts a new set of ElasticScalers' policies in force beside the file's, as a
 // reload does: a new Controller, the Tidal watch restarted with it.
-func (s *Server) applyObjects(u scalersource.Update) {
+func (s *Server) applyObjects(u elasticscaler.Update) {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	s.objects = u.Policies
-	scalersource.LogRejected(s.logger, u.Errors)
+	elasticscaler.LogRejected(s.logger, u.Errors)
 	old := s.current.Load()
 	cfg := s.withObjects(old.file)
 	g, err := s.build(old.raw, cfg)

@@ -2,7 +2,7 @@ package v1alpha1
 
 // Condition reasons and Event reasons of ElasticScalers, besides ConditionValidated,
 // ConditionMetricsPipeline, ConditionScalingCalculated, ReasonValidationFailed and
-// ReasonMetricsPartialSuccess (types.go). debi's webhook writes them (webhook/status.go).
+// ReasonMetricsPartialSuccess (types.go). debi's webhook writes them (elasticscaler/status.go).
 const (
 	// ReasonValid is the reason of Validated=True: the admission checks, the translation to a
 	// policy and the controller's checks (target exists, one ElasticScaler per target,

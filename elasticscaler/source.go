@@ -1,11 +1,11 @@
-// Package scalersource watches ElasticScaler objects (elasticscaler.io/v1alpha1) and delivers
-// the policies they translate to (config.TranslateElasticScaler) to the exporter and the webhook,
-// which run them beside the file's policies (global.elastic_scalers; WithPolicies merges the
-// two for both). With Options.StateTriggers (the webhook's) it also watches Tidals
-// (tidal.io/v1alpha1) and delivers the policies of StateTrigger objects
-// (config.TranslateStateTrigger), translated again when a Tidal's spec or labels change. It reads the objects only: status conditions and events are
-// written elsewhere.
-package scalersource
+// The object source: the ElasticScalers watched and translated, delivered to the exporter and
+// the webhook, which run their policies beside the file's (global.elastic_scalers; WithPolicies
+// merges the two for both). With SourceSourceOptions.StateTriggers (the webhook's) it also watches
+// Tidals (tidal.io/v1alpha1) and delivers the policies of StateTrigger objects
+// (TranslateStateTrigger), translated again when a Tidal's spec or labels change. It reads the
+// objects only: the status writer (status.go) writes their conditions and Events.
+
+package elasticscaler
 
 import (
 	"context"
@@ -19,7 +19,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -34,7 +33,7 @@ import (
 // Resource is the watched resource.
 var Resource = esv1.SchemeGroupVersion.WithResource("elasticscalers")
 
-// TidalResource is the resource StateTrigger objects name, watched with Options.StateTriggers.
+// TidalResource is the resource StateTrigger objects name, watched with SourceOptions.StateTriggers.
 var TidalResource = tidalv1.SchemeGroupVersion.WithResource("tidals")
 
 // Update is the current set of ElasticScalers, translated.
@@ -43,18 +42,18 @@ type Update struct {
 	// against the file by config.(*Config).WithPolicies.
 	Policies []config.ObjectPolicy
 	// Errors are the objects that do not translate, one error each (config.ObjectError, joined
-	// when several fields are at fault), sorted. Without Options.StateTriggers, StateTrigger
+	// when several fields are at fault), sorted. Without SourceOptions.StateTriggers, StateTrigger
 	// objects are not errors: they are counted in Skipped.
 	Errors []error
-	// Skipped counts the StateTrigger objects not translated: Options.StateTriggers is off.
+	// Skipped counts the StateTrigger objects not translated: SourceOptions.StateTriggers is off.
 	Skipped int
 	// Pending counts the StateTrigger objects waiting for the Tidal cache's first sync (neither
 	// policies nor errors yet).
 	Pending int
 }
 
-// Options configure Run.
-type Options struct {
+// SourceOptions configure RunSource.
+type SourceOptions struct {
 	// Dynamic lists and watches the objects; Discovery tells whether the API server serves them.
 	Dynamic   dynamic.Interface
 	Discovery discovery.DiscoveryInterface
@@ -71,19 +70,19 @@ type Options struct {
 	// (default 1m).
 	Recheck time.Duration
 	// Informers is the process's informer cache, shared with the other consumers of the
-	// resources (nil: Run builds one of its own from Dynamic and Namespaces). Its scope must
+	// resources (nil: RunSource builds one of its own from Dynamic and Namespaces). Its scope must
 	// cover Namespaces.
 	Informers *kube.Informers
 	// Logger receives the translation warnings (once per object version) and the watch's state.
 	Logger *slog.Logger
 }
 
-// Run watches ElasticScalers until ctx ends and calls deliver with the current set after the
+// RunSource watches ElasticScalers until ctx ends and calls deliver with the current set after the
 // informers' first sync and after every change (debounced), but not when a change leaves the
-// translated set as it was (a status update, say). deliver runs on Run's goroutine. While the API
-// server does not serve the resource (the CRD is not installed), Run waits and asks discovery
+// translated set as it was (a status update, say). deliver runs on RunSource's goroutine. While the API
+// server does not serve the resource (the CRD is not installed), RunSource waits and asks discovery
 // again every Recheck; it delivers nothing then, so only the file's policies run.
-func Run(ctx context.Context, o Options, deliver func(Update)) error {
+func RunSource(ctx context.Context, o SourceOptions, deliver func(Update)) error {
 	if o.Debounce <= 0 {
 		o.Debounce = time.Second
 	}
@@ -196,7 +195,7 @@ func servedResource(d discovery.DiscoveryInterface, gvr schema.GroupVersionResou
 // (metadata.generation) or labels, its creation or deletion, pokes the translation; a status
 // write (every rule activation) does not.
 type tidalWatch struct {
-	o         Options
+	o         SourceOptions
 	inf       *kube.Informers
 	nss       []string
 	poke      func()
@@ -285,21 +284,17 @@ func (t *tidalWatch) lookup(ns, name string) (*tidalv1.Tidal, bool) {
 	if !kube.InNamespaces(t.nss, ns) {
 		return nil, false
 	}
-	for _, inf := range t.informers {
-		obj, ok, err := inf.GetStore().GetByKey(ns + "/" + name)
-		if err != nil || !ok {
-			continue
-		}
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		var td tidalv1.Tidal
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &td); err != nil {
+	stores := make([]cache.Store, len(t.informers))
+	for i, inf := range t.informers {
+		stores[i] = inf.GetStore()
+	}
+	if u := cached(stores, ns+"/"+name); u != nil {
+		td, err := decode[tidalv1.Tidal](u)
+		if err != nil {
 			t.log.Warn("Tidal does not decode", "tidal", ns+"/"+name, "err", err)
 			return nil, false
 		}
-		return &td, true
+		return td, true
 	}
 	return nil, false
 }
@@ -327,7 +322,7 @@ func (w *translator) snapshot(informers []cache.SharedIndexInformer) Update {
 			}
 			key := o.GetNamespace() + "/" + o.GetName()
 			live[key] = true
-			var lookup config.TidalLookup
+			var lookup TidalLookup
 			if w.stateTriggers && isStateTrigger(o) {
 				if !w.tidals.ready() {
 					u.Pending++
@@ -343,7 +338,7 @@ func (w *translator) snapshot(informers []cache.SharedIndexInformer) Update {
 				}
 			}
 			switch {
-			case errors.Is(err, config.ErrStateTrigger):
+			case errors.Is(err, ErrStateTrigger):
 				u.Skipped++
 			case err != nil:
 				u.Errors = append(u.Errors, err)
@@ -363,23 +358,23 @@ func (w *translator) snapshot(informers []cache.SharedIndexInformer) Update {
 }
 
 // Translate decodes an ElasticScaler from the watch and translates it; a StateTrigger object
-// returns an error wrapping config.ErrStateTrigger.
+// returns an error wrapping ErrStateTrigger.
 func Translate(o *unstructured.Unstructured) (config.ObjectPolicy, []string, error) {
 	return TranslateWith(o, nil)
 }
 
 // TranslateWith is Translate with a Tidal lookup: a StateTrigger object is translated with its
-// Tidal (config.TranslateStateTrigger) when lookup is set.
-func TranslateWith(o *unstructured.Unstructured, lookup config.TidalLookup) (config.ObjectPolicy, []string, error) {
-	var es esv1.ElasticScaler
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &es); err != nil {
+// Tidal (TranslateStateTrigger) when lookup is set.
+func TranslateWith(o *unstructured.Unstructured, lookup TidalLookup) (config.ObjectPolicy, []string, error) {
+	es, err := decode[esv1.ElasticScaler](o)
+	if err != nil {
 		src := "elasticscaler " + o.GetNamespace() + "/" + o.GetName()
 		return config.ObjectPolicy{Source: src}, nil, &config.ObjectError{Source: src, Err: fmt.Errorf("decode: %w", err)}
 	}
 	if lookup != nil {
-		return config.TranslateObject(&es, lookup)
+		return TranslateObject(es, lookup)
 	}
-	return config.TranslateElasticScaler(&es)
+	return TranslateElasticScaler(es)
 }
 
 func isStateTrigger(o *unstructured.Unstructured) bool {

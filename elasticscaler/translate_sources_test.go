@@ -1,4 +1,4 @@
-package config
+package elasticscaler
 
 import (
 	"errors"
@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
+	"github.com/debi-scaler/debi/config"
 )
 
 func esFixture(t *testing.T, file string) *esv1.ElasticScaler {
@@ -38,7 +39,7 @@ func TestGuideAPIMetrics(t *testing.T) {
 			t.Errorf("warning %q: no metric may be ignored", w)
 		}
 	}
-	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
@@ -55,14 +56,14 @@ func TestGuideAPIMetrics(t *testing.T) {
 		t.Fatalf("metric names %s", got)
 	}
 	q, ing, pods, mem := ms[1], ms[2], ms[3], ms[4]
-	if s := q.Source; s == nil || s.Type != SourceExternal || s.Metric != "queue_depth" || s.Namespace != "shop" ||
+	if s := q.Source; s == nil || s.Type != config.SourceExternal || s.Metric != "queue_depth" || s.Namespace != "shop" ||
 		s.Selector == nil || s.Selector.MatchLabels["queue"] != "orders" {
 		t.Errorf("external source %+v", q.Source)
 	}
-	if s := ing.Source; s == nil || s.Type != SourceObject || s.Object != (ObjectReference{"networking.k8s.io/v1", "Ingress", "main"}) || s.Namespace != "shop" {
+	if s := ing.Source; s == nil || s.Type != config.SourceObject || s.Object != (config.ObjectReference{APIVersion: "networking.k8s.io/v1", Kind: "Ingress", Name: "main"}) || s.Namespace != "shop" {
 		t.Errorf("object source %+v", ing.Source)
 	}
-	if s := pods.Source; s == nil || s.Type != SourcePods || s.Metric != "http_requests" {
+	if s := pods.Source; s == nil || s.Type != config.SourcePods || s.Metric != "http_requests" {
 		t.Errorf("pods source %+v", pods.Source)
 	}
 	// In the metrics list the cpu target is the cpu metric's (70 % of the request) and the rule
@@ -70,7 +71,7 @@ func TestGuideAPIMetrics(t *testing.T) {
 	// capacity of 30/0.5 = 60 at load 1; the Ingress's 2000 over 4 pods 2000/0.5/4 = 1000; 100
 	// per pod 100/0.5 = 200.
 	for _, tc := range []struct {
-		m    ScaleMetric
+		m    config.ScaleMetric
 		want float64
 	}{{q, 60}, {ing, 1000}, {pods, 200}} {
 		if got := tc.m.CapacityPerPod(tc.m.Capacity, 4); !approxEq(got, tc.want) {
@@ -110,10 +111,10 @@ func TestGuideAPIMetricErrors(t *testing.T) {
 			tc.mod(es)
 			op, _, err := TranslateElasticScaler(es)
 			if err == nil {
-				_, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+				_, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
 				err = errors.Join(errs...)
 			}
-			var oe *ObjectError
+			var oe *config.ObjectError
 			if !errors.As(err, &oe) || oe.Path != tc.path || !strings.Contains(err.Error(), tc.inMsg) {
 				t.Fatalf("error %v; want one at %s saying %q", err, tc.path, tc.inMsg)
 			}

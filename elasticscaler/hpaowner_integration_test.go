@@ -1,4 +1,4 @@
-package hpaowner_test
+package elasticscaler_test
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/debi-scaler/debi/hpaowner"
+	"github.com/debi-scaler/debi/elasticscaler"
 	"github.com/debi-scaler/debi/internal/testenv"
 	"github.com/debi-scaler/debi/webhook"
 )
@@ -109,7 +109,7 @@ func TestHPAOwnerOnAPIServer(t *testing.T) {
 	}
 
 	// The owner starts before the CRD is served or right after: it waits for discovery.
-	owner := hpaowner.New(hpaowner.Options{Dynamic: saDyn, Kube: saKube, Namespaces: []string{ns}, Recheck: 200 * time.Millisecond,
+	owner := elasticscaler.NewOwner(elasticscaler.OwnerOptions{Dynamic: saDyn, Kube: saKube, Namespaces: []string{ns}, Recheck: 200 * time.Millisecond,
 		MaxRetry: time.Second, Logger: slog.New(slog.NewTextHandler(logTo(t), nil))})
 	octx, ostop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -122,7 +122,7 @@ func TestHPAOwnerOnAPIServer(t *testing.T) {
 	}()
 	defer func() { ostop(); wg.Wait() }()
 
-	es := dyn.Resource(hpaowner.Resource).Namespace(ns)
+	es := dyn.Resource(elasticscaler.Resource).Namespace(ns)
 	hpas := kube.AutoscalingV2().HorizontalPodAutoscalers(ns)
 	get := func(name string) *autoscalingv2.HorizontalPodAutoscaler {
 		h, err := hpas.Get(ctx, name, metav1.GetOptions{})
@@ -337,7 +337,7 @@ func TestWebhookRunsHPAOwner(t *testing.T) {
 	}
 	// Served before the webhook starts: its watches look again only every minute.
 	for {
-		if _, err := dyn.Resource(hpaowner.Resource).Namespace("ai-inference").List(ctx, metav1.ListOptions{}); err == nil {
+		if _, err := dyn.Resource(elasticscaler.Resource).Namespace("ai-inference").List(ctx, metav1.ListOptions{}); err == nil {
 			break
 		}
 		if ctx.Err() != nil {
@@ -379,7 +379,7 @@ func TestWebhookRunsHPAOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	es := dyn.Resource(hpaowner.Resource).Namespace("ai-inference")
+	es := dyn.Resource(elasticscaler.Resource).Namespace("ai-inference")
 	for {
 		if _, err = ssa(ctx, es, decodeYAML(t, fixture)); err == nil {
 			break

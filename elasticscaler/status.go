@@ -1,4 +1,4 @@
-package webhook
+package elasticscaler
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net/http"
 	"reflect"
 	"slices"
 	"sort"
@@ -16,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/oklog/run"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -32,17 +30,36 @@ import (
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
 	"github.com/debi-scaler/debi/config"
-	kubepkg "github.com/debi-scaler/debi/internal/kube"
+	"github.com/debi-scaler/debi/internal/kube"
 	"github.com/debi-scaler/debi/policy"
 )
 
-// Observation is one decision of a policy, as the Controller tells its Observe hook.
-type Observation struct {
+// Decision is one decision of an object's policy, as the webhook reports it
+// (StatusWriter.Observe): the status writer writes the object's conditions, decision fields and
+// Events from it alone.
+type Decision struct {
 	Policy    string
 	Mode      string
 	Algorithm string
-	Trigger   string
-	Outcome   Outcome
+	// Trigger is firing, resolved or tidal.
+	Trigger string
+	// Source of the load (prometheus, annotation, tidal or none), the load W at the current size
+	// (nil when none) and the target utilization (0 when none).
+	Source string
+	W      *float64
+	Target float64
+	// Before and After are the sizes before and after the decision; Reason says why After.
+	Before, After int32
+	Reason        string
+	// Metric is the metric whose count decided, for a policy with several metrics.
+	Metric string
+	// Held says why nothing was decided (the size is kept).
+	Held string
+	// Written is true when the cluster was changed; Object names what was written.
+	Written bool
+	Object  string
+	// PausedReplicas is the count the policy is paused at, when it is.
+	PausedReplicas *int32
 	// Err is the decision's error (nil when it decided or held).
 	Err error
 	// Metrics is what the decision read from Prometheus; nil when it read nothing (a Tidal).
@@ -67,28 +84,42 @@ type MetricsRead struct {
 	Sources []string
 }
 
-// notify tells the Observe hook of a decision; under ps.mu.
-func (c *Controller) notify(ps *policyState, trigger string, out Outcome, err error) {
-	if c.observe == nil {
-		return
-	}
-	o := Observation{Policy: ps.pol.Name, Mode: ps.mode, Algorithm: ps.algName, Trigger: trigger, Outcome: out, Err: err, Time: c.now()}
-	if in := ps.lastRead; in != nil {
-		m := &MetricsRead{Inputs: len(ps.inputs), Failed: in.bad, Sources: in.sources}
-		if in.outage != nil {
-			m.Outage = in.outage.Error()
-		}
-		if v, ok := in.val[inStale]; ok && v != 0 {
-			m.Stale = "the exporter's values are stale (debi_policy_stale is 1: an input query of the policy fails)"
-		} else if age, ok := in.val[inAge]; ok && age > c.cfg.Webhook.MaxInputAge.Seconds() {
-			m.Stale = fmt.Sprintf("the exporter's last complete step is %.0fs old, above webhook.max_input_age (%v)", age, c.cfg.Webhook.MaxInputAge)
-		}
-		o.Metrics = m
-	}
-	c.observe(o)
+// RefError is the error of StatusOptions.Get for a targetRef that names nothing the API server
+// serves (an api_version that does not parse, a kind discovery does not know): a fault of the
+// object, reported in its Validated condition with Err's message.
+type RefError struct{ Err error }
+
+func (e *RefError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *RefError) Unwrap() error { return e.Err }
+
+// StatusOptions configure a StatusWriter.
+type StatusOptions struct {
+	// Dynamic writes the status subresource; Discovery tells whether ElasticScalers are served.
+	Dynamic   dynamic.Interface
+	Discovery discovery.DiscoveryInterface
+	// Get reads a targetRef's object (the webhook's dynamic client and RESTMapper, as for
+	// targets); a *RefError when the reference names nothing served.
+	Get func(ctx context.Context, t config.Target) (*unstructured.Unstructured, error)
+	// Recorder records the Events on the objects (nil: none).
+	Recorder record.EventRecorder
+	Logger   *slog.Logger
+	// File is the configuration file's part in force (its policies win any conflict).
+	File func() *config.Config
+	// Namespaces to watch; empty watches every namespace.
+	Namespaces []string
+	// Informers is the process's informer cache (nil: Run builds its own over Namespaces).
+	Informers *kube.Informers
+	// HPAProblems are the HPA owner's problems by namespace/name (Owner.Problems), reported in
+	// the objects' Validated condition; nil without an owner.
+	HPAProblems func() map[string]string
+	// Recheck is how often discovery is asked again while ElasticScalers are not served
+	// (default 1m).
+	Recheck time.Duration
 }
 
-// statusWriter writes the status of ElasticScalers (conditions Validated, MetricsPipeline,
+// StatusWriter writes the status of ElasticScalers (conditions Validated, MetricsPipeline,
 // ScalingCalculated and the last decision's fields) through the status subresource, and
 // records Events on them.
 //
@@ -96,7 +127,7 @@ func (c *Controller) notify(ps *policyState, trigger string, out Outcome, err er
 // only, so that replicas never disagree about it. A decision is reported by the replica that
 // made it (Alertmanager may notify any replica): each write sets only its own conditions and
 // fields on a fresh read, retried on conflict.
-type statusWriter struct {
+type StatusWriter struct {
 	dyn       dynamic.Interface
 	discovery discovery.DiscoveryInterface
 	// get reads a targetRef's object (the dynamic client and the RESTMapper, as for targets).
@@ -107,11 +138,13 @@ type statusWriter struct {
 	file       func() *config.Config
 	namespaces []string
 	// informers is the process's informer cache (nil: run builds its own over namespaces).
-	informers *kubepkg.Informers
+	informers *kube.Informers
 	// interval is the least time between two status writes of one object, and the period of
 	// the retry pass; recheck is how long the cluster checks of a valid object are trusted.
 	interval, recheck time.Duration
-	now               func() time.Time
+	// discoveryRecheck is how often discovery is asked again while the resource is not served.
+	discoveryRecheck time.Duration
+	now              func() time.Time
 
 	leader atomic.Bool
 	kick   chan struct{}
@@ -122,7 +155,7 @@ type statusWriter struct {
 	mu     sync.Mutex
 	store  []cache.Store
 	seq    uint64
-	obs    map[string]*Observation // last decision by policy name
+	obs    map[string]*Decision // last decision by policy name
 	obsSeq map[string]uint64
 	state  map[string]*objState // by namespace/name
 	// withPolicies caches the file's checks of the objects' policies.
@@ -143,88 +176,45 @@ type objState struct {
 	eventMsg string
 }
 
-func newStatusWriter(dyn dynamic.Interface, disc discovery.DiscoveryInterface, get func(context.Context, config.Target) (*unstructured.Unstructured, error),
-	rec record.EventRecorder, log *slog.Logger, file func() *config.Config, namespaces []string) *statusWriter {
-	return &statusWriter{dyn: dyn, discovery: disc, get: get, rec: rec, log: log, file: file, namespaces: namespaces,
+// NewStatusWriter returns a StatusWriter; Run starts it.
+func NewStatusWriter(o StatusOptions) *StatusWriter {
+	if o.Recheck <= 0 {
+		o.Recheck = time.Minute
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &StatusWriter{dyn: o.Dynamic, discovery: o.Discovery, get: o.Get, rec: o.Recorder, log: log, file: o.File,
+		namespaces: o.Namespaces, informers: o.Informers, hpaProblems: o.HPAProblems, discoveryRecheck: o.Recheck,
 		interval: 3 * time.Second, recheck: 30 * time.Second, now: time.Now, kick: make(chan struct{}, 1),
-		obs: map[string]*Observation{}, obsSeq: map[string]uint64{}, state: map[string]*objState{}}
+		obs: map[string]*Decision{}, obsSeq: map[string]uint64{}, state: map[string]*objState{}}
 }
 
-// getObject reads the object t names, through the RESTMapper.
-func (k *KubeActuator) getObject(ctx context.Context, t config.Target) (*unstructured.Unstructured, error) {
-	r, err := k.resource(t)
-	if err != nil {
-		return nil, err
-	}
-	return r.Get(ctx, t.Name, metav1.GetOptions{})
-}
-
-// startStatus adds the status writer and its Lease campaign to g (with global.elastic_scalers).
-func (s *Server) startStatus(ctx context.Context, g *run.Group) {
-	if s.status == nil {
-		return
-	}
-	w := s.status
-	wctx, cancel := context.WithCancel(ctx)
-	g.Add(func() error { return w.run(wctx) }, func(error) { cancel() })
-	le := s.start.Webhook.LeaderElection
-	if !le.IsEnabled() {
-		w.setLeader(true)
-		return
-	}
-	le.Name += "-status" // a Lease of its own: the Tidal watch's campaign restarts on every reload
-	lctx, lcancel := context.WithCancel(ctx)
-	g.Add(func() error {
-		return RunLeaderElected(lctx, s.act.Kube(), le, s.id, s.logger.With("component", "elasticscaler-status"), w.setLeader,
-			func(ctx context.Context) { <-ctx.Done() })
-	}, func(error) { lcancel() })
-}
-
-// newServerStatus is the status writer of a webhook with global.elastic_scalers, else nil.
-func (s *Server) newServerStatus(cfg *config.Config) *statusWriter {
-	if !cfg.Global.ElasticScalers.Enabled {
-		return nil
-	}
-	w := newStatusWriter(s.act.Dynamic(), s.act.Kube().Discovery(), s.act.getObject, s.recorder,
-		s.logger.With("component", "elasticscaler-status"), func() *config.Config {
-			if g := s.current.Load(); g != nil {
-				return g.file
-			}
-			return nil
-		}, cfg.Global.ElasticScalers.Namespaces)
-	w.informers = s.informers
-	return w
-}
-
-// observeDecision is the Controllers' Observe hook.
-func (s *Server) observeDecision(o Observation) {
-	if s.status != nil {
-		s.status.observe(o)
-	}
-}
-
-func (w *statusWriter) setLeader(b bool) {
+// SetLeader tells the writer whether this replica holds the status Lease: validation is the
+// holder's only.
+func (w *StatusWriter) SetLeader(b bool) {
 	w.leader.Store(b)
 	w.poke()
 }
 
-func (w *statusWriter) poke() {
+func (w *StatusWriter) poke() {
 	select {
 	case w.kick <- struct{}{}:
 	default:
 	}
 }
 
-// run watches the ElasticScalers and writes their status until ctx ends.
-func (w *statusWriter) run(ctx context.Context) error {
-	for logged := false; !servesElasticScalers(w.discovery); logged = true {
+// Run watches the ElasticScalers and writes their status until ctx ends.
+func (w *StatusWriter) Run(ctx context.Context) error {
+	for logged := false; !served(w.discovery); logged = true {
 		if !logged {
 			w.log.Info("status writer waiting: elasticscalers not served")
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(discoveryRecheck):
+		case <-time.After(w.discoveryRecheck):
 		}
 	}
 	inf := w.informers
@@ -233,11 +223,11 @@ func (w *statusWriter) run(ctx context.Context) error {
 		if len(nss) == 0 {
 			nss = []string{metav1.NamespaceAll}
 		}
-		inf = kubepkg.NewInformers(w.dyn, nss...)
+		inf = kube.NewInformers(w.dyn, nss...)
 		inf.Start(ctx)
 		defer inf.Shutdown()
 	}
-	watch, err := inf.Watch(esResource, cache.ResourceEventHandlerFuncs{
+	watch, err := inf.Watch(Resource, cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { w.poke() }, UpdateFunc: func(_, _ any) { w.poke() }, DeleteFunc: func(any) { w.poke() },
 	})
 	if err != nil {
@@ -264,13 +254,6 @@ func (w *statusWriter) run(ctx context.Context) error {
 	}
 }
 
-var esResource = esv1.SchemeGroupVersion.WithResource("elasticscalers")
-
-func servesElasticScalers(d discovery.DiscoveryInterface) bool {
-	ok, _ := kubepkg.Served(d, esResource)
-	return ok
-}
-
 // object is one ElasticScaler from the cache.
 type object struct {
 	u   *unstructured.Unstructured
@@ -280,7 +263,7 @@ type object struct {
 
 func (o *object) key() string { return o.u.GetNamespace() + "/" + o.u.GetName() }
 
-func (w *statusWriter) objects() []*object {
+func (w *StatusWriter) objects() []*object {
 	w.mu.Lock()
 	stores := w.store
 	w.mu.Unlock()
@@ -292,7 +275,11 @@ func (w *statusWriter) objects() []*object {
 				continue
 			}
 			o := &object{u: u}
-			o.err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &o.es)
+			if es, err := decode[esv1.ElasticScaler](u); err != nil {
+				o.err = err
+			} else {
+				o.es = *es
+			}
 			out = append(out, o)
 		}
 	}
@@ -301,7 +288,7 @@ func (w *statusWriter) objects() []*object {
 }
 
 // pass brings every object's status up to date (validation on the leader only).
-func (w *statusWriter) pass(ctx context.Context) {
+func (w *StatusWriter) pass(ctx context.Context) {
 	objs := w.objects()
 	var valid map[string][]string
 	if w.leader.Load() {
@@ -333,12 +320,12 @@ func (w *statusWriter) pass(ctx context.Context) {
 }
 
 // validate runs the checks of every object: the admission checks and the translation
-// (config.TranslateElasticScaler), the file's checks of the policies together
+// (TranslateElasticScaler), the file's checks of the policies together
 // ((*config.Config).WithPolicies: the file wins, then the older object), one ElasticScaler per
 // target (the older wins), the algorithm registered, and the cluster checks: the target
 // exists, and a StateTrigger's target (its Tidal) has status.replicas or status.desiredReplicas.
 // The result maps each object's key to its reasons, none when valid.
-func (w *statusWriter) validate(ctx context.Context, objs []*object) map[string][]string {
+func (w *StatusWriter) validate(ctx context.Context, objs []*object) map[string][]string {
 	out := map[string][]string{}
 	add := func(k string, msg ...string) { out[k] = append(out[k], msg...) }
 	var ops []config.ObjectPolicy
@@ -348,9 +335,9 @@ func (w *statusWriter) validate(ctx context.Context, objs []*object) map[string]
 			add(o.key(), "decode: "+o.err.Error())
 			continue
 		}
-		op, _, err := config.TranslateElasticScaler(&o.es)
+		op, _, err := TranslateElasticScaler(&o.es)
 		switch {
-		case errors.Is(err, config.ErrStateTrigger):
+		case errors.Is(err, ErrStateTrigger):
 		case err != nil:
 			add(o.key(), objectMessages(err)...)
 		default:
@@ -411,7 +398,7 @@ func (w *statusWriter) validate(ctx context.Context, objs []*object) map[string]
 
 // fileChecks are WithPolicies' rejections by object key, cached while the objects and the file
 // stay the same.
-func (w *statusWriter) fileChecks(ops []config.ObjectPolicy, sig string) map[string][]string {
+func (w *StatusWriter) fileChecks(ops []config.ObjectPolicy, sig string) map[string][]string {
 	file := w.file()
 	if file == nil || len(ops) == 0 {
 		return nil
@@ -439,7 +426,7 @@ func (w *statusWriter) fileChecks(ops []config.ObjectPolicy, sig string) map[str
 // clusterChecks are the checks that read the cluster, cached for recheck when they pass (for
 // interval when they fail) and redone when the object changes. A failure to read other than
 // not-found keeps the previous result.
-func (w *statusWriter) clusterChecks(ctx context.Context, o *object) []string {
+func (w *StatusWriter) clusterChecks(ctx context.Context, o *object) []string {
 	w.mu.Lock()
 	st := w.stateOf(o.key())
 	rv, msgs, at := st.checkRV, st.checkMsgs, st.checked
@@ -456,12 +443,12 @@ func (w *statusWriter) clusterChecks(ctx context.Context, o *object) []string {
 	defer cancel()
 	u, err := w.get(cctx, t)
 	var res []string
-	var he *Error
+	var re *RefError
 	switch {
 	case apierrors.IsNotFound(err):
 		res = []string{fmt.Sprintf("spec.targetRef: %s not found", describeRef(&o.es))}
-	case errors.As(err, &he) && he.Code == http.StatusUnprocessableEntity:
-		res = []string{fmt.Sprintf("spec.targetRef: %s: %v", describeRef(&o.es), he.Err)}
+	case errors.As(err, &re):
+		res = []string{fmt.Sprintf("spec.targetRef: %s: %v", describeRef(&o.es), re.Err)}
 	case err != nil:
 		w.log.Warn("cannot check an ElasticScaler's target; keeping the last result", "object", o.key(), "err", err)
 		return msgs
@@ -479,7 +466,7 @@ func (w *statusWriter) clusterChecks(ctx context.Context, o *object) []string {
 }
 
 // stateOf is the object's state; under w.mu.
-func (w *statusWriter) stateOf(k string) *objState {
+func (w *StatusWriter) stateOf(k string) *objState {
 	st := w.state[k]
 	if st == nil {
 		st = &objState{}
@@ -528,8 +515,9 @@ func objectMessages(err error) []string {
 	return []string{err.Error()}
 }
 
-// observe records a decision of an object's policy and its Events; it does not block.
-func (w *statusWriter) observe(o Observation) {
+// Observe records a decision of an object's policy and its Events; it does not block. A
+// decision of a file policy, or of an object not in the cache, is not the writer's.
+func (w *StatusWriter) Observe(o Decision) {
 	ns, name, ok := strings.Cut(o.Policy, ".")
 	if !ok {
 		return
@@ -553,18 +541,11 @@ func (w *statusWriter) observe(o Observation) {
 }
 
 // cached is the object from the informer's cache, or nil.
-func (w *statusWriter) cached(ns, name string) *unstructured.Unstructured {
+func (w *StatusWriter) cached(ns, name string) *unstructured.Unstructured {
 	w.mu.Lock()
 	stores := w.store
 	w.mu.Unlock()
-	for _, st := range stores {
-		if it, ok, _ := st.GetByKey(ns + "/" + name); ok {
-			if u, ok := it.(*unstructured.Unstructured); ok {
-				return u
-			}
-		}
-	}
-	return nil
+	return cached(stores, ns+"/"+name)
 }
 
 func objectRef(u *unstructured.Unstructured) *corev1.ObjectReference {
@@ -574,13 +555,13 @@ func objectRef(u *unstructured.Unstructured) *corev1.ObjectReference {
 
 // events records a decision's Events on the object: Scaled on a change written, WouldScale in
 // shadow mode, ScaleFailed on an error. The recorder aggregates repeats.
-func (w *statusWriter) events(u *unstructured.Unstructured, o Observation) {
+func (w *StatusWriter) events(u *unstructured.Unstructured, o Decision) {
 	if w.rec == nil {
 		return
 	}
 	ref := objectRef(u)
-	out := o.Outcome
-	in := decisionInputs(out)
+	out := o
+	in := decisionInputs(&o)
 	switch {
 	case o.Err != nil:
 		w.rec.Eventf(ref, corev1.EventTypeWarning, esv1.EventScaleFailed, "policy %s (%s, mode %s): %v", o.Policy, o.Algorithm, o.Mode, o.Err)
@@ -596,22 +577,23 @@ func (w *statusWriter) events(u *unstructured.Unstructured, o Observation) {
 	}
 }
 
-func decisionInputs(out Outcome) string {
+// decisionInputs says what a decision saw: the load, its source and the target.
+func decisionInputs(out *Decision) string {
 	w := "n/a"
 	if out.W != nil {
-		w = fmtLoad(*out.W)
+		w = formatLoad(*out.W)
 	}
 	return fmt.Sprintf("W=%s (source %s), target=%.3f", w, out.Source, out.Target)
 }
 
 // sync writes the object's status when it differs from what it should be: valid (nil when not
 // the leader) gives Validated, the last decision of its policy the rest.
-func (w *statusWriter) sync(ctx context.Context, o *object, valid *[]string) {
+func (w *StatusWriter) sync(ctx context.Context, o *object, valid *[]string) {
 	if o.err != nil { // reported by validate; a status cannot be written on what does not decode
 		return
 	}
 	k := o.key()
-	pol := config.PolicyName(o.u.GetNamespace(), o.u.GetName())
+	pol := PolicyName(o.u.GetNamespace(), o.u.GetName())
 	w.mu.Lock()
 	st := w.stateOf(k)
 	obs, seq := w.obs[pol], w.obsSeq[pol]
@@ -645,14 +627,14 @@ func (w *statusWriter) sync(ctx context.Context, o *object, valid *[]string) {
 		time.AfterFunc(wait, w.poke) // rate-limited: written by the pass after the wait
 		return
 	}
-	es := w.dyn.Resource(esResource).Namespace(o.u.GetNamespace())
+	es := w.dyn.Resource(Resource).Namespace(o.u.GetNamespace())
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := es.Get(ctx, o.u.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		var typed esv1.ElasticScaler
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(cur.Object, &typed); err != nil {
+		typed, err := decode[esv1.ElasticScaler](cur)
+		if err != nil {
 			return err
 		}
 		s := *typed.Status.DeepCopy()
@@ -686,7 +668,7 @@ func (w *statusWriter) sync(ctx context.Context, o *object, valid *[]string) {
 
 // validationEvent records ValidationFailed when the object became invalid or its reasons
 // changed (the leader only).
-func (w *statusWriter) validationEvent(u *unstructured.Unstructured, st *objState, valid *[]string) {
+func (w *StatusWriter) validationEvent(u *unstructured.Unstructured, st *objState, valid *[]string) {
 	if valid == nil || w.rec == nil {
 		return
 	}
@@ -730,8 +712,8 @@ func setValidated(s *esv1.ElasticScalerStatus, msgs []string, gen int64) {
 	meta.SetStatusCondition(&s.Conditions, c)
 }
 
-// metricsCondition is MetricsPipeline from what a decision read.
-func metricsCondition(m *MetricsRead, gen int64) metav1.Condition {
+// MetricsCondition is the MetricsPipeline condition of what a decision read.
+func MetricsCondition(m *MetricsRead, gen int64) metav1.Condition {
 	c := metav1.Condition{Type: esv1.ConditionMetricsPipeline, ObservedGeneration: gen, Status: metav1.ConditionFalse}
 	sources := ""
 	if len(m.Sources) > 0 {
@@ -767,11 +749,11 @@ func metricsCondition(m *MetricsRead, gen int64) metav1.Condition {
 
 // applyDecision sets MetricsPipeline (when the decision read metrics), ScalingCalculated and
 // the decision's fields.
-func applyDecision(s *esv1.ElasticScalerStatus, o *Observation, gen int64) {
+func applyDecision(s *esv1.ElasticScalerStatus, o *Decision, gen int64) {
 	if o.Metrics != nil {
-		meta.SetStatusCondition(&s.Conditions, metricsCondition(o.Metrics, gen))
+		meta.SetStatusCondition(&s.Conditions, MetricsCondition(o.Metrics, gen))
 	}
-	out := o.Outcome
+	out := o
 	c := metav1.Condition{Type: esv1.ConditionScalingCalculated, ObservedGeneration: gen}
 	i32 := func(v int32) *int32 { return &v }
 	switch {
@@ -811,6 +793,14 @@ func applyDecision(s *esv1.ElasticScalerStatus, o *Observation, gen int64) {
 	if gen > s.ObservedGeneration {
 		s.ObservedGeneration = gen
 	}
+}
+
+// formatLoad formats a load as the webhook's decisions do ("n/a" for NaN).
+func formatLoad(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return strconv.FormatFloat(x, 'f', 3, 64)
 }
 
 // decimal formats x as the status' decimal strings (no NaN, no Inf; exponent when large).

@@ -1,4 +1,4 @@
-package webhook
+package elasticscaler
 
 import (
 	"context"
@@ -63,7 +63,7 @@ type fakeTargets map[string]*unstructured.Unstructured
 
 func (f fakeTargets) get(_ context.Context, t config.Target) (*unstructured.Unstructured, error) {
 	if t.Kind == "Unserved" {
-		return nil, &Error{422, errors.New("no matches for kind \"Unserved\"")}
+		return nil, &RefError{errors.New("no matches for kind \"Unserved\"")}
 	}
 	if u, ok := f[t.Kind+"/"+t.Namespace+"/"+t.Name]; ok {
 		return u, nil
@@ -71,7 +71,7 @@ func (f fakeTargets) get(_ context.Context, t config.Target) (*unstructured.Unst
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: strings.ToLower(t.Kind) + "s"}, t.Name)
 }
 
-func testWriter(t *testing.T, targets fakeTargets, objs ...*unstructured.Unstructured) (*statusWriter, *record.FakeRecorder, *dynamicfake.FakeDynamicClient) {
+func testWriter(t *testing.T, targets fakeTargets, objs ...*unstructured.Unstructured) (*StatusWriter, *record.FakeRecorder, *dynamicfake.FakeDynamicClient) {
 	t.Helper()
 	sch := runtime.NewScheme()
 	var ro []runtime.Object
@@ -82,10 +82,13 @@ func testWriter(t *testing.T, targets fakeTargets, objs ...*unstructured.Unstruc
 			t.Fatal(err)
 		}
 	}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(sch, map[schema.GroupVersionResource]string{esResource: "ElasticScalerList"}, ro...)
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(sch, map[schema.GroupVersionResource]string{Resource: "ElasticScalerList"}, ro...)
 	rec := record.NewFakeRecorder(100)
-	file := testConfig(t, "webhook: {allow_unauthenticated: true}\n")
-	w := newStatusWriter(dyn, nil, targets.get, rec, testLogger(t), func() *config.Config { return file }, nil)
+	file, err := config.Load([]byte("webhook: {allow_unauthenticated: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewStatusWriter(StatusOptions{Dynamic: dyn, Get: targets.get, Recorder: rec, File: func() *config.Config { return file }})
 	w.store = []cache.Store{store}
 	w.leader.Store(true)
 	return w, rec, dyn
@@ -144,7 +147,7 @@ func TestStatusMetricsCondition(t *testing.T) {
 		{MetricsRead{Inputs: 3, Sources: []string{`q: external metric "q" in namespace "shop": metric timed out`}}, metav1.ConditionFalse, esv1.ReasonMetricsPartialSuccess},
 		{MetricsRead{Inputs: 3, Failed: []string{"load@q: no series"}, Sources: []string{`q: external metric "q" in namespace "shop": metric timed out`}}, metav1.ConditionFalse, esv1.ReasonMetricsPartialSuccess},
 	} {
-		c := metricsCondition(&tc.m, 2)
+		c := MetricsCondition(&tc.m, 2)
 		if c.Status != tc.status || c.Reason != tc.reason || c.ObservedGeneration != 2 || c.Message == "" {
 			t.Errorf("%+v: %+v; want %s %s", tc.m, c, tc.status, tc.reason)
 		}
@@ -160,8 +163,8 @@ func TestStatusApplyDecision(t *testing.T) {
 	w := 2.5
 	now := time.Unix(1_700_000_123, 0)
 	var s esv1.ElasticScalerStatus
-	applyDecision(&s, &Observation{Policy: "shop.web", Mode: config.ModeAct, Algorithm: "apa", Trigger: StatusFiring, Time: now,
-		Outcome: Outcome{Before: 2, After: 4, W: &w, Target: 0.6, Reason: "scale-up", Written: true, Source: "prometheus"},
+	applyDecision(&s, &Decision{Policy: "shop.web", Mode: config.ModeAct, Algorithm: "apa", Trigger: "firing", Time: now,
+		Before: 2, After: 4, W: &w, Target: 0.6, Reason: "scale-up", Written: true, Source: "prometheus",
 		Metrics: &MetricsRead{Inputs: 3}}, 3)
 	c := meta.FindStatusCondition(s.Conditions, esv1.ConditionScalingCalculated)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != esv1.ReasonScalingCalculated {
@@ -175,13 +178,13 @@ func TestStatusApplyDecision(t *testing.T) {
 		t.Fatalf("MetricsPipeline %+v", c)
 	}
 	// A held decision keeps desiredReplicas and lastScaleTime; a Tidal decision leaves MetricsPipeline.
-	applyDecision(&s, &Observation{Mode: config.ModeAct, Outcome: Outcome{Before: 4, After: 4, Held: "inputs missing"}}, 3)
+	applyDecision(&s, &Decision{Mode: config.ModeAct, Before: 4, After: 4, Held: "inputs missing"}, 3)
 	c = meta.FindStatusCondition(s.Conditions, esv1.ConditionScalingCalculated)
 	if c.Status != metav1.ConditionFalse || c.Reason != esv1.ReasonScalingHeld || !strings.Contains(c.Message, "inputs missing") ||
 		*s.DesiredReplicas != 4 || !s.LastScaleTime.Time.Equal(now) {
 		t.Fatalf("held: %+v %+v", c, s)
 	}
-	applyDecision(&s, &Observation{Mode: config.ModeAct, Err: errors.New("boom")}, 3)
+	applyDecision(&s, &Decision{Mode: config.ModeAct, Err: errors.New("boom")}, 3)
 	if c = meta.FindStatusCondition(s.Conditions, esv1.ConditionScalingCalculated); c.Reason != esv1.ReasonScaleFailed || c.Message != "boom" {
 		t.Fatalf("failed: %+v", c)
 	}
@@ -204,7 +207,7 @@ func TestStatusSync(t *testing.T) {
 	w.now = func() time.Time { return clock }
 	ctx := context.Background()
 	status := func() esv1.ElasticScalerStatus {
-		u, err := dyn.Resource(esResource).Namespace("shop").Get(ctx, "web", metav1.GetOptions{})
+		u, err := dyn.Resource(Resource).Namespace("shop").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,8 +249,8 @@ func TestStatusSync(t *testing.T) {
 	// the interval: nothing is written until it has passed.
 	w.get = fakeTargets{"Deployment/shop/web": {Object: map[string]any{}}}.get
 	clock = clock.Add(time.Second)
-	w.observe(Observation{Policy: "shop.web", Mode: config.ModeShadow, Algorithm: "apa", Trigger: StatusFiring, Time: clock,
-		Outcome: Outcome{Before: 2, After: 5, Reason: "scale-up", Source: "prometheus", Target: 1},
+	w.Observe(Decision{Policy: "shop.web", Mode: config.ModeShadow, Algorithm: "apa", Trigger: "firing", Time: clock,
+		Before: 2, After: 5, Reason: "scale-up", Source: "prometheus", Target: 1,
 		Metrics: &MetricsRead{Inputs: 4, Failed: []string{"window_load: no series"}}})
 	if ev := <-rec.Events; !strings.HasPrefix(ev, "Normal WouldScale") || !strings.Contains(ev, "would scale 2 -> 5") {
 		t.Fatalf("event %q", ev)
@@ -274,8 +277,8 @@ func TestStatusSync(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 	// A decision of a file policy, or of an unknown object, is not the writer's.
-	w.observe(Observation{Policy: "shop.other", Mode: config.ModeAct, Outcome: Outcome{Written: true}})
-	w.observe(Observation{Policy: "web", Mode: config.ModeAct, Outcome: Outcome{Written: true}})
+	w.Observe(Decision{Policy: "shop.other", Mode: config.ModeAct, Written: true})
+	w.Observe(Decision{Policy: "web", Mode: config.ModeAct, Written: true})
 	select {
 	case ev := <-rec.Events:
 		t.Fatalf("unexpected event %q", ev)
@@ -285,8 +288,8 @@ func TestStatusSync(t *testing.T) {
 	w.leader.Store(false)
 	w.get = fakeTargets{}.get
 	clock = clock.Add(time.Hour)
-	w.observe(Observation{Policy: "shop.web", Mode: config.ModeAct, Algorithm: "apa", Time: clock,
-		Outcome: Outcome{Before: 2, After: 3, Written: true, Reason: "scale-up"}})
+	w.Observe(Decision{Policy: "shop.web", Mode: config.ModeAct, Algorithm: "apa", Time: clock,
+		Before: 2, After: 3, Written: true, Reason: "scale-up"})
 	if ev := <-rec.Events; !strings.HasPrefix(ev, "Normal Scaled") {
 		t.Fatalf("event %q", ev)
 	}
@@ -298,33 +301,6 @@ func TestStatusSync(t *testing.T) {
 	if *st.DesiredReplicas != 3 || *st.CurrentReplicas != 3 || st.LastScaleTime == nil {
 		t.Fatalf("status %+v", st)
 	}
-}
-
-// TestControllerObserve: every decision reaches the Observe hook with what it read.
-func TestControllerObserve(t *testing.T) {
-	cfg := testConfig(t, `
-policies:
-  - name: web
-    target: {namespace: shop, name: web}
-    algorithm: apa
-    request: 1
-    scaling: {min_replicas: 1, max_replicas: 20}
-webhook: {allow_unauthenticated: true}
-`)
-	var got []Observation
-	c, err := NewController(cfg, ControllerOptions{Actuator: newFakeActuator(map[string]int32{"web": 4}),
-		Query: staticQuery(map[string]float64{`debi_load_ratio{policy="web",load="w"}`: 0.9}), Observe: func(o Observation) { got = append(got, o) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := &AlertmanagerMessage{Alerts: []Alert{{Status: StatusFiring, Labels: map[string]string{"policy": "web"}}}}
-	if _, err := c.Alerts(context.Background(), msg); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 1 || got[0].Policy != "web" || got[0].Metrics == nil || got[0].Metrics.Inputs == 0 {
-		t.Fatalf("observations %+v", got)
-	}
-	t.Logf("observation: %+v metrics %+v", got[0], *got[0].Metrics)
 }
 
 // TestStatusHPAProblems: the HPA owner's problems (a foreign HPA in the way) fail the object's

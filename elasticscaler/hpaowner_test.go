@@ -1,4 +1,4 @@
-package hpaowner
+package elasticscaler
 
 import (
 	"context"
@@ -66,7 +66,7 @@ func start(t *testing.T, objs ...runtime.Object) *env {
 	kube := kubefake.NewClientset(kubeObjs...)
 	kube.Resources = []*metav1.APIResourceList{{GroupVersion: esv1.SchemeGroupVersion.String(),
 		APIResources: []metav1.APIResource{{Name: "elasticscalers", Namespaced: true, Kind: Kind}}}}
-	o := New(Options{Dynamic: dyn, Kube: kube, Namespaces: []string{ns}, MaxRetry: 200 * time.Millisecond})
+	o := NewOwner(OwnerOptions{Dynamic: dyn, Kube: kube, Namespaces: []string{ns}, MaxRetry: 200 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -313,7 +313,7 @@ func TestWaitsUntilServed(t *testing.T) {
 	kube := kubefake.NewClientset()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if err := Run(ctx, Options{Kube: kube, Recheck: 20 * time.Millisecond}); err != nil {
+	if err := RunOwner(ctx, OwnerOptions{Kube: kube, Recheck: 20 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,4 +1,4 @@
-package scalersource
+package elasticscaler
 
 import (
 	"context"
@@ -95,7 +95,7 @@ func (d *gatedDiscovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIR
 // TestRun: nothing while the resource is not served; the set after the first sync (empty); a
 // created object, debounced; an invalid one as an error; a change that leaves the translation as
 // it was is not delivered; a deletion is.
-func TestRun(t *testing.T) {
+func TestRunSource(t *testing.T) {
 	scheme := runtime.NewScheme()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{Resource: "ElasticScalerList"})
 	disc := &gatedDiscovery{FakeDiscovery: &discoveryfake.FakeDiscovery{Fake: &clienttesting.Fake{}}}
@@ -104,7 +104,7 @@ func TestRun(t *testing.T) {
 	r := &recorder{ch: make(chan struct{}, 10)}
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{Dynamic: dyn, Discovery: disc, Debounce: 200 * time.Millisecond, Recheck: 100 * time.Millisecond}, r.deliver)
+		done <- RunSource(ctx, SourceOptions{Dynamic: dyn, Discovery: disc, Debounce: 200 * time.Millisecond, Recheck: 100 * time.Millisecond}, r.deliver)
 	}()
 	r.none(t, 300*time.Millisecond)
 	disc.served.Store(true)
@@ -217,10 +217,10 @@ func TestRunStateTriggers(t *testing.T) {
 	exp := &recorder{ch: make(chan struct{}, 10)}
 	done := make(chan error, 2)
 	go func() {
-		done <- Run(ctx, Options{Dynamic: dyn, Discovery: disc, StateTriggers: true, Debounce: 100 * time.Millisecond, Recheck: 100 * time.Millisecond}, r.deliver)
+		done <- RunSource(ctx, SourceOptions{Dynamic: dyn, Discovery: disc, StateTriggers: true, Debounce: 100 * time.Millisecond, Recheck: 100 * time.Millisecond}, r.deliver)
 	}()
 	go func() { // as the exporter runs it
-		done <- Run(ctx, Options{Dynamic: dyn, Discovery: disc, Debounce: 100 * time.Millisecond, Recheck: 100 * time.Millisecond}, exp.deliver)
+		done <- RunSource(ctx, SourceOptions{Dynamic: dyn, Discovery: disc, Debounce: 100 * time.Millisecond, Recheck: 100 * time.Millisecond}, exp.deliver)
 	}()
 	const notFound = "elasticscaler ai-inference/state-scaling-example: spec.targetRef.name: tidal ai-inference/tidal-frequent-test not found"
 	if u := r.next(t, 5*time.Second); len(u.Policies) != 0 || len(u.Errors) != 1 || u.Errors[0].Error() != notFound {

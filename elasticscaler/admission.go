@@ -1,4 +1,7 @@
-package webhook
+// Admission: the validating admission webhook of ElasticScaler and Tidal objects. The webhook's
+// router serves Admit at AdmissionPath.
+
+package elasticscaler
 
 import (
 	"encoding/json"
@@ -7,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -73,11 +77,13 @@ func fieldPath(base *field.Path, rel string) *field.Path {
 	return p
 }
 
-// admit answers one AdmissionReview (admission.k8s.io/v1): allowed, or denied with every error
+// Admit answers one AdmissionReview (admission.k8s.io/v1): allowed, or denied with every error
 // and its field path, as the API server shows them ("admission webhook … denied the request:
 // spec.trigger.metricsTrigger: Required value"). A request that is not an AdmissionReview is a
-// 400; a kind the webhook does not validate, or a deletion, is allowed.
-func admit(w http.ResponseWriter, r *http.Request, maxBody int64, m *metrics) {
+// 400; a kind the webhook does not validate, or a deletion, is allowed. Each answer is counted
+// in admissions by kind and result (allowed, denied, unknown-kind). maxBody bounds the request
+// (webhook.max_body_bytes; its default when 0).
+func Admit(w http.ResponseWriter, r *http.Request, maxBody int64, admissions *prometheus.CounterVec) {
 	if maxBody <= 0 {
 		maxBody = config.DefaultWebhookMaxBodyBytes
 	}
@@ -114,7 +120,7 @@ func admit(w http.ResponseWriter, r *http.Request, maxBody int64, m *metrics) {
 	} else if !ok {
 		result = "unknown-kind"
 	}
-	m.admissions.WithLabelValues(req.Kind.Kind, result).Inc()
+	admissions.WithLabelValues(req.Kind.Kind, result).Inc()
 	out := admissionv1.AdmissionReview{TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"}, Response: resp}
 	b, err := json.Marshal(out)
 	if err != nil {

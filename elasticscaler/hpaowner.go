@@ -1,4 +1,4 @@
-// Package hpaowner is the HPA algorithm path of ElasticScaler objects (elasticscaler.io/v1alpha1):
+// The HPA owner: the HPA algorithm path of ElasticScaler objects (elasticscaler.io/v1alpha1):
 // for every object whose spec.trigger.metricsTrigger.scalingAlgorithm is HPA it creates, keeps in
 // line and owns a Kubernetes HorizontalPodAutoscaler (autoscaling/v2) of the same name in the
 // object's namespace, and the HPA controller of the cluster does the scaling — as the Elastic
@@ -11,9 +11,10 @@
 // (blockOwnerDeletion), so Kubernetes' garbage collector removes it with the object too. An HPA
 // of that name that the object does not own is never touched: it is reported (log, Problems).
 //
-// debi itself does not act on an HPA-algorithm object's target: config.TranslateElasticScaler
+// debi itself does not act on an HPA-algorithm object's target: TranslateElasticScaler
 // runs its policy in shadow mode (a live comparison of debi's HPA model with the real HPA).
-package hpaowner
+
+package elasticscaler
 
 import (
 	"context"
@@ -30,8 +31,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -43,9 +42,6 @@ import (
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
 	"github.com/debi-scaler/debi/internal/kube"
 )
-
-// Resource is the watched resource.
-var Resource = esv1.SchemeGroupVersion.WithResource("elasticscalers")
 
 const (
 	// FieldManager is the server-side apply field manager of the HPAs.
@@ -61,8 +57,8 @@ const (
 // selector selects the HPAs this package writes.
 var selector = LabelManagedBy + "=" + ManagedBy + "," + LabelName
 
-// Options configure an Owner.
-type Options struct {
+// OwnerOptions configure an Owner.
+type OwnerOptions struct {
 	// Dynamic lists and watches the ElasticScalers.
 	Dynamic dynamic.Interface
 	// Informers is the process's informer cache, shared with the other readers of
@@ -86,7 +82,7 @@ type Options struct {
 
 // Owner reconciles the HPAs of HPA-algorithm ElasticScalers.
 type Owner struct {
-	o   Options
+	o   OwnerOptions
 	log *slog.Logger
 
 	mu       sync.Mutex
@@ -97,8 +93,8 @@ type Owner struct {
 	queue     workqueue.TypedRateLimitingInterface[string]
 }
 
-// New returns an Owner; Run starts it.
-func New(o Options) *Owner {
+// NewOwner returns an Owner; Run starts it.
+func NewOwner(o OwnerOptions) *Owner {
 	if o.Recheck <= 0 {
 		o.Recheck = time.Minute
 	}
@@ -112,8 +108,8 @@ func New(o Options) *Owner {
 	return &Owner{o: o, log: log, problems: map[string]string{}}
 }
 
-// Run is New(o).Run(ctx).
-func Run(ctx context.Context, o Options) error { return New(o).Run(ctx) }
+// RunOwner is NewOwner(o).Run(ctx).
+func RunOwner(ctx context.Context, o OwnerOptions) error { return NewOwner(o).Run(ctx) }
 
 // Problems returns, by "namespace/name" of ElasticScaler, why its HPA is not what the object
 // asks for (an HPA of that name not owned by it, an invalid object, an API error): for a status
@@ -144,7 +140,7 @@ func (w *Owner) setProblem(key, msg string) bool {
 // It returns nil when ctx ends, an error when the watches cannot be set up. Run may be called
 // again after it returned (under leader election, each time the Lease is won), not concurrently.
 func (w *Owner) Run(ctx context.Context) error {
-	for logged := false; !served(w.o.Kube); logged = true {
+	for logged := false; !served(w.o.Kube.Discovery()); logged = true {
 		if !logged {
 			w.log.Info("HPA owner waiting: the API server does not serve ElasticScalers (CRD not installed?); looking again periodically",
 				"resource", Resource.String(), "recheck", w.o.Recheck)
@@ -331,22 +327,15 @@ func (w *Owner) reconcile(ctx context.Context, key string) error {
 
 // object is the ElasticScaler key from the informers' cache; nil when there is none.
 func (w *Owner) object(key string) (*esv1.ElasticScaler, error) {
-	for _, s := range w.esStores {
-		obj, ok, err := s.GetByKey(key)
-		if err != nil || !ok {
-			continue
-		}
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		var es esv1.ElasticScaler
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &es); err != nil {
-			return nil, fmt.Errorf("elasticscaler %s: decode: %w", key, err)
-		}
-		return &es, nil
+	u := cached(w.esStores, key)
+	if u == nil {
+		return nil, nil
 	}
-	return nil, nil
+	es, err := decode[esv1.ElasticScaler](u)
+	if err != nil {
+		return nil, fmt.Errorf("elasticscaler %s: decode: %w", key, err)
+	}
+	return es, nil
 }
 
 // hpa is the HPA ns/name: from the cache of debi's HPAs, else from the API server (an HPA
@@ -546,10 +535,4 @@ func ownedByName(h *autoscalingv2.HorizontalPodAutoscaler, name string) bool {
 func ownedBy(h *autoscalingv2.HorizontalPodAutoscaler, es *esv1.ElasticScaler) bool {
 	ref := metav1.GetControllerOf(h)
 	return ownedByName(h, es.Name) && ref.UID == es.UID
-}
-
-// served reports whether discovery lists ElasticScalers.
-func served(k kubernetes.Interface) bool {
-	ok, _ := kube.Served(k.Discovery(), Resource)
-	return ok
 }

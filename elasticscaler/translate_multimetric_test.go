@@ -1,6 +1,7 @@
-package config
+package elasticscaler
 
 import (
+	"github.com/debi-scaler/debi/config"
 	"strings"
 	"testing"
 	"time"
@@ -10,13 +11,13 @@ import (
 // a policy on both (the metrics list), each at its own target, with the object's metrics policy;
 // nothing is ignored with a warning any more.
 func TestGuideTwoMetrics(t *testing.T) {
-	op, warns := translate(t, guideScaler(t, "../../config/testdata/es-two-metrics.yaml"))
+	op, warns := translate(t, guideScaler(t, "../../elasticscaler/testdata/es-two-metrics.yaml"))
 	for _, w := range warns {
 		if strings.Contains(w, "ignored") {
 			t.Errorf("warning %q: no metric may be ignored", w)
 		}
 	}
-	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}

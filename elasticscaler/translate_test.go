@@ -1,4 +1,4 @@
-package config
+package elasticscaler
 
 import (
 	"errors"
@@ -16,6 +16,7 @@ import (
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
 	tidalv1 "github.com/debi-scaler/debi/apis/tidal/v1alpha1"
+	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -52,16 +53,16 @@ func guideScaler(t testing.TB, file string) *esv1.ElasticScaler {
 	return &es
 }
 
-func loadFile(t *testing.T) *Config {
+func loadFile(t *testing.T) *config.Config {
 	t.Helper()
-	c, err := Load([]byte(fileWithPolicy))
+	c, err := config.Load([]byte(fileWithPolicy))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-func translate(t *testing.T, es *esv1.ElasticScaler) (ObjectPolicy, []string) {
+func translate(t *testing.T, es *esv1.ElasticScaler) (config.ObjectPolicy, []string) {
 	t.Helper()
 	op, warns, err := TranslateElasticScaler(es)
 	if err != nil {
@@ -70,70 +71,23 @@ func translate(t *testing.T, es *esv1.ElasticScaler) (ObjectPolicy, []string) {
 	return op, warns
 }
 
-func TestElasticScalersGlobal(t *testing.T) {
-	c := loadFile(t)
-	if g := c.Global.ElasticScalers; !g.Enabled || !reflect.DeepEqual(g.Namespaces, []string{"ai-inference"}) {
-		t.Fatalf("global.elastic_scalers = %+v", g)
-	}
-	off, err := Load([]byte(strings.Replace(fileWithPolicy, "  elastic_scalers: {enabled: true, namespaces: [ai-inference]}\n", "", 1)))
-	if err != nil || off.Global.ElasticScalers.Enabled {
-		t.Fatalf("default: %+v %v", off.Global.ElasticScalers, err)
-	}
-	_, err = Load([]byte(strings.Replace(fileWithPolicy, "[ai-inference]", "[ai-inference, Bad_NS]", 1)))
-	var fe *FieldError
-	if !errors.As(err, &fe) || fe.Path != "global.elastic_scalers.namespaces[1]" {
-		t.Fatalf("bad namespace: %v", err)
-	}
-}
-
-// TestGuideHPA: Resource cpu Utilization 70 → the recording rules' demand, target 0.7, hpa, in
-// shadow mode (the Kubernetes HPA package hpaowner creates does the scaling).
-// TestElasticScalersReloadError: a reload may not change the ElasticScaler watch: turning it on,
-// or another set of namespaces while it is on, is refused naming the field; the same set in
-// another order, turning it off, or the namespaces of a watch that does not run, are not.
-func TestElasticScalersReloadError(t *testing.T) {
-	on := func(ns ...string) ElasticScalersConfig { return ElasticScalersConfig{Enabled: true, Namespaces: ns} }
-	for _, tc := range []struct {
-		name       string
-		start, now ElasticScalersConfig
-		field      string
-	}{
-		{"unchanged", on("a", "b"), on("a", "b"), ""},
-		{"reordered", on("a", "b"), on("b", "a", "b"), ""},
-		{"off, namespaces edited", ElasticScalersConfig{Namespaces: []string{"a"}}, ElasticScalersConfig{Namespaces: []string{"b"}}, ""},
-		{"turned on", ElasticScalersConfig{}, on(), "global.elastic_scalers.enabled"},
-		{"turned off", on("a"), ElasticScalersConfig{Namespaces: []string{"b"}}, ""},
-		{"narrowed", on("a", "b"), on("a"), "global.elastic_scalers.namespaces"},
-		{"from every namespace to one", on(), on("a"), "global.elastic_scalers.namespaces"},
-		{"widened", on("a"), on("a", "c"), "global.elastic_scalers.namespaces"},
-	} {
-		err := tc.start.ReloadError(tc.now)
-		switch {
-		case tc.field == "" && err != nil:
-			t.Errorf("%s: %v, want no error", tc.name, err)
-		case tc.field != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.field+":") || !strings.Contains(err.Error(), "restart")):
-			t.Errorf("%s: %v, want an error naming %s and asking for a restart", tc.name, err, tc.field)
-		}
-	}
-}
-
 func TestGuideHPA(t *testing.T) {
 	op, warns := translate(t, guideScaler(t, "guide-hpa.yaml"))
 	if len(warns) != 0 {
 		t.Errorf("warnings: %q", warns)
 	}
 	p := op.Policy
-	if p.Name != "ai-inference.hpa-scaling-example" || p.Algorithm != "hpa" || op.Mode != ModeShadow {
+	if p.Name != "ai-inference.hpa-scaling-example" || p.Algorithm != "hpa" || op.Mode != config.ModeShadow {
 		t.Fatalf("name %q algorithm %q mode %q", p.Name, p.Algorithm, op.Mode)
 	}
-	want := Target{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ai-inference", Name: "vllm-inference"}
+	want := config.Target{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ai-inference", Name: "vllm-inference"}
 	if p.Target != want {
 		t.Fatalf("target %+v", p.Target)
 	}
-	if p.Scaling.MinReplicas != 2 || p.Scaling.MaxReplicas != 10 || p.Scaling.Target != 0.7 || p.Request != 0 || p.Queries != (Queries{}) {
+	if p.Scaling.MinReplicas != 2 || p.Scaling.MaxReplicas != 10 || p.Scaling.Target != 0.7 || p.Request != 0 || p.Queries != (config.Queries{}) {
 		t.Fatalf("scaling %+v request %v queries %+v", p.Scaling, p.Request, p.Queries)
 	}
-	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
@@ -145,7 +99,7 @@ func TestGuideHPA(t *testing.T) {
 		!strings.Contains(got.Queries.Request, "debi_cpu_request_per_pod_cores") {
 		t.Fatalf("default queries not filled: %+v", got.Queries)
 	}
-	if c.Webhook.ModeFor(p.Name) != ModeShadow || c.Webhook.ModeFor("web") != ModeAct || c.Webhook.Mode != ModeShadow {
+	if c.Webhook.ModeFor(p.Name) != config.ModeShadow || c.Webhook.ModeFor("web") != config.ModeAct || c.Webhook.Mode != config.ModeShadow {
 		t.Fatalf("modes: %+v", c.Webhook.Policies)
 	}
 }
@@ -159,12 +113,12 @@ func TestHPAAlgorithmShadow(t *testing.T) {
 		want      string
 		warned    bool
 	}{
-		{"HPA", "", ModeShadow, false},
-		{"hpa", esv1.DebiModeAct, ModeShadow, true},
-		{"Hpa", esv1.DebiModeHPAFloor, ModeShadow, true},
-		{"HPA", esv1.DebiModeShadow, ModeShadow, false},
-		{"APA", "", ModeAct, false},
-		{"APA", esv1.DebiModeHPAFloor, ModeHPAFloor, false},
+		{"HPA", "", config.ModeShadow, false},
+		{"hpa", esv1.DebiModeAct, config.ModeShadow, true},
+		{"Hpa", esv1.DebiModeHPAFloor, config.ModeShadow, true},
+		{"HPA", esv1.DebiModeShadow, config.ModeShadow, false},
+		{"APA", "", config.ModeAct, false},
+		{"APA", esv1.DebiModeHPAFloor, config.ModeHPAFloor, false},
 	} {
 		es := guideScaler(t, "guide-hpa.yaml")
 		es.Spec.Trigger.MetricsTrigger.ScalingAlgorithm = tc.algorithm
@@ -200,7 +154,7 @@ func TestGuideCustomAlgorithm(t *testing.T) {
 	if len(warns) != 1 || !strings.Contains(warns[0], "metrics[0].externalServer.endpoint: not queried") {
 		t.Fatalf("warnings %q", warns)
 	}
-	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
@@ -223,7 +177,7 @@ func TestGuideMetricsPolicy(t *testing.T) {
 	if op.Policy.Metrics.Window != 60*time.Second || len(warns) != 1 || !strings.Contains(warns[0], "metadata.annotations: annotation elasticscaler.io/metrics.windowSeconds") {
 		t.Fatalf("fallback: %v %q", op.Policy.Metrics.Window, warns)
 	}
-	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
@@ -273,10 +227,10 @@ func TestStateTriggerFromGuide(t *testing.T) {
 	if err != nil || len(warns) != 0 {
 		t.Fatal(err, warns)
 	}
-	want := Policy{Name: "ai-inference.state-scaling-example", Algorithm: StateTriggerAlgorithm,
-		Target:  Target{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ai-inference", Name: "elastic-scaler-state-test"},
+	want := config.Policy{Name: "ai-inference.state-scaling-example", Algorithm: StateTriggerAlgorithm,
+		Target:  config.Target{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ai-inference", Name: "elastic-scaler-state-test"},
 		Scaling: scaling.Params{MinReplicas: 1, MaxReplicas: math.MaxInt32}}
-	if !reflect.DeepEqual(op.Policy, want) || op.Mode != ModeAct || !op.StateTrigger || op.Source != "elasticscaler ai-inference/state-scaling-example" {
+	if !reflect.DeepEqual(op.Policy, want) || op.Mode != config.ModeAct || !op.StateTrigger || op.Source != "elasticscaler ai-inference/state-scaling-example" {
 		t.Fatalf("got %+v mode %q state %v", op.Policy, op.Mode, op.StateTrigger)
 	}
 	// The Tidal's labels name the object: the webhook's fallback binding (config.PolicyName of
@@ -285,7 +239,7 @@ func TestStateTriggerFromGuide(t *testing.T) {
 		t.Fatalf("the Tidal binds to %q, the policy is %q", got, op.Policy.Name)
 	}
 	// The file's validation accepts it, and its webhook mode is act.
-	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
@@ -293,7 +247,7 @@ func TestStateTriggerFromGuide(t *testing.T) {
 	if !ok || got.Scaling.MinReplicas != 1 || got.Scaling.MaxReplicas != math.MaxInt32 {
 		t.Fatalf("after defaults %+v", got)
 	}
-	if m := c.Webhook.ModeFor(op.Policy.Name); m != ModeAct {
+	if m := c.Webhook.ModeFor(op.Policy.Name); m != config.ModeAct {
 		t.Fatalf("mode %q", m)
 	}
 
@@ -301,7 +255,7 @@ func TestStateTriggerFromGuide(t *testing.T) {
 	es.Spec.MinReplicas, es.Spec.MaxReplicas = ptrTo(int32(2)), ptrTo(int32(4))
 	es.Spec.Debi = &esv1.DebiSpec{Mode: esv1.DebiModeShadow}
 	op, _, err = TranslateObject(es, tidalLookup(td))
-	if err != nil || op.Policy.Scaling.MinReplicas != 2 || op.Policy.Scaling.MaxReplicas != 4 || op.Mode != ModeShadow {
+	if err != nil || op.Policy.Scaling.MinReplicas != 2 || op.Policy.Scaling.MaxReplicas != 4 || op.Mode != config.ModeShadow {
 		t.Fatalf("%v %+v %q", err, op.Policy.Scaling, op.Mode)
 	}
 	// A Tidal without a namespace in its targetRef: the Tidal's.
@@ -354,7 +308,7 @@ func TestStateTriggerErrors(t *testing.T) {
 				lookup = tidalLookup()
 			}
 			_, _, err := TranslateObject(es, lookup)
-			var oe *ObjectError
+			var oe *config.ObjectError
 			if err == nil || !errors.As(err, &oe) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want %q", err, tc.want)
 			}
@@ -370,7 +324,7 @@ func TestStateTriggerErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	_, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
 	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), "elasticscaler shop/state-scaling-example: spec.targetRef: ") {
 		t.Fatalf("got %v", errs)
 	}
@@ -382,10 +336,10 @@ func TestDebiExtension(t *testing.T) {
 	es.Spec.Debi = &esv1.DebiSpec{Mode: esv1.DebiModeShadow, Model: "holtwinters", FallbackModel: "arima", LeadTime: &metav1.Duration{Duration: 3 * time.Minute},
 		HistoryStep: &metav1.Duration{Duration: time.Minute}}
 	op, _ := translate(t, es)
-	if op.Mode != ModeShadow || op.Policy.Model != "holtwinters" || op.Policy.FallbackModel != "arima" || op.Policy.LeadTime != 3*time.Minute || op.Policy.HistoryStep != time.Minute {
+	if op.Mode != config.ModeShadow || op.Policy.Model != "holtwinters" || op.Policy.FallbackModel != "arima" || op.Policy.LeadTime != 3*time.Minute || op.Policy.HistoryStep != time.Minute {
 		t.Fatalf("%+v", op)
 	}
-	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
@@ -393,7 +347,7 @@ func TestDebiExtension(t *testing.T) {
 	if rc, err := got.RunnerConfig(); err != nil || rc.Fallback != "arima" {
 		t.Fatalf("runner fallback %q (%v), want arima from spec.debi.fallbackModel", rc.Fallback, err)
 	}
-	if got.Algorithm != "holtwinters-budget" || c.Webhook.ModeFor(got.Name) != ModeShadow {
+	if got.Algorithm != "holtwinters-budget" || c.Webhook.ModeFor(got.Name) != config.ModeShadow {
 		t.Fatalf("algorithm %q mode %q", got.Algorithm, c.Webhook.ModeFor(got.Name))
 	}
 }
@@ -403,7 +357,7 @@ func TestDebiExtension(t *testing.T) {
 func TestWithPoliciesKeepsFile(t *testing.T) {
 	file := loadFile(t)
 	op, _ := translate(t, guideScaler(t, "guide-hpa.yaml"))
-	c, errs := file.WithPolicies([]ObjectPolicy{op})
+	c, errs := file.WithPolicies([]config.ObjectPolicy{op})
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
@@ -418,7 +372,7 @@ func TestWithPoliciesKeepsFile(t *testing.T) {
 	}
 	again, _ := file.WithPolicies(nil)
 	if !reflect.DeepEqual(again.Policies, file.Policies) {
-		t.Fatal("WithPolicies(nil) differs from Load")
+		t.Fatal("WithPolicies(nil) differs from config.Load")
 	}
 }
 
@@ -513,7 +467,7 @@ func TestBadObjects(t *testing.T) {
 				if err != nil {
 					t.Fatalf("translation failed: %v", err)
 				}
-				c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+				c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
 				if len(c.Policies) != 1 {
 					t.Errorf("rejected object's policy kept: %d policies", len(c.Policies))
 				}
@@ -522,7 +476,7 @@ func TestBadObjects(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted")
 			}
-			var oe *ObjectError
+			var oe *config.ObjectError
 			if !errors.As(err, &oe) {
 				t.Fatalf("not an ObjectError: %v", err)
 			}
@@ -552,7 +506,7 @@ func TestConflictsBetweenObjects(t *testing.T) {
 	shadow := guideScaler(t, "guide-custom-algorithm.yaml")
 	shadow.Spec.Debi = &esv1.DebiSpec{Mode: esv1.DebiModeShadow}
 	sop, _ := translate(t, shadow)
-	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{nop, sop, older})
+	c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{nop, sop, older})
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "elasticscaler ai-inference/metrics-policy-example: spec.targetRef: ") ||
 		!strings.Contains(errs[0].Error(), `policy "ai-inference.hpa-scaling-example"`) {
 		t.Fatalf("errors: %v", errs)
@@ -571,7 +525,7 @@ func TestConflictsBetweenObjects(t *testing.T) {
 func TestSectionWideError(t *testing.T) {
 	src := strings.Replace(fileWithPolicy, "  allow_unauthenticated: true\n", "  allow_unauthenticated: true\n  queries: {floor: none, ceiling: none}\n", 1)
 	src = strings.Replace(src, "algorithm: budget\n  scaling: {window: 0s, budget: {hold: 0s}}", "algorithm: apa", 1)
-	file, err := Load([]byte(src))
+	file, err := config.Load([]byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -579,7 +533,7 @@ func TestSectionWideError(t *testing.T) {
 	shadow.Spec.Debi = &esv1.DebiSpec{Mode: esv1.DebiModeShadow}
 	apa, _ := translate(t, shadow)
 	hpa, _ := translate(t, guideScaler(t, "guide-hpa.yaml"))
-	c, errs := file.WithPolicies([]ObjectPolicy{apa, hpa})
+	c, errs := file.WithPolicies([]config.ObjectPolicy{apa, hpa})
 	if len(errs) != 2 || !strings.Contains(errs[0].Error(), "elasticscaler ai-inference/hpa-scaling-example: spec: webhook.queries.floor: cannot be none") {
 		t.Fatalf("errors: %v", errs)
 	}
@@ -590,12 +544,12 @@ func TestSectionWideError(t *testing.T) {
 
 // BenchmarkWithPolicies500: the file's validation of 500 object policies at once (one pass).
 func BenchmarkWithPolicies500(b *testing.B) {
-	file, err := Load([]byte(fileWithPolicy))
+	file, err := config.Load([]byte(fileWithPolicy))
 	if err != nil {
 		b.Fatal(err)
 	}
 	base := guideScaler(b, "guide-custom-algorithm.yaml")
-	ops := make([]ObjectPolicy, 500)
+	ops := make([]config.ObjectPolicy, 500)
 	for i := range ops {
 		es := base.DeepCopy()
 		es.Name = "s" + strconv.Itoa(i)
@@ -622,7 +576,7 @@ func TestDebiEVTAndBudget(t *testing.T) {
 		Budget: &esv1.DebiBudget{OverloadBudget: "0.02", SLAUtilization: "0.8", Hold: &metav1.Duration{Duration: 4 * time.Minute}},
 	}
 	op, _ := translate(t, es)
-	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
@@ -643,7 +597,7 @@ func TestDebiEVTAndBudget(t *testing.T) {
 		tc.set(bad.Spec.Debi)
 		op, _, err := TranslateElasticScaler(bad)
 		if err == nil {
-			_, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+			_, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
 			err = errors.Join(errs...)
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.path) {
@@ -663,7 +617,7 @@ func TestElasticScalerExplicitZeros(t *testing.T) {
 	}
 	ac["upTolerance"], ac["scaleDownStabilization"] = "0", "0s"
 	op, _ := translate(t, es)
-	c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+	c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
 	if len(errs) != 0 {
 		t.Fatal(errs)
 	}
@@ -684,7 +638,7 @@ func TestPausedObject(t *testing.T) {
 		es := guideScaler(t, "guide-custom-algorithm.yaml")
 		es.Spec.Debi = &esv1.DebiSpec{Paused: paused}
 		op, _ := translate(t, es)
-		c, errs := loadFile(t).WithPolicies([]ObjectPolicy{op})
+		c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
 		if len(errs) != 0 {
 			t.Fatal(errs)
 		}
