@@ -26,6 +26,7 @@ import (
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/elasticscaler"
+	"github.com/debi-scaler/debi/policy"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -940,17 +941,15 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 	if d.hold = c.inputsHold(ps, in); d.hold != "" {
 		return d, nil
 	}
-	basis, hold := loadBasis(in, cur)
+	pin, hold := policy.FromPublished(published(ps, in), decisionInput(c.now(), cur))
 	if hold != "" {
 		d.hold = hold
 		return d, nil
 	}
-	conv := basis / float64(max(cur.Replicas, 1))
-	sin := c.loadsInput(in, cur, conv)
+	sin := pin.Input
 	d.w = sin.W
-	ins, oks := metricInputs(ps, in, sin, conv)
 	notes := ruleNotes(ps, sin)
-	b, note, hold := publishedBounds(ps, in, basis)
+	b, note, hold := policy.PublishedBounds(published(ps, in), ps.pol.Scaling, ps.stateful, pin.Basis)
 	if hold != "" {
 		d.hold = hold
 		return d, nil
@@ -959,7 +958,7 @@ func (c *Controller) alertDecision(ctx context.Context, ps *policyState, a *Aler
 		notes = append(notes, note)
 	}
 	if ps.metrics != nil {
-		composeMetrics(&d, ps, in, ins, oks, b, notes)
+		composeMetrics(&d, ps, in, pin.Metrics, pin.Complete, b, notes)
 		return d, nil
 	}
 	dec := scaling.Decide(ps.rule, sin, b)
@@ -1002,58 +1001,37 @@ func (c *Controller) inputsHold(ps *policyState, in inputs) string {
 	return ""
 }
 
-// loadBasis is the size the exporter saw the loads at (queries.load_replicas, else the current
-// size), or why the size is held when it is not a replica count.
-func loadBasis(in inputs, cur ScaleInfo) (float64, string) {
-	basis := float64(cur.Replicas)
-	if b, ok := in.val[inLoadReplicas]; ok {
-		if b < 1 || b != math.Trunc(b) {
-			return 0, fmt.Sprintf("load_replicas is %v, not a replica count of at least 1", b)
-		}
-		basis = b
-	}
-	return basis, ""
-}
-
-// loadsInput is the decision's input: the target's size and the policy's loads, converted by
-// conv from the exporter's size to the current one (NaN where missing).
-func (c *Controller) loadsInput(in inputs, cur ScaleInfo, conv float64) scaling.Input {
+// published is what the policy's step published, as read: the loads (per metric for a policy
+// with several metrics: a load it reads but that is missing is 0, the metric incomplete), the
+// size they are at and the range of a stateful algorithm (0 when not read).
+func published(ps *policyState, in inputs) policy.Published {
 	get := func(name string) float64 {
 		if v, ok := in.val[name]; ok {
-			return v * conv
+			return v
 		}
 		return math.NaN()
 	}
-	sin := decisionInput(c.now(), cur)
-	sin.W, sin.WindowW, sin.WNow, sin.WDown = get(inLoad), get(inWindow), get(inNow), get(inDown)
-	return sin
-}
-
-// metricInputs are the inputs of a policy with several metrics: one per metric, sin with the
-// metric's loads (converted by conv), and whether each is complete.
-func metricInputs(ps *policyState, in inputs, sin scaling.Input, conv float64) ([]scaling.Input, []bool) {
-	var ins []scaling.Input
-	var oks []bool
+	p := policy.Published{Replicas: get(inLoadReplicas), W: get(inLoad), WindowW: get(inWindow), WNow: get(inNow), WDown: get(inDown),
+		Floor: in.val[inFloor], Ceiling: in.val[inCeiling]}
 	for _, m := range ps.metrics {
-		mi := sin
-		ok := true
+		ml := policy.MetricLoads{W: math.NaN(), WindowW: math.NaN(), WNow: math.NaN(), WDown: math.NaN(), Complete: true}
 		for _, f := range []struct {
 			name string
 			dst  *float64
-		}{{inLoad, &mi.W}, {inWindow, &mi.WindowW}, {inNow, &mi.WNow}, {inDown, &mi.WDown}} {
+		}{{inLoad, &ml.W}, {inWindow, &ml.WindowW}, {inNow, &ml.WNow}, {inDown, &ml.WDown}} {
 			key := f.name + "@" + m
 			if !ps.reads(key) {
 				continue
 			}
 			v, have := in.val[key]
 			if !have {
-				ok = false
+				ml.Complete = false
 			}
-			*f.dst = v * conv
+			*f.dst = v
 		}
-		ins, oks = append(ins, mi), append(oks, ok)
+		p.Metrics = append(p.Metrics, ml)
 	}
-	return ins, oks
+	return p
 }
 
 // ruleNotes are the decision's notes on the inputs the policy's rule reads: the observed loads,
@@ -1068,27 +1046,6 @@ func ruleNotes(ps *policyState, sin scaling.Input) []string {
 		notes = append(notes, fmt.Sprintf("%d of %d ready", sin.Ready, sin.Current))
 	}
 	return notes
-}
-
-// publishedBounds are the bounds of the decision at the size the exporter stepped at
-// (queries.load_replicas): the policy's, or for a stateful policy those the exporter published
-// (queries.floor, queries.ceiling) with a note saying so; or why the size is held when the
-// published ones are not a range.
-func publishedBounds(ps *policyState, in inputs, basis float64) (b scaling.Bounds, note, hold string) {
-	lo, hi := scaling.StatelessBounds(ps.pol.Scaling)
-	b = scaling.Bounds{Lo: lo, Hi: hi, At: int32(basis)}
-	if !ps.stateful {
-		return b, "", ""
-	}
-	fl, ce := in.val[inFloor], in.val[inCeiling]
-	if fl != math.Trunc(fl) || ce != math.Trunc(ce) || fl < 0 || ce > math.MaxInt32 {
-		return b, "", fmt.Sprintf("published bounds [%v, %v] are not a range of replica counts", fl, ce)
-	}
-	b = scaling.Bounds{Lo: int32(fl), Hi: int32(ce), At: int32(basis)}
-	if err := b.Validate(); err != nil {
-		return b, "", "published " + err.Error()
-	}
-	return b, fmt.Sprintf("state allows [%d, %d] at %d replicas", b.Lo, b.Hi, b.At), ""
 }
 
 // composeMetrics completes d for a policy with several metrics: the largest count over the
