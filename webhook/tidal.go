@@ -30,16 +30,22 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
+	"net/http"
 	"strconv"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/elasticscaler"
+	"github.com/debi-scaler/debi/scaling"
 )
 
 // AnnotationTidalApplied, on a Tidal, records the count the webhook last applied from it, to
@@ -198,4 +204,140 @@ func (k *KubeActuator) MarkTidal(ctx context.Context, r config.WatchResource, na
 	gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
 	_, err = k.dyn.Resource(gvr).Namespace(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "debi-webhook"})
 	return err
+}
+
+// Tidal implements Scaler: the Tidal's desired count, within the policy's min and max. An event
+// is a trigger: unless it comes from the watch (an object the API server sent), the webhook reads
+// the named Tidal from the API server and decides on what the object says — its labels, its
+// targetRef and its status — never on what the event's body claims.
+//
+// A Tidal is a trigger, never a level-setter: it is acted on only when its status describes its
+// spec (status.observedGeneration is metadata.generation, condition Ready True) and only on a
+// change — its desired count or its binding (policy, target) differs from what the annotation
+// debi.io/applied on the Tidal says was last applied. Once applied the webhook writes that
+// annotation, so a resync, a restart or another replica taking the Lease applies nothing new,
+// and the load policy's decisions afterwards stand (see tidal.go).
+func (c *Controller) Tidal(ctx context.Context, e *TidalEvent) (Outcome, error) {
+	if !e.fromCluster {
+		u, r, err := c.readTidal(ctx, e.Namespace, e.Name)
+		if err != nil {
+			return Outcome{Trigger: "tidal", Source: "tidal"}, err
+		}
+		e = TidalFromUnstructured(u)
+		e.resource = r
+	}
+	ps, _, out, act, err := c.tidalCheck(e)
+	if !act || err != nil {
+		return out, err
+	}
+	return c.coalesce(ctx, ps, "tidal/"+e.Namespace+"/"+e.Name, func(ctx context.Context) (Outcome, error) {
+		// Read the Tidal again: the event may predate the apply of this very change by a
+		// decision that ran before this one, here or on another replica (pushed events).
+		f, err := c.rereadTidal(ctx, e)
+		if err != nil {
+			return Outcome{Policy: ps.pol.Name, Mode: ps.mode, Trigger: "tidal", Source: "tidal"}, err
+		}
+		ps2, want, out, act, err := c.tidalCheck(f)
+		if !act || err != nil {
+			return out, err
+		}
+		if ps2 != ps {
+			return out, &Error{http.StatusServiceUnavailable, fmt.Errorf("tidal %s/%s: bound to policy %s now, not %s; deciding again",
+				e.Namespace, e.Name, ps2.pol.Name, ps.pol.Name)}
+		}
+		p := ps.pol.Scaling
+		d := decision{source: "tidal", w: math.NaN(), replicas: want, reason: "tidal",
+			note: fmt.Sprintf("tidal %s/%s desiredReplicas=%d", e.Namespace, e.Name, want)}
+		switch {
+		case want < p.MinReplicas:
+			d.replicas, d.reason = p.MinReplicas, scaling.ReasonMinReplicas
+		case want > p.MaxReplicas:
+			d.replicas, d.reason = p.MaxReplicas, scaling.ReasonMaxReplicas
+		}
+		out, err = c.decide(ctx, ps, "tidal", func(ScaleInfo) (decision, error) { return d, nil })
+		if err != nil {
+			return out, err
+		}
+		return out, c.markTidalApplied(ctx, ps, f, want, d.replicas, out)
+	})
+}
+
+// readTidal reads the named Tidal from the API server, trying the configured resources in
+// order: 404 when none has it. It returns the resource it was found in.
+func (c *Controller) readTidal(ctx context.Context, ns, name string) (*unstructured.Unstructured, config.WatchResource, error) {
+	var errs []error
+	for _, r := range c.cfg.Webhook.Tidal.Resources {
+		u, err := c.act.GetTidal(ctx, r, ns, name)
+		if err == nil {
+			return u, r, nil
+		}
+		var e *Error
+		if !apierrors.IsNotFound(err) && !(errors.As(err, &e) && e.Code == http.StatusNotFound) {
+			return nil, r, kubeError(fmt.Sprintf("read tidal %s/%s (%s)", ns, name, r), err)
+		}
+		errs = append(errs, err)
+	}
+	return nil, config.WatchResource{}, &Error{http.StatusNotFound, fmt.Errorf("tidal %s/%s: not found in %d configured resources (webhook.tidal.resources): %w",
+		ns, name, len(c.cfg.Webhook.Tidal.Resources), errors.Join(errs...))}
+}
+
+// tidalPolicy binds an event to a policy: by the elasticscaler.io labels when present, else by
+// targetRef. The Tidal must live in the policy's namespace and point at the policy's target.
+func (c *Controller) tidalPolicy(e *TidalEvent) (*policyState, error) {
+	var ps *policyState
+	if name := e.Labels[LabelScalerName]; name != "" {
+		var ok bool
+		byObject := false
+		if ps, ok = c.policies[name]; !ok {
+			// The policy of an ElasticScaler object is <namespace>.<name> (elasticscaler.PolicyName):
+			// the labels name the object, in the Tidal's namespace unless they say another.
+			ns := e.Labels[LabelScalerNamespace]
+			if ns == "" {
+				ns = e.Namespace
+			}
+			if ps, ok = c.policies[elasticscaler.PolicyName(ns, name)]; !ok {
+				return nil, unprocessable("tidal %s/%s: unknown policy %q in label %s (nor %q, the policy of an ElasticScaler)",
+					e.Namespace, e.Name, name, LabelScalerName, elasticscaler.PolicyName(ns, name))
+			}
+			byObject = true
+		}
+		if ns := e.Labels[LabelScalerNamespace]; !byObject && ns != "" && ns != ps.pol.Target.Namespace {
+			return nil, unprocessable("tidal %s/%s: label %s=%q does not match policy %s (namespace %q)",
+				e.Namespace, e.Name, LabelScalerNamespace, ns, name, ps.pol.Target.Namespace)
+		}
+	} else if e.TargetRef != nil {
+		ns := e.TargetRef.Namespace
+		if ns == "" {
+			ns = e.Namespace
+		}
+		for _, p := range c.sortedPolicies() {
+			t := p.pol.Target
+			if t.Namespace == ns && t.Name == e.TargetRef.Name && strings.EqualFold(t.Kind, e.TargetRef.Kind) {
+				ps = p
+				break
+			}
+		}
+		if ps == nil {
+			return nil, unprocessable("tidal %s/%s: no policy scales %s %s/%s", e.Namespace, e.Name, e.TargetRef.Kind, ns, e.TargetRef.Name)
+		}
+	} else {
+		return nil, unprocessable("tidal %s/%s names no policy: set label %s or targetRef", e.Namespace, e.Name, LabelScalerName)
+	}
+	t := ps.pol.Target
+	if e.Namespace != t.Namespace {
+		return nil, unprocessable("tidal %s/%s: a Tidal may only drive a policy of its own namespace; policy %s scales namespace %q",
+			e.Namespace, e.Name, ps.pol.Name, t.Namespace)
+	}
+	if r := e.TargetRef; r != nil {
+		ns := r.Namespace
+		if ns == "" {
+			ns = e.Namespace
+		}
+		if ns != t.Namespace || r.Name != t.Name || !strings.EqualFold(r.Kind, t.Kind) ||
+			(r.APIVersion != "" && r.APIVersion != t.APIVersion) {
+			return nil, unprocessable("tidal %s/%s: targetRef %s %s/%s is not the target of policy %s (%s)",
+				e.Namespace, e.Name, r.Kind, ns, r.Name, ps.pol.Name, t)
+		}
+	}
+	return ps, nil
 }
