@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/elasticscaler"
 )
 
 // AlertmanagerMessage is Alertmanager's webhook payload, version 4
@@ -118,10 +119,11 @@ type TidalStatus struct {
 	Replicas        *float64 `json:"replicas,omitempty"`
 }
 
-// Labels binding a Tidal to a policy (Elastic Scaler guide, StateTrigger).
+// Labels binding a Tidal to a policy (Elastic Scaler guide, StateTrigger): the
+// ElasticScaler's, elasticscaler.TidalLabelScalerName and TidalLabelScalerNamespace.
 const (
-	LabelScalerName      = "elasticscaler.io/name"
-	LabelScalerNamespace = "elasticscaler.io/namespace"
+	LabelScalerName      = elasticscaler.TidalLabelScalerName
+	LabelScalerNamespace = elasticscaler.TidalLabelScalerNamespace
 )
 
 // Desired returns the replica count the event asks for.
