@@ -15,10 +15,14 @@ import (
 // workload that follows its decisions, for a stateless and a stateful rule, a forecast and the
 // budget's scale-down load.
 func TestPublishedRoundTrip(t *testing.T) {
-	for _, name := range []string{"hpa", "apa", "debi", "naive-budget"} {
+	for _, name := range []string{"hpa", "apa", "debi", "naive-budget", "naive-budget/priced"} {
 		t.Run(name, func(t *testing.T) {
-			r := newRunner(t, name, func(c *Config) {
+			alg, rule, _ := strings.Cut(name, "/")
+			r := newRunner(t, alg, func(c *Config) {
 				c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = time.Minute, 2, 2*time.Minute, time.Minute
+				if rule != "" {
+					c.Params.Budget.Rule = scaling.BudgetRule(rule)
+				}
 			})
 			defer r.Close()
 			_, stateful := r.alg.(scaling.Stateful)
