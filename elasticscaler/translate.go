@@ -305,6 +305,11 @@ func (t *esTranslation) translateBudget(b *esv1.DebiBudget) {
 		p.SetScalingKey("budget.hold")
 		t.op.Paths["scaling.budget.hold"] = "spec.debi.budget.hold"
 	}
+	if b.Rule != "" {
+		p.Scaling.Budget.Rule = scaling.BudgetRule(b.Rule)
+		p.SetScalingKey("budget.rule")
+		t.op.Paths["scaling.budget.rule"] = "spec.debi.budget.rule"
+	}
 }
 
 // number reads the number v of the object's field path into dst, unless v is empty.

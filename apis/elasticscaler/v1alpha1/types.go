@@ -329,6 +329,11 @@ type DebiBudget struct {
 	// Hold is the least time between a change of size and a scale-down (scaling.budget.hold).
 	// +optional
 	Hold *metav1.Duration `json:"hold,omitempty"`
+	// Rule is how the size is chosen (scaling.budget.rule): quantile (every tick covered at one
+	// calibrated level) or priced (a price on each overloaded tick over the lead ahead).
+	// +kubebuilder:validation:Enum=quantile;priced
+	// +optional
+	Rule string `json:"rule,omitempty"`
 }
 
 // Condition types of ElasticScalerStatus.Conditions.
