@@ -152,7 +152,10 @@ func New(cfg Config) (*Runner, error) {
 		if r.calUp, err = forecast.NewCalibrator(cfg.Calibration); err != nil {
 			return nil, fmt.Errorf("budget: %w", err)
 		}
-		r.calDown, _ = forecast.NewCalibrator(cfg.Calibration)
+		if cfg.Params.Budget.Rule != scaling.RulePriced {
+			// The priced rule has no scale-down quantile: its size is both W and WDown.
+			r.calDown, _ = forecast.NewCalibrator(cfg.Calibration)
+		}
 		r.fUp, r.fDown = make([]float64, r.hDown+1), make([]float64, r.hDown+1)
 		for i := range r.fUp {
 			r.fUp[i], r.fDown[i] = math.NaN(), math.NaN()

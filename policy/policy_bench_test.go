@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"math"
+	"runtime"
 	"testing"
 	"time"
 
@@ -51,6 +52,46 @@ func BenchmarkBudgetDecision(b *testing.B) {
 					b.Fatal(err)
 				}
 				i++
+			}
+		})
+	}
+}
+
+// BenchmarkBudgetRunnerMemory is the heap one budget policy's Runner holds in steady state under
+// each rule (naive model, 15 s ticks, 5-minute history steps, its error window full): 100
+// runners fed 4,000 ticks each, the growth of the live heap after a GC divided by 100. The
+// priced rule keeps no scale-down pool of errors (its size is both W and WDown) but the
+// programme's arrays and the shapes' scores.
+func BenchmarkBudgetRunnerMemory(b *testing.B) {
+	const runners, ticks = 100, 4000
+	for _, rule := range []string{"quantile", "priced"} {
+		b.Run("rule="+rule, func(b *testing.B) {
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				rs := make([]*Runner, runners)
+				for k := range rs {
+					spec, _ := Parse("naive-budget", "")
+					cfg := DefaultConfig(spec)
+					cfg.Step, cfg.LeadSteps, cfg.LeadTime = 5*time.Minute, 2, 2*time.Minute
+					cfg.Params.Budget.Rule = scaling.BudgetRule(rule)
+					r, err := New(cfg)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for i := range ticks {
+						d := 40 + 10*math.Sin(float64(i+k)/300) + 3*math.Sin(float64(i)*1.7)
+						if _, err := r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: d, Current: 12, Ready: 12}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					rs[k] = r
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/runners, "bytes/policy")
+				runtime.KeepAlive(rs)
 			}
 		})
 	}

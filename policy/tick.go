@@ -207,7 +207,9 @@ func (r *Runner) tickBudget(obs Observation) {
 	}
 	if !(exceeded && obs.Current >= r.cfg.Params.MaxReplicas) {
 		r.calUp.Observe(exceeded)
-		r.calDown.Observe(exceeded)
+		if r.calDown != nil {
+			r.calDown.Observe(exceeded)
+		}
 	}
 	// Score what has come due.
 	priced := r.cfg.Params.Budget.Rule == scaling.RulePriced
@@ -255,7 +257,9 @@ func (r *Runner) tickBudget(obs Observation) {
 		pf.forecast = fu
 	}
 	tb.up = append(tb.up, pf)
-	tb.down = append(tb.down, pendingForecast{due: obs.Time.Add(tb.lead + tb.hold), from: obs.Time, forecast: fd, seen: math.Inf(-1)})
+	if !priced {
+		tb.down = append(tb.down, pendingForecast{due: obs.Time.Add(tb.lead + tb.hold), from: obs.Time, forecast: fd, seen: math.Inf(-1)})
+	}
 	b := &r.budget
 	b.Exceeded, b.Observed = r.calUp.Exceeded()
 	b.Alpha = r.calUp.Alpha()
