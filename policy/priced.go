@@ -177,11 +177,16 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu float64, ex
 	shape := p.shape()
 	ticks := (pricedWindows*p.plan.Look + 1) * p.stride
 	p.need = p.need[:0]
+	missing := false
 	for j := 0; j < ticks; j++ {
 		tau := obs.Time.Add(time.Duration(j) * tick)
-		f := p.pathAt(tb, shape, obs.Time, d, off, tau)
-		n := int32(math.Ceil(math.Max(0, f+m) / per))
-		n = min(max(n, r.cfg.Params.MinReplicas), r.cfg.Params.MaxReplicas)
+		n := r.cfg.Params.MaxReplicas
+		switch x := math.Ceil((p.pathAt(tb, shape, obs.Time, d, off, tau) + m) / per); {
+		case math.IsNaN(x):
+			n, missing = max(obs.Current, r.cfg.Params.MinReplicas), true // a forecast without a number
+		case x < float64(n):
+			n = max(int32(max(x, 0)), r.cfg.Params.MinReplicas)
+		}
 		e := j / p.stride
 		if e >= len(p.need) {
 			p.need = append(p.need, 0)
@@ -195,6 +200,9 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu float64, ex
 		p.need[e] = min(p.need[e], max(obs.Current, r.cfg.Params.MinReplicas))
 	}
 	n := p.plan.First(p.need, lambda*float64(p.stride))
+	if missing {
+		n = max(n, obs.Current) // missing input never scales down
+	}
 	b.Lambda = lambda
 	b.Margin = math.NaN()
 	if fu > 0 {

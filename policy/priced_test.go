@@ -121,3 +121,37 @@ func TestPricedRuleInputs(t *testing.T) {
 		t.Errorf("20 overloaded ticks: price %v, not above %v", res.Budget.Lambda, low)
 	}
 }
+
+// TestPricedRuleNaNForecast: a forecast path with a point that is not a number is missing input:
+// no scale-down, and the ticks it covers need the pods there are, never none (the lead's own
+// forecast is a number here, so the rule runs).
+func TestPricedRuleNaNForecast(t *testing.T) {
+	r := newRunner(t, "naive-budget", func(c *Config) {
+		c.Params.Budget.Rule, c.Params.Budget.Hold = scaling.RulePriced, 0
+		c.Step, c.LeadSteps, c.LeadTime = time.Minute, 8, 2*time.Minute
+	})
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 15 * time.Second) }
+	for i := range 201 {
+		if _, err := r.Step(context.Background(), Observation{Time: at(i), Demand: 8, Current: 10, Ready: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The path's points from 5 minutes on are NaN: ticks past the lead have no forecast.
+	for j := 4; j < len(r.tb.path); j++ {
+		r.tb.path[j] = math.NaN()
+	}
+	r.tb.ok = true
+	res, err := r.Step(context.Background(), Observation{Time: at(201), Demand: 8, Current: 10, Ready: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NewSample {
+		t.Fatal("the step took a new history sample: the path under test was replaced")
+	}
+	if res.Budget == nil || math.IsNaN(res.Budget.Quantile) {
+		t.Fatalf("the rule did not run: %+v", res.Budget)
+	}
+	if res.Decision.Replicas < 10 {
+		t.Errorf("a NaN forecast: %d replicas, below the 10 there are (%+v)", res.Decision.Replicas, res.Budget)
+	}
+}
