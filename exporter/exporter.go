@@ -19,7 +19,6 @@ import (
 	"strings"
 	"time"
 
-	kingpin "github.com/alecthomas/kingpin/v2"
 	"github.com/oklog/run"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,20 +65,6 @@ type Options struct {
 	// (tests).
 	MetricsReader MetricsReader
 	PodSelector   PodSelectorFunc
-}
-
-// RegisterFlags declares the exporter's flags on cmd (`debi exporter`) and returns the options
-// they fill when the command line is parsed. --log.level and --log.format belong to the
-// application, which builds the one *slog.Logger it passes to NewServer.
-func RegisterFlags(cmd *kingpin.CmdClause) *Options {
-	o := &Options{}
-	cmd.Flag("config.file", "debi configuration file; reloaded on SIGHUP and POST|PUT /-/reload.").Default("debi.yml").StringVar(&o.ConfigFile)
-	cmd.Flag("web.enable-lifecycle", "Enable reload via HTTP request (POST|PUT /-/reload); SIGHUP always reloads.").Default("false").BoolVar(&o.EnableLifecycle)
-	cmd.Flag("shard", "Run only the policies whose name hashes (FNV-1a) to i modulo n, as i/n (0/1: all).").Default("0/1").SetValue(&o.Shard)
-	cmd.Flag("web.config.file", "Path to a web configuration file enabling TLS or authentication (exporter-toolkit format).").Default("").StringVar(&o.WebConfigFile)
-	cmd.Flag("web.listen-address", "Address on which to expose metrics, /-/healthy, /-/ready and /-/reload.").Default(":9107").StringVar(&o.ListenAddress)
-	cmd.Flag("kubeconfig", "Path to a kubeconfig for the ElasticScaler watch (global.elastic_scalers) and the metrics APIs (metrics read from external, object or pods sources); empty means $KUBECONFIG, then ~/.kube/config, then in-cluster configuration.").Default("").StringVar(&o.Kubeconfig)
-	return o
 }
 
 // Server is the exporter of one process: the loop of the policies it runs (its shard of the

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	kingpin "github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
@@ -111,32 +110,5 @@ func TestRunConfigError(t *testing.T) {
 	_, err := NewServer(Options{ConfigFile: cfgFile, Querier: &fakeQuerier{}}, nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "policies[0].target.namespace") {
 		t.Fatalf("err = %v, want one naming policies[0].target.namespace", err)
-	}
-}
-
-func TestRegisterFlags(t *testing.T) {
-	parse := func(args ...string) (*Options, error) {
-		app := kingpin.New("debi", "")
-		app.Terminate(nil)
-		o := RegisterFlags(app.Command("exporter", ""))
-		_, err := app.Parse(append([]string{"exporter"}, args...))
-		return o, err
-	}
-	o, err := parse()
-	if err != nil || o.ListenAddress != ":9107" || o.Shard.String() != "0/1" || o.ConfigFile != "debi.yml" || o.WebConfigFile != "" {
-		t.Fatalf("defaults: %+v, %v", o, err)
-	}
-	o, err = parse("--config.file=x.yml", "--shard=2/3", "--web.listen-address=127.0.0.1:1", "--web.config.file=web.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o.ConfigFile != "x.yml" || o.Shard != (Shard{2, 3}) || o.ListenAddress != "127.0.0.1:1" || o.WebConfigFile != "web.yml" {
-		t.Fatalf("parsed: %+v", o)
-	}
-	if _, err := parse("--shard=3/3"); err == nil {
-		t.Fatal("--shard=3/3 accepted")
-	}
-	if _, err := parse("-config.file=x.yml"); err == nil {
-		t.Fatal("single-dash -config.file accepted")
 	}
 }

@@ -23,25 +23,12 @@ import (
 	"testing"
 	"time"
 
-	kingpin "github.com/alecthomas/kingpin/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/rest"
 )
 
 func nanValue() float64 { var z float64; return z / z }
-
-func TestRegisterFlags(t *testing.T) {
-	app := kingpin.New("debi", "")
-	app.Terminate(nil)
-	o := RegisterFlags(app.Command("webhook", ""))
-	if _, err := app.Parse([]string{"webhook", "--config.file=x.yml", "--web.config.file=web.yml"}); err != nil {
-		t.Fatal(err)
-	}
-	if o.ConfigFile != "x.yml" || o.ListenAddress != ":9108" || o.WebConfigFile != "web.yml" || o.Kubeconfig != "" {
-		t.Errorf("options = %+v", o)
-	}
-}
 
 // TestRunTLSAndToken runs a Server with an exporter-toolkit web config (TLS) and a token file,
 // with an unreachable API server: it serves /healthz over TLS only, is not ready, and stops on

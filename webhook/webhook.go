@@ -32,7 +32,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	kingpin "github.com/alecthomas/kingpin/v2"
 	"github.com/google/uuid"
 	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,19 +71,6 @@ type Options struct {
 	// EnableLifecycle serves POST|PUT /-/reload (--web.enable-lifecycle, as Prometheus's flag);
 	// off, the endpoint answers 403 and SIGHUP still reloads.
 	EnableLifecycle bool
-}
-
-// RegisterFlags declares the webhook's flags on cmd (`debi webhook`) and returns the options
-// they fill when the command line is parsed. --log.level and --log.format belong to the
-// application, which builds the one *slog.Logger it passes to New.
-func RegisterFlags(cmd *kingpin.CmdClause) *Options {
-	o := &Options{}
-	cmd.Flag("config.file", "debi configuration file; reloaded on SIGHUP and POST|PUT /-/reload.").Default("debi.yml").StringVar(&o.ConfigFile)
-	cmd.Flag("web.enable-lifecycle", "Enable reload via HTTP request (POST|PUT /-/reload); SIGHUP always reloads.").Default("false").BoolVar(&o.EnableLifecycle)
-	cmd.Flag("kubeconfig", "Path to a kubeconfig; empty means $KUBECONFIG, then ~/.kube/config, then in-cluster configuration.").Default("").StringVar(&o.Kubeconfig)
-	cmd.Flag("web.config.file", "Path to a web configuration file enabling TLS or basic auth (exporter-toolkit format).").Default("").StringVar(&o.WebConfigFile)
-	cmd.Flag("web.listen-address", "Address to listen on for notifications, /-/healthy, /-/ready, /-/reload and /metrics.").Default(":9108").StringVar(&o.ListenAddress)
-	return o
 }
 
 // Server is the webhook of one process: the Kubernetes clients, the process's one informer

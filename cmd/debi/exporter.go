@@ -14,7 +14,7 @@ import (
 // or SIGTERM; SIGHUP, like POST|PUT /-/reload, reloads the configuration (Server.Reload).
 func exporterCommand(app *kingpin.Application) action {
 	cmd := app.Command("exporter", "Query Prometheus, run the method and publish forecast, high-water, target and replica series.")
-	opts := exporter.RegisterFlags(cmd)
+	opts := exporterFlags(cmd)
 	return func(ctx context.Context, logger *slog.Logger, _, _ io.Writer) int {
 		routeKlog(logger) // the ElasticScaler watch's client-go
 		srv, err := exporter.NewServer(*opts, logger, newRegistry())

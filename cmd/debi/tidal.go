@@ -15,7 +15,7 @@ import (
 // it out where another Tidal controller runs. ctx ends on SIGINT or SIGTERM.
 func tidalCommand(app *kingpin.Application) action {
 	cmd := app.Command("tidal-controller", "Evaluate Tidal cron rules and write status.desiredReplicas (leader-elected).")
-	flags := controller.RegisterFlags(cmd)
+	flags := tidalFlags(cmd)
 	return func(ctx context.Context, logger *slog.Logger, _, _ io.Writer) int {
 		routeKlog(logger)
 		if err := controller.Serve(ctx, *flags, logger, newRegistry()); err != nil {

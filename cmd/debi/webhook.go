@@ -16,7 +16,7 @@ import (
 // in-cluster).
 func webhookCommand(app *kingpin.Application) action {
 	cmd := app.Command("webhook", "Receive Alertmanager and Tidal events and patch replicas through the scale subresource.")
-	opts := webhook.RegisterFlags(cmd)
+	opts := webhookFlags(cmd)
 	return func(ctx context.Context, logger *slog.Logger, _, _ io.Writer) int {
 		routeKlog(logger)
 		srv, err := webhook.New(*opts, logger, newRegistry())

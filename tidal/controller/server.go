@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	kingpin "github.com/alecthomas/kingpin/v2"
 	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -40,19 +39,6 @@ type Flags struct {
 	RestConfig                                *rest.Config
 	Listener                                  net.Listener
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-}
-
-// RegisterFlags declares the flags of `debi tidal-controller` on cmd and returns what they fill.
-func RegisterFlags(cmd *kingpin.CmdClause) *Flags {
-	f := &Flags{}
-	cmd.Flag("kubeconfig", "Path to a kubeconfig; empty means $KUBECONFIG, then ~/.kube/config, then in-cluster configuration.").Default("").StringVar(&f.Kubeconfig)
-	cmd.Flag("namespace", "Namespace whose Tidals to evaluate; repeat for several; none means all namespaces.").StringsVar(&f.Namespaces)
-	cmd.Flag("leader-elect", "Evaluate only while holding a Lease, so that replicas do not fight (--no-leader-elect for a single replica).").Default("true").BoolVar(&f.LeaderElect)
-	cmd.Flag("leader-elect.namespace", "Namespace of the Lease.").Default(DefaultLeaseNamespace).StringVar(&f.LeaseNamespace)
-	cmd.Flag("leader-elect.lease-name", "Name of the Lease.").Default(DefaultLeaseName).StringVar(&f.LeaseName)
-	cmd.Flag("web.listen-address", "Address on which to expose /metrics, /-/healthy and /-/ready.").Default(":9109").StringVar(&f.ListenAddress)
-	cmd.Flag("web.config.file", "Path to a web configuration file enabling TLS or authentication (exporter-toolkit format).").Default("").StringVar(&f.WebConfigFile)
-	return f
 }
 
 // Serve runs the controller and its HTTP endpoints until ctx ends (then it returns nil) or one of
