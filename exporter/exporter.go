@@ -26,12 +26,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	commoncfg "github.com/prometheus/common/config"
-	"github.com/prometheus/exporter-toolkit/web"
 	"k8s.io/client-go/rest"
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/elasticscaler"
 	"github.com/debi-scaler/debi/internal/kube"
+	"github.com/debi-scaler/debi/internal/process"
 	"github.com/debi-scaler/debi/internal/promclient"
 )
 
@@ -157,16 +157,14 @@ func (s *Server) Run(ctx context.Context) error {
 	// The failed policies are marked and logged; the others run.
 	_ = e.CheckQueries(ctx, time.Now())
 
-	l := opts.Listener
-	if l == nil {
-		var err error
-		if l, err = net.Listen("tcp", opts.ListenAddress); err != nil {
-			return err
-		}
+	hs := process.HTTP{Listener: opts.Listener, Address: opts.ListenAddress, WebConfigFile: opts.WebConfigFile, Logger: logger}
+	l, err := hs.Listen()
+	if err != nil {
+		return err
 	}
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
-	srv := &http.Server{Handler: e.handler(s.gatherer, s.reg, r.handler(rctx)), ReadHeaderTimeout: 10 * time.Second}
+	hs.Handler = e.handler(s.gatherer, s.reg, r.handler(rctx))
 
 	var g run.Group
 	{
@@ -219,21 +217,7 @@ func (s *Server) Run(ctx context.Context) error {
 				})
 		}, func(error) { cancel() })
 	}
-	{
-		webCfg := &web.FlagConfig{WebListenAddresses: &[]string{l.Addr().String()}, WebConfigFile: &opts.WebConfigFile}
-		g.Add(func() error {
-			err := web.Serve(l, srv, webCfg, logger)
-			if errors.Is(err, http.ErrServerClosed) {
-				err = nil
-			}
-			logger.Info("HTTP server stopped", "err", err)
-			return err
-		}, func(error) {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-		})
-	}
+	hs.Add(&g, l)
 	return g.Run()
 }
 

@@ -36,7 +36,6 @@ import (
 	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 	commoncfg "github.com/prometheus/common/config"
-	"github.com/prometheus/exporter-toolkit/web"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -47,6 +46,7 @@ import (
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/elasticscaler"
 	"github.com/debi-scaler/debi/internal/kube"
+	"github.com/debi-scaler/debi/internal/process"
 	"github.com/debi-scaler/debi/internal/promclient"
 	"github.com/debi-scaler/debi/policy"
 )
@@ -201,12 +201,11 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // the Tidal watch with it.
 func (s *Server) Run(ctx context.Context) error {
 	logger, act := s.logger, s.act
-	l := s.opts.Listener
-	if l == nil {
-		var err error
-		if l, err = net.Listen("tcp", s.opts.ListenAddress); err != nil {
-			return err
-		}
+	hs := process.HTTP{Handler: s.handler, Listener: s.opts.Listener, Address: s.opts.ListenAddress, WebConfigFile: s.opts.WebConfigFile,
+		ReadTimeout: time.Minute, Logger: logger}
+	l, err := hs.Listen()
+	if err != nil {
+		return err
 	}
 	s.events.StartStructuredLogging(4)
 	s.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: act.Kube().CoreV1().Events("")})
@@ -215,22 +214,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer s.informers.Shutdown()
 
 	var g run.Group
-	{ // HTTP server
-		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute}
-		webCfg := s.opts.WebConfigFile
-		g.Add(func() error {
-			err := web.Serve(l, srv, &web.FlagConfig{WebConfigFile: &webCfg}, logger)
-			if errors.Is(err, http.ErrServerClosed) {
-				return nil
-			}
-			return err
-		}, func(error) {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-			logger.Info("HTTP server stopped")
-		})
-	}
+	hs.Add(&g, l)
 	{ // readiness: the API server answers with our credentials
 		rctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error {

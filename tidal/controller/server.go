@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,10 +12,10 @@ import (
 	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/prometheus/exporter-toolkit/web"
 	"k8s.io/client-go/rest"
 
 	"github.com/debi-scaler/debi/internal/kube"
+	"github.com/debi-scaler/debi/internal/process"
 )
 
 // Flags are the settings of `debi tidal-controller`.
@@ -74,11 +73,10 @@ func Serve(ctx context.Context, f Flags, logger *slog.Logger, reg prometheus.Reg
 			LeaseDuration: f.LeaseDuration, RenewDeadline: f.RenewDeadline, RetryPeriod: f.RetryPeriod,
 		}
 	}
-	l := f.Listener
-	if l == nil {
-		if l, err = net.Listen("tcp", f.ListenAddress); err != nil {
-			return err
-		}
+	hs := process.HTTP{Listener: f.Listener, Address: f.ListenAddress, WebConfigFile: f.WebConfigFile, Logger: logger}
+	l, err := hs.Listen()
+	if err != nil {
+		return err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
@@ -90,7 +88,7 @@ func Serve(ctx context.Context, f Flags, logger *slog.Logger, reg prometheus.Reg
 		}
 		fmt.Fprintln(w, "ok")
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hs.Handler = mux
 
 	var g run.Group
 	{
@@ -101,20 +99,7 @@ func Serve(ctx context.Context, f Flags, logger *slog.Logger, reg prometheus.Reg
 			return err
 		}, func(error) { cancel() })
 	}
-	{
-		webCfg := f.WebConfigFile
-		g.Add(func() error {
-			err := web.Serve(l, srv, &web.FlagConfig{WebConfigFile: &webCfg}, logger)
-			if errors.Is(err, http.ErrServerClosed) {
-				return nil
-			}
-			return err
-		}, func(error) {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-		})
-	}
+	hs.Add(&g, l)
 	logger.Info("starting debi tidal-controller", "listen", l.Addr().String(), "namespaces", f.Namespaces,
 		"leader_elect", f.LeaderElect, "lease", f.LeaseNamespace+"/"+f.LeaseName)
 	return g.Run()
