@@ -39,8 +39,8 @@ func exporterFlags(cmd *kingpin.CmdClause) *exporter.Options {
 
 // tidalFlags declares the flags of `debi tidal-controller` on cmd and returns what they fill
 // when the command line is parsed.
-func tidalFlags(cmd *kingpin.CmdClause) *controller.Flags {
-	f := &controller.Flags{}
+func tidalFlags(cmd *kingpin.CmdClause) *tidalOptions {
+	f := &tidalOptions{}
 	cmd.Flag("kubeconfig", "Path to a kubeconfig; empty means $KUBECONFIG, then ~/.kube/config, then in-cluster configuration.").Default("").StringVar(&f.Kubeconfig)
 	cmd.Flag("namespace", "Namespace whose Tidals to evaluate; repeat for several; none means all namespaces.").StringsVar(&f.Namespaces)
 	cmd.Flag("leader-elect", "Evaluate only while holding a Lease, so that replicas do not fight (--no-leader-elect for a single replica).").Default("true").BoolVar(&f.LeaderElect)
