@@ -45,6 +45,9 @@ type Config struct {
 	// src is the document Load read, so that WithPolicies validates the file's policies from
 	// their source again (defaults are filled once, from what the file says) beside the extra ones.
 	src []byte
+	// dir is the directory of the file LoadFile read: the relative file paths of the policies'
+	// endpoints are resolved against it.
+	dir string
 }
 
 // Global holds settings shared by every component.

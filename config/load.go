@@ -29,6 +29,8 @@ func LoadFile(name string) (*Config, error) {
 	}
 	// As Prometheus does: files named in the file are relative to its directory.
 	c.Global.HTTPConfig.SetDirectory(filepath.Dir(name))
+	c.dir = filepath.Dir(name)
+	c.setDirectory(c.dir)
 	return c, nil
 }
 

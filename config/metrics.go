@@ -77,6 +77,10 @@ type Metric struct {
 	// Pods reads the metric of each of the target's pods from custom.metrics.k8s.io/v1beta2
 	// (autoscaling/v2's Pods metric): the sum over the pods.
 	Pods *PodsSource `yaml:"pods"`
+	// Endpoint is the Prometheus-compatible API the metric's query and request_query go to, with
+	// its own HTTP client settings. Default global.prometheus_url with global.http_config. Not
+	// with a metrics API (external, object, pods).
+	Endpoint *Endpoint `yaml:"endpoint"`
 	// Target is what one pod should carry, as autoscaling/v2 says it (type Utilization,
 	// AverageValue or Value).
 	Target MetricTarget `yaml:"target"`
@@ -272,6 +276,10 @@ type ScaleMetric struct {
 	// Source, when set, is the metrics API the demand is read from at each step (Query is then
 	// its history: SourceHistoryQuery, the series the exporter published).
 	Source *MetricSource
+	// Endpoint is the API Query and CapacityQuery go to (nil: global.prometheus_url), and
+	// EndpointPath its field path relative to the policy, for errors.
+	Endpoint     *Endpoint
+	EndpointPath string
 }
 
 // CapacityPerPod is the capacity of one pod from the base (the request query's value, or
@@ -289,7 +297,8 @@ func (m ScaleMetric) CapacityPerPod(base float64, current int32) float64 {
 func (p *Policy) ScaleMetrics() []ScaleMetric {
 	if len(p.Metrics.List) == 0 {
 		return []ScaleMetric{{Name: SingleMetricName, Unit: "cores", Query: p.Queries.Demand, CapacityQuery: p.Queries.Request,
-			Capacity: p.Request, Factor: 1, QueryPath: "queries.demand", CapacityPath: "queries.request", Stabilization: p.Metrics.MetricsPolicy}}
+			Capacity: p.Request, Factor: 1, QueryPath: "queries.demand", CapacityPath: "queries.request", Stabilization: p.Metrics.MetricsPolicy,
+			Endpoint: p.Queries.Endpoint, EndpointPath: "queries.endpoint"}}
 	}
 	ref := 1.0
 	if spec, err := policy.Parse(p.Algorithm, p.Model); err == nil {
@@ -300,7 +309,8 @@ func (p *Policy) ScaleMetrics() []ScaleMetric {
 	out := make([]ScaleMetric, 0, len(p.Metrics.List))
 	for j, m := range p.Metrics.List {
 		mp := fmt.Sprintf("metrics[%d]", j)
-		s := ScaleMetric{Name: m.Name, Unit: m.Unit, Query: m.Query, Factor: 1, QueryPath: mp + ".query", Stabilization: m.Stabilization}
+		s := ScaleMetric{Name: m.Name, Unit: m.Unit, Query: m.Query, Factor: 1, QueryPath: mp + ".query", Stabilization: m.Stabilization,
+			Endpoint: m.Endpoint, EndpointPath: mp + ".endpoint"}
 		if src := m.source(p.Target.Namespace, mp); src != nil {
 			s.Source, s.Query, s.QueryPath = src, SourceHistoryQuery(p.Name, m.Name), src.Path
 		}
@@ -387,6 +397,11 @@ func (c *Config) metricDefaults(p *Policy, path string, targetOK bool, errs *err
 		metricName(m, mp, j, seen, errs)
 		metricUnit(m, mp, errs)
 		nsrc := metricSource(m, mp, wsel, targetOK, errs)
+		if nsrc > 0 && m.Endpoint != nil {
+			errs.addf(mp+".endpoint", "a metric read from a metrics API (external, object or pods) has no Prometheus endpoint")
+		} else {
+			c.checkEndpoint(&m.Endpoint, mp+".endpoint", errs)
+		}
 		metricTarget(m, mp, wsel, nsrc, targetOK, errs)
 		if m.Stabilization.Window == 0 {
 			m.Stabilization.Window = scaling.DefaultMetricsPolicy().Window

@@ -192,6 +192,7 @@ func (c *Config) validateWith(ext []ObjectPolicy) (*Config, []error, error) {
 		}
 		// LoadFile set the directory of the file's secrets on the loaded client configuration.
 		n.Global.HTTPConfig = c.Global.HTTPConfig
+		n.setDirectory(c.dir) // the policies' endpoints, decoded again
 	} else {
 		// A configuration built by hand: its policies are validated again as they are.
 		cp := *c
@@ -209,7 +210,7 @@ func (c *Config) validateWith(ext []ObjectPolicy) (*Config, []error, error) {
 	}
 	var errs errList
 	n.validate(given, &errs)
-	n.src = c.src
+	n.src, n.dir = c.src, c.dir
 	return n, errs, nil
 }
 

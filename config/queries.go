@@ -18,6 +18,10 @@ type Queries struct {
 	// Request is the CPU request of one pod in cores; leave empty and set policy.request for a
 	// fixed value.
 	Request string `yaml:"request"`
+	// Endpoint is the Prometheus-compatible API that demand and request go to, with its own HTTP
+	// client settings (the metrics list sets each metric's endpoint instead); replicas and
+	// ready_replicas are read from global.prometheus_url. Default global.prometheus_url.
+	Endpoint *Endpoint `yaml:"endpoint"`
 }
 
 // policyQueries checks the policy's request, fills its metrics and queries from their defaults
@@ -31,6 +35,11 @@ func (c *Config) policyQueries(p *Policy, path string, targetOK bool, errs *errL
 	// The default queries are built from the target: with an invalid one, only the queries the
 	// file sets are checked.
 	c.metricDefaults(p, path, targetOK, errs)
+	if p.Queries.Endpoint != nil && len(p.Metrics.List) > 0 {
+		errs.addf(path+".queries.endpoint", "set the endpoint of each metric in the metrics list (metrics[].endpoint), not the policy's")
+	} else {
+		c.checkEndpoint(&p.Queries.Endpoint, path+".queries.endpoint", errs)
+	}
 	if targetOK {
 		c.queryDefaults(p)
 	}
