@@ -121,6 +121,9 @@ func analyze(e parser.Expr) (vs *parser.VectorSelector, agg *parser.AggregateExp
 // batchGroup is one batched query: the policies' queries it answers by the values of the
 // fanned-out labels.
 type batchGroup struct {
+	// ep is the endpoint the batch goes to (nil: global.prometheus_url): a batch holds the
+	// queries of one endpoint.
+	ep         *endpointClient
 	expr       string
 	labels     []string            // the fanned-out labels, sorted
 	members    map[string][]string // fan-out key → the policy queries with those values
@@ -231,21 +234,22 @@ type answer struct {
 	err error
 }
 
-// rangeKey names a range query.
+// rangeKey names a range query on an endpoint.
 type rangeKey struct {
+	ep               *endpointClient
 	expr             string
 	start, end, step int64
 }
 
-func newRangeKey(expr string, r v1.Range) rangeKey {
-	return rangeKey{expr, r.Start.UnixMilli(), r.End.UnixMilli(), int64(r.Step)}
+func newRangeKey(ep *endpointClient, expr string, r v1.Range) rangeKey {
+	return rangeKey{ep, expr, r.Start.UnixMilli(), r.End.UnixMilli(), int64(r.Step)}
 }
 
 // prefetched are the answers of one step's batched queries, by policy query. Written before
 // the step's workers start and read-only while they run.
 type prefetched struct {
 	t       int64 // the step's evaluation time in Unix milliseconds
-	instant map[string]answer
+	instant map[endpointExpr]answer
 	ranges  map[rangeKey]answer
 }
 
@@ -254,45 +258,46 @@ type prefetched struct {
 type servingQuerier struct{ e *Exporter }
 
 func (s servingQuerier) Query(ctx context.Context, expr string, ts time.Time, opts ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
-	if a, ok := s.e.prefetchedInstant(expr, ts); ok {
+	if a, ok := s.e.prefetchedInstant(endpointOf(ctx), expr, ts); ok {
 		return a.v, nil, nil, a.err
 	}
 	return s.e.base.Query(ctx, expr, ts, opts...)
 }
 
 func (s servingQuerier) QueryRange(ctx context.Context, expr string, r v1.Range, opts ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
-	if a, ok := s.e.pre.rangeAnswer(expr, r); ok {
+	if a, ok := s.e.pre.rangeAnswer(endpointOf(ctx), expr, r); ok {
 		return a.v, nil, nil, a.err
 	}
 	return s.e.base.QueryRange(ctx, expr, r, opts...)
 }
 
-// rangeAnswer is the prefetched answer of a range query, if any (p may be nil).
-func (p *prefetched) rangeAnswer(expr string, r v1.Range) (answer, bool) {
+// rangeAnswer is the prefetched answer of a range query on ep, if any (p may be nil).
+func (p *prefetched) rangeAnswer(ep *endpointClient, expr string, r v1.Range) (answer, bool) {
 	if p == nil {
 		return answer{}, false
 	}
-	a, ok := p.ranges[newRangeKey(expr, r)]
+	a, ok := p.ranges[newRangeKey(ep, expr, r)]
 	return a, ok
 }
 
-// prefetchedInstant is the prefetched answer of an instant query at ts, if any.
-func (e *Exporter) prefetchedInstant(expr string, ts time.Time) (answer, bool) {
+// prefetchedInstant is the prefetched answer of an instant query on ep at ts, if any.
+func (e *Exporter) prefetchedInstant(ep *endpointClient, expr string, ts time.Time) (answer, bool) {
 	p := e.pre
 	if p == nil || p.t != ts.UnixMilli() {
 		return answer{}, false
 	}
-	a, ok := p.instant[expr]
+	a, ok := p.instant[endpointExpr{ep, expr}]
 	return a, ok
 }
 
-// replan groups the instant queries of the policy set into batches. Called with mu held when
-// the policy set changes.
+// replan groups the instant queries of the policy set into batches, the queries of each
+// endpoint apart. Called with mu held when the policy set changes.
 func (e *Exporter) replan() {
 	e.templates = map[string]exprTemplate{}
-	var exprs []string
+	exprs := map[*endpointClient][]string{}
+	eps := []*endpointClient{nil}
 	for _, ps := range e.policies {
-		for _, x := range ps.queries() {
+		for k, x := range ps.queries() {
 			if x == "" {
 				continue
 			}
@@ -301,7 +306,11 @@ func (e *Exporter) replan() {
 					e.templates[x] = t
 				}
 			}
-			exprs = append(exprs, x)
+			ep := ps.endpoint(k)
+			if _, seen := exprs[ep]; !seen && ep != nil {
+				eps = append(eps, ep)
+			}
+			exprs[ep] = append(exprs[ep], x)
 		}
 		for _, x := range ps.rangeQueries() { // the history of metrics read from metrics APIs
 			if _, done := e.templates[x]; x != "" && !done {
@@ -313,7 +322,13 @@ func (e *Exporter) replan() {
 	}
 	e.batches = nil
 	if e.batching {
-		e.batches, _ = planBatches(exprs, e.templates)
+		for _, ep := range eps {
+			groups, _ := planBatches(exprs[ep], e.templates)
+			for _, g := range groups {
+				g.ep = ep
+			}
+			e.batches = append(e.batches, groups...)
+		}
 	}
 	n := 0
 	for _, g := range e.batches {
@@ -331,7 +346,7 @@ func (e *Exporter) replan() {
 // data is not prefetched, so that each policy's own query names its error; any other error is
 // the answer of every query of the batch (they are stale, as each would have been).
 func (e *Exporter) prefetch(ctx context.Context, t time.Time) {
-	p := &prefetched{t: t.UnixMilli(), instant: map[string]answer{}, ranges: map[rangeKey]answer{}}
+	p := &prefetched{t: t.UnixMilli(), instant: map[endpointExpr]answer{}, ranges: map[rangeKey]answer{}}
 	type job struct {
 		g *batchGroup
 		r *v1.Range // nil: instant
@@ -357,7 +372,7 @@ func (e *Exporter) prefetch(ctx context.Context, t time.Time) {
 					ans := e.batchInstant(ctx, j.g, t)
 					mu.Lock()
 					for x, a := range ans {
-						p.instant[x] = a
+						p.instant[endpointExpr{j.g.ep, x}] = a
 					}
 					mu.Unlock()
 					continue
@@ -365,7 +380,7 @@ func (e *Exporter) prefetch(ctx context.Context, t time.Time) {
 				ans := e.batchRange(ctx, j.g, *j.r)
 				mu.Lock()
 				for x, a := range ans {
-					p.ranges[newRangeKey(x, *j.r)] = a
+					p.ranges[newRangeKey(j.g.ep, x, *j.r)] = a
 				}
 				mu.Unlock()
 			}
@@ -381,7 +396,7 @@ func (e *Exporter) prefetch(ctx context.Context, t time.Time) {
 
 // batchInstant runs one instant batch and fans its result out (nil: not prefetched).
 func (e *Exporter) batchInstant(ctx context.Context, g *batchGroup, t time.Time) map[string]answer {
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	ctx, cancel := context.WithTimeout(withEndpoint(ctx, g.ep), e.timeout)
 	defer cancel()
 	start := time.Now()
 	v, _, _, err := e.base.Query(ctx, g.expr, t, v1.WithLookbackDelta(e.lookback))
@@ -427,7 +442,15 @@ func (e *Exporter) batchInstant(ctx context.Context, g *batchGroup, t time.Time)
 // batchFailed logs a batch that Prometheus rejected; its policies are queried one by one.
 func (e *Exporter) batchFailed(g *batchGroup, err error) {
 	e.metrics.batchFallbacks.Inc()
-	e.log.Debug("batched query rejected; its policies are queried one by one", "query", g.expr, "err", err)
+	e.log.Debug("batched query rejected; its policies are queried one by one", "query", g.expr, "endpoint", g.endpointName(), "err", err)
+}
+
+// endpointName names the batch's endpoint in logs.
+func (g *batchGroup) endpointName() string {
+	if g.ep == nil {
+		return "global.prometheus_url"
+	}
+	return g.ep.name
 }
 
 // rangeBatch is one history batch of a step.
@@ -443,6 +466,7 @@ func (e *Exporter) historyBatches(t time.Time) []rangeBatch {
 		return nil
 	}
 	type rk struct {
+		ep         *endpointClient
 		start, end int64
 		step       time.Duration
 	}
@@ -456,20 +480,22 @@ func (e *Exporter) historyBatches(t time.Time) []rangeBatch {
 		if !ok {
 			continue
 		}
-		k := rk{start.UnixMilli(), end.UnixMilli(), ps.histStep}
-		if _, dup := byRange[k]; !dup {
-			order = append(order, k)
-		}
-		for _, x := range ps.rangeQueries() {
-			if x != "" {
-				byRange[k] = append(byRange[k], x)
+		for q, x := range ps.rangeQueries() {
+			if x == "" {
+				continue
 			}
+			k := rk{ps.endpoint(q), start.UnixMilli(), end.UnixMilli(), ps.histStep}
+			if _, dup := byRange[k]; !dup {
+				order = append(order, k)
+			}
+			byRange[k] = append(byRange[k], x)
 		}
 	}
 	var out []rangeBatch
 	for _, k := range order {
 		groups, _ := planBatches(byRange[k], e.templates)
 		for _, g := range groups {
+			g.ep = k.ep
 			out = append(out, rangeBatch{g, v1.Range{Start: time.UnixMilli(k.start), End: time.UnixMilli(k.end), Step: k.step}})
 		}
 	}
@@ -498,7 +524,7 @@ func (e *Exporter) batchRangePaged(ctx context.Context, g *batchGroup, r v1.Rang
 		if to.After(r.End) {
 			to = r.End
 		}
-		qctx, cancel := context.WithTimeout(ctx, e.timeout)
+		qctx, cancel := context.WithTimeout(withEndpoint(ctx, g.ep), e.timeout)
 		start := time.Now()
 		var v model.Value
 		v, _, _, err = e.base.QueryRange(qctx, g.expr, v1.Range{Start: from, End: to, Step: r.Step})

@@ -31,9 +31,9 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 		if expr == "" {
 			continue
 		}
-		qctx, cancel := context.WithTimeout(ctx, e.timeout)
+		qctx, cancel := context.WithTimeout(withEndpoint(ctx, ps.endpoint(k)), e.timeout)
 		t0 := time.Now()
-		_, batched := e.pre.rangeAnswer(expr, r)
+		_, batched := e.pre.rangeAnswer(ps.endpoint(k), expr, r)
 		m, err := rangeValues(qctx, e.q, expr, r)
 		cancel()
 		if !batched { // the batch's own queries were timed
@@ -50,7 +50,7 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 				log = e.log.Debug
 			}
 			ps.historyWarned = true
-			log("history not loaded; trying again at the next step", "policy", ps.cfg.Name, "query", ps.queryPath(k), "err", err)
+			log("history not loaded; trying again at the next step", "policy", ps.cfg.Name, "query", ps.queryWhere(k), "err", err)
 			return false, nil
 		}
 		series[k] = m
@@ -65,7 +65,7 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 		if _, ok := series[k][start.UnixMilli()]; expr == "" || series[k] == nil || ok {
 			continue
 		}
-		qctx, cancel := context.WithTimeout(ctx, e.timeout)
+		qctx, cancel := context.WithTimeout(withEndpoint(ctx, ps.endpoint(k)), e.timeout)
 		m, err := rangeValues(qctx, e.q, expr, r)
 		cancel()
 		if err != nil {
@@ -128,7 +128,7 @@ func (e *Exporter) restartPolicy(ps *policyState) error {
 	ps.runner.Close()
 	old := *ps
 	*ps = *fresh
-	ps.path = old.path
+	ps.path, ps.endpoints = old.path, old.endpoints
 	ps.steps, ps.queryErrors, ps.trainFailures = old.steps, old.queryErrors, old.trainFailures
 	ps.observedSeconds, ps.overloadedSeconds = old.observedSeconds, old.overloadedSeconds
 	ps.lastTrain, ps.trainDuration = old.lastTrain, old.trainDuration

@@ -49,6 +49,11 @@ type Exporter struct {
 	batches      []*batchGroup
 	pre          *prefetched
 
+	// endpoints are the clients of the endpoints the policies' metrics name besides
+	// global.prometheus_url (endpoint.go); newEndpoint builds one (nil: NewEndpointQuerier).
+	endpoints   []*endpointClient
+	newEndpoint EndpointQuerier
+
 	// sources are the clients of the metrics APIs, for the metrics read from them (sources.go).
 	sources *sourceClients
 
@@ -69,13 +74,19 @@ type Exporter struct {
 // New builds an exporter for the given policies of cfg (usually the shard's selection) and
 // registers its metrics with reg.
 func New(cfg *config.Config, policies []config.Policy, q Querier, logger *slog.Logger, reg prometheus.Registerer) (*Exporter, error) {
+	return newExporter(cfg, policies, q, logger, reg, nil)
+}
+
+// newExporter is New whose metrics on their own endpoints query the clients endpoint builds
+// (nil: NewEndpointQuerier).
+func newExporter(cfg *config.Config, policies []config.Policy, q Querier, logger *slog.Logger, reg prometheus.Registerer, endpoint EndpointQuerier) (*Exporter, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Exporter{
 		cfg: cfg, log: logger, batching: cfg.Exporter.Batching(),
 		interval: cfg.Global.Interval, offset: cfg.Exporter.QueryOffset, timeout: cfg.Global.QueryTimeout, lookback: cfg.Global.LookbackDelta,
-		workers: max(cfg.Exporter.Concurrency, 1), now: time.Now, sources: &sourceClients{},
+		workers: max(cfg.Exporter.Concurrency, 1), now: time.Now, sources: &sourceClients{}, newEndpoint: endpoint,
 	}
 	for i := range policies {
 		ps, err := e.newPolicyState(cfg, &policies[i])
@@ -89,8 +100,11 @@ func New(cfg *config.Config, policies []config.Policy, q Querier, logger *slog.L
 	}
 	e.metrics = newSelfMetrics(reg)
 	e.metrics.interval.Set(e.interval.Seconds())
-	e.base = countingQuerier{q, e}
+	e.base = countingQuerier{routingQuerier{q}, e}
 	e.q = checkingQuerier{servingQuerier{e}}
+	if err := e.resolveEndpoints(e.policies); err != nil {
+		return nil, err
+	}
 	e.replan()
 	e.metrics.policies.Set(float64(len(e.policies)))
 	e.snap.Store(&snapshot{})

@@ -135,8 +135,9 @@ func (q checkingQuerier) Query(ctx context.Context, expr string, ts time.Time, o
 			_, verr = resultValue(v)
 		}
 		if isConfigError(verr) {
+			ep := endpointOf(ctx)
 			for k, e := range c.ps.queries() {
-				if e == expr {
+				if e == expr && c.ps.endpoint(k) == ep {
 					c.mu.Lock()
 					c.errs = append(c.errs, c.ps.queryError(k, verr))
 					c.mu.Unlock()

@@ -33,6 +33,10 @@ func metricQuery(k int) (metric int, name string) {
 // queryError names the field path of query k of the policy, e.g. policies[2].queries.demand or
 // policies[2].metrics[1].query.
 func (ps *policyState) queryError(k int, err error) error {
+	if ep := ps.endpoint(k); ep != nil {
+		i, _ := metricQuery(k)
+		return fmt.Errorf("%s.%s (policy %q, metric %q, endpoint %s): %w", ps.path, ps.queryPath(k), ps.cfg.Name, ps.metrics[i].spec.Name, ep.name, err)
+	}
 	return fmt.Errorf("%s.%s (policy %q): %w", ps.path, ps.queryPath(k), ps.cfg.Name, err)
 }
 
@@ -79,10 +83,11 @@ func (ps *policyState) rangeQueries() []string {
 
 // instant runs one input query, timing it and counting its errors (empty results included).
 func (e *Exporter) instant(ctx context.Context, ps *policyState, k int, expr string, t time.Time) (float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	ep := ps.endpoint(k)
+	ctx, cancel := context.WithTimeout(withEndpoint(ctx, ep), e.timeout)
 	defer cancel()
 	start := time.Now()
-	_, batched := e.prefetchedInstant(expr, t)
+	_, batched := e.prefetchedInstant(ep, expr, t)
 	// global.lookback_delta: a sample older than that is no data (after a Prometheus outage,
 	// the samples from before it are not current).
 	v, err := instantValue(ctx, e.q, expr, t, v1.WithLookbackDelta(e.lookback))

@@ -63,6 +63,13 @@ func (e *Exporter) apply(cfg *config.Config, policies []config.Policy, q Querier
 			st.added++
 		}
 	}
+	if err := e.resolveEndpoints(next); err != nil {
+		e.mu.Unlock()
+		for _, ps := range built {
+			ps.runner.Close()
+		}
+		return reloadStats{}, err
+	}
 	for i, ps := range next {
 		if old[ps.cfg.Name] == ps { // kept
 			ps.cfg, ps.path = &policies[i], configPath(cfg, ps.cfg.Name)
@@ -76,7 +83,7 @@ func (e *Exporter) apply(cfg *config.Config, policies []config.Policy, q Querier
 	e.timeout, e.workers, e.lookback = cfg.Global.QueryTimeout, max(cfg.Exporter.Concurrency, 1), cfg.Global.LookbackDelta
 	e.batching = cfg.Exporter.Batching()
 	if q != nil {
-		e.base = countingQuerier{q, e}
+		e.base = countingQuerier{routingQuerier{q}, e}
 	}
 	e.replan()
 	e.metrics.policies.Set(float64(len(next)))

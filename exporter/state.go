@@ -17,6 +17,9 @@ type policyState struct {
 	cfg    *config.Policy
 	path   string   // policies[i] in the configuration file, for errors
 	labels []string // policy, namespace, workload_type, workload
+	// endpoints are the endpoints of the queries by query index (nil: global.prometheus_url),
+	// set by Exporter.resolveEndpoints.
+	endpoints []*endpointClient
 	// runner steps the policy's metrics (one runner each, one decision over them).
 	runner *policy.Multi
 	// metrics are the policy's metrics and their loop state, in the order of the runner's.

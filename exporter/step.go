@@ -112,14 +112,14 @@ func (e *Exporter) feed(ctx context.Context, ps *policyState, t time.Time, in *i
 		if in.err[k] != nil {
 			demands[i] = math.NaN()
 			if demandErr == nil {
-				demandErr = fmt.Errorf("%s: %w", m.spec.QueryPath, in.err[k])
+				demandErr = fmt.Errorf("%s: %w", ps.queryWhere(k), in.err[k])
 			}
 		}
 		if m.base <= 0 {
 			// No capacity for this metric yet: it is missing, the others decide.
 			demands[i] = math.NaN()
 			if demandErr == nil {
-				demandErr = fmt.Errorf("%s: %w", ps.queryPath(k-1), in.err[k-1])
+				demandErr = fmt.Errorf("%s: %w", ps.queryWhere(k-1), in.err[k-1])
 			}
 			continue
 		}
