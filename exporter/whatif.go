@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"time"
 
@@ -115,14 +116,17 @@ func DemandHistoryWithWarmup(ctx context.Context, q Querier, p *config.Policy, s
 	}
 	g := newHistoryGrid(start, end, step, warmup)
 	fb := p.HistoryFallback()
-	reads, metrics := demandReads(p, fb)
-	if err := g.readDemands(ctx, q, p, reads); err != nil {
+	reads, metrics, err := demandReads(q, p, fb)
+	if err != nil {
+		return h, err
+	}
+	if err := g.readDemands(ctx, p, reads); err != nil {
 		return h, err
 	}
 	h.Start = g.start.Add(time.Duration(g.first) * step)
 	h.Before = max(0, warmup-g.first)
 	for k := range reads {
-		if err := g.addDemand(ctx, q, p, &h, k, &reads[k], metrics); err != nil {
+		if err := g.addDemand(ctx, p, &h, k, &reads[k], metrics); err != nil {
 			return h, err
 		}
 	}
@@ -131,7 +135,7 @@ func DemandHistoryWithWarmup(ctx context.Context, q Querier, p *config.Policy, s
 	}
 	h.Request = p.Request
 	if p.Queries.Request != "" {
-		if err := g.readRequest(ctx, q, p, fb.Request, &h); err != nil {
+		if err := g.readRequest(ctx, reads[0].q, p, fb.Request, &h); err != nil {
 			return h, err
 		}
 	}
@@ -156,35 +160,72 @@ func newHistoryGrid(start, end time.Time, step time.Duration, warmup int) *histo
 }
 
 // demandRead is one demand series of a what-if: queries.demand, or one metric's query in the
-// several-metrics form, and what was read of it.
+// several-metrics form, the querier of its endpoint, and what was read of it.
 type demandRead struct {
 	series, path, expr, fallback string
+	q                            Querier
 	vals                         []float64
 	cov                          Coverage
 }
 
+// EndpointResolver is a Querier that answers for the metrics on their own endpoints as well
+// (tests); a what-if over any other Querier builds their clients with NewEndpointQuerier.
+type EndpointResolver interface {
+	Querier
+	Endpoint(config.Endpoint) (Querier, error)
+}
+
 // demandReads are the demand series of policy p (fb its history fallbacks), and its metrics in
-// the several-metrics form (nil otherwise), one per read.
-func demandReads(p *config.Policy, fb config.Queries) ([]demandRead, []config.ScaleMetric) {
-	reads := []demandRead{{series: "demand", path: "queries.demand", expr: p.Queries.Demand, fallback: fb.Demand}}
-	var metrics []config.ScaleMetric
-	if len(p.Metrics.List) > 0 {
-		metrics, reads = p.ScaleMetrics(), nil
-		for _, m := range metrics {
-			reads = append(reads, demandRead{series: "metric " + m.Name, path: m.QueryPath, expr: m.Query})
+// the several-metrics form (nil otherwise), one per read, each with the querier of its endpoint:
+// q for global.prometheus_url, one client per distinct endpoint of the metrics.
+func demandReads(q Querier, p *config.Policy, fb config.Queries) ([]demandRead, []config.ScaleMetric, error) {
+	var eps []*endpointClient
+	querier := func(m config.ScaleMetric) (Querier, string, error) {
+		if m.Endpoint == nil {
+			return q, m.QueryPath, nil
 		}
+		where := fmt.Sprintf("%s (metric %s, endpoint %s)", m.QueryPath, m.Name, m.Endpoint)
+		for _, c := range eps {
+			if reflect.DeepEqual(c.ep, *m.Endpoint) {
+				return c.q, where, nil
+			}
+		}
+		build := NewEndpointQuerier
+		if r, ok := q.(EndpointResolver); ok {
+			build = r.Endpoint
+		}
+		eq, err := build(*m.Endpoint)
+		if err != nil {
+			return nil, "", fmt.Errorf("policy %s: %s: %w", p.Name, m.EndpointPath, err)
+		}
+		eps = append(eps, &endpointClient{ep: *m.Endpoint, q: eq})
+		return eq, where, nil
 	}
-	return reads, metrics
+	metrics := p.ScaleMetrics()
+	single := len(p.Metrics.List) == 0
+	var reads []demandRead
+	for _, m := range metrics {
+		mq, where, err := querier(m)
+		if err != nil {
+			return nil, nil, err
+		}
+		if single {
+			reads = append(reads, demandRead{series: "demand", path: where, expr: p.Queries.Demand, fallback: fb.Demand, q: mq})
+			return reads, nil, nil
+		}
+		reads = append(reads, demandRead{series: "metric " + m.Name, path: where, expr: m.Query, q: mq})
+	}
+	return reads, metrics, nil
 }
 
 // readDemands reads every demand series over the grid and sets the replayed span, from the
 // first to the last point with a sample of any of them. A series without a sample is an error
 // (ErrEmpty).
-func (g *historyGrid) readDemands(ctx context.Context, q Querier, p *config.Policy, reads []demandRead) error {
+func (g *historyGrid) readDemands(ctx context.Context, p *config.Policy, reads []demandRead) error {
 	for k := range reads {
 		d := &reads[k]
 		var err error
-		if d.vals, d.cov, err = readSeries(ctx, q, d.series, d.expr, d.fallback, g.r, g.all, g.warmup); err != nil {
+		if d.vals, d.cov, err = readSeries(ctx, d.q, d.series, d.expr, d.fallback, g.r, g.all, g.warmup); err != nil {
 			return fmt.Errorf("policy %s: %s over the range: %w", p.Name, d.path, err)
 		}
 		seen := false
@@ -236,7 +277,7 @@ func (g *historyGrid) fill(c *Coverage, vals []float64) []float64 {
 // itself (k = 0) and, in the several-metrics form, metric metrics[k] with its capacity. A
 // series with samples at less than MinCoverage of the range is an error (ErrSparse), and so is
 // a Value target, whose capacity per pod depends on the size.
-func (g *historyGrid) addDemand(ctx context.Context, q Querier, p *config.Policy, h *History, k int, d *demandRead, metrics []config.ScaleMetric) error {
+func (g *historyGrid) addDemand(ctx context.Context, p *config.Policy, h *History, k int, d *demandRead, metrics []config.ScaleMetric) error {
 	step := g.r.Step
 	vals := g.fill(&d.cov, d.vals)
 	if k == 0 {
@@ -258,7 +299,7 @@ func (g *historyGrid) addDemand(ctx context.Context, q Querier, p *config.Policy
 	}
 	c := m.Capacity
 	if m.CapacityQuery != "" {
-		med, cov, err := medianOver(ctx, q, "request of "+m.Name, m.CapacityQuery, g.r, g.all, g.warmup)
+		med, cov, err := medianOver(ctx, d.q, "request of "+m.Name, m.CapacityQuery, g.r, g.all, g.warmup)
 		if err != nil {
 			return fmt.Errorf("policy %s: %s over the range: %w", p.Name, m.CapacityPath, err)
 		}
