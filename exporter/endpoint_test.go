@@ -207,3 +207,22 @@ policies:
 		mu.Unlock()
 	}
 }
+
+// TestEndpointClientError: an endpoint whose client cannot be built (a CA file that does not
+// exist) fails New with an error naming the policy's endpoint field and the metric.
+func TestEndpointClientError(t *testing.T) {
+	c := loadConfig(t, `
+global: {prometheus_url: http://prometheus-a:9090}
+policies:
+  - name: a
+    target: {namespace: shop, name: a}
+    algorithm: hpa
+    metrics:
+      - {name: qps, unit: requests_per_second, query: 'sum(rate(reqs[1m]))', target: {type: AverageValue, averageValue: "1"},
+         endpoint: {url: 'https://prometheus-b:9090', http_config: {tls_config: {ca_file: /nonexistent/ca.pem}}}}
+`)
+	_, err := New(c, c.Policies, &fakeQuerier{}, nil, prometheus.NewRegistry())
+	if err == nil || !strings.Contains(err.Error(), `policies[0].metrics[0].endpoint (policy "a", metric "qps")`) || !strings.Contains(err.Error(), "ca.pem") {
+		t.Fatalf("New: %v, want an error naming policies[0].metrics[0].endpoint and the CA file", err)
+	}
+}
