@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 
-	"github.com/oklog/run"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -88,49 +88,19 @@ func (k *KubeActuator) getObject(ctx context.Context, t config.Target) (*unstruc
 	return r.Get(ctx, t.Name, metav1.GetOptions{})
 }
 
-// newServerStatus is the ElasticScaler status writer of a webhook with
-// global.elastic_scalers, else nil; it reports the problems of owner (nil: none).
-func (s *Server) newServerStatus(cfg *config.Config, owner *elasticscaler.Owner) *elasticscaler.StatusWriter {
-	if !cfg.Global.ElasticScalers.Enabled {
-		return nil
+// file0 is the file's configuration in force (without the objects' policies): the status
+// writer's (its policies win any conflict).
+func (s *Server) file0() *config.Config {
+	if g := s.current.Load(); g != nil {
+		return g.file
 	}
-	o := elasticscaler.StatusOptions{Dynamic: s.act.Dynamic(), Discovery: s.act.Kube().Discovery(), Get: s.act.getObject,
-		Recorder: s.recorder, Logger: s.logger.With("component", "elasticscaler-status"), File: func() *config.Config {
-			if g := s.current.Load(); g != nil {
-				return g.file
-			}
-			return nil
-		}, Namespaces: cfg.Global.ElasticScalers.Namespaces, Informers: s.informers, Recheck: discoveryRecheck}
-	if owner != nil {
-		o.HPAProblems = owner.Problems // reported in the objects' Validated condition
-	}
-	return elasticscaler.NewStatusWriter(o)
+	return nil
 }
 
-// startStatus adds the status writer and its Lease campaign to g (with global.elastic_scalers).
-func (s *Server) startStatus(ctx context.Context, g *run.Group) {
-	if s.status == nil {
-		return
-	}
-	w := s.status
-	wctx, cancel := context.WithCancel(ctx)
-	g.Add(func() error { return w.Run(wctx) }, func(error) { cancel() })
-	le := s.start.Webhook.LeaderElection
-	if !le.IsEnabled() {
-		w.SetLeader(true)
-		return
-	}
-	le.Name += "-status" // a Lease of its own: the Tidal watch's campaign restarts on every reload
-	lctx, lcancel := context.WithCancel(ctx)
-	g.Add(func() error {
-		return RunLeaderElected(lctx, s.act.Kube(), le, s.id, s.logger.With("component", "elasticscaler-status"), w.SetLeader,
-			func(ctx context.Context) { <-ctx.Done() })
-	}, func(error) { lcancel() })
+// campaign runs fn while this replica holds the Lease le: the ElasticScaler actors' Leases.
+func (s *Server) campaign(ctx context.Context, le config.LeaderElectionConfig, logger *slog.Logger, leading func(bool), fn func(context.Context)) error {
+	return RunLeaderElected(ctx, s.act.Kube(), le, s.id, logger, leading, fn)
 }
 
 // observeDecision is the Controllers' Observe hook.
-func (s *Server) observeDecision(d elasticscaler.Decision) {
-	if s.status != nil {
-		s.status.Observe(d)
-	}
-}
+func (s *Server) observeDecision(d elasticscaler.Decision) { s.scalers.Observe(d) }

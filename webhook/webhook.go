@@ -13,9 +13,9 @@
 // Prometheus and Alertmanager. Server.Reload (POST|PUT /-/reload, and SIGHUP in cmd/debi) loads
 // the configuration again without a restart.
 //
-// Server composes the parts (the Controller, the router of http.go, the Tidal watch, the
-// ElasticScaler status writer, the ElasticScaler source and HPA owner of package elasticscaler on one informer cache); cmd/debi runs
-// it in a process (flags, client-go's klog, the registry, signals).
+// Server composes the parts (the Controller, the router of http.go, the Tidal watch, and the
+// ElasticScaler actors of internal/process, on one informer cache); cmd/debi runs it in a process
+// (flags, client-go's klog, the registry, signals).
 package webhook
 
 import (
@@ -93,9 +93,7 @@ type Server struct {
 	informers *kube.Informers
 	// start is the file's configuration at start-up: what the reload does not change (the
 	// ElasticScaler actors and their Leases) comes from it.
-	start *config.Config
-	// owner runs the HPAs of HPA-algorithm ElasticScalers (nil without global.elastic_scalers).
-	owner   *elasticscaler.Owner
+	start   *config.Config
 	handler http.Handler
 	ready   atomic.Bool
 
@@ -110,8 +108,9 @@ type Server struct {
 	// every configuration put in force.
 	watchingScalers bool
 	objects         []config.ObjectPolicy
-	// status writes the ElasticScalers' status and Events (nil without global.elastic_scalers).
-	status *elasticscaler.StatusWriter
+	// scalers are the ElasticScaler actors: HPA owner, source, status writer (nil without
+	// global.elastic_scalers).
+	scalers *process.ElasticScalers
 }
 
 // New loads the configuration file, builds the clients (opts.RestConfig, or the kubeconfig
@@ -162,10 +161,10 @@ func New(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*Server,
 	}
 	s.informers = kube.NewInformers(act.Dynamic(), scope...)
 	if s.watchingScalers {
-		s.owner = elasticscaler.NewOwner(elasticscaler.OwnerOptions{Dynamic: act.Dynamic(), Informers: s.informers, Kube: act.Kube(),
-			Namespaces: cfg.Global.ElasticScalers.Namespaces, Logger: logger.With("component", "hpaowner")})
+		s.scalers = process.NewElasticScalers(process.ElasticScalerOptions{Dynamic: act.Dynamic(), Kube: act.Kube(), Informers: s.informers,
+			Namespaces: cfg.Global.ElasticScalers.Namespaces, LeaderElection: cfg.Webhook.LeaderElection, Campaign: s.campaign,
+			Get: act.getObject, Recorder: s.recorder, File: s.file0, Recheck: discoveryRecheck, Apply: s.applyObjects, Logger: logger})
 	}
-	s.status = s.newServerStatus(cfg, s.owner) // ElasticScaler status and Events (elasticscaler/status.go)
 	gen, err := s.build(raw, cfg)
 	if err != nil {
 		return nil, err
@@ -242,31 +241,9 @@ func (s *Server) Run(ctx context.Context) error {
 			logger.Info("tidal watch stopped")
 		})
 	}
-	if s.owner != nil { // the Kubernetes HPAs of HPA-algorithm ElasticScalers (elasticscaler.Owner), on the Lease holder only
-		hl := logger.With("component", "hpaowner")
-		le := s.start.Webhook.LeaderElection
-		le.Name += "-hpa" // a Lease of its own, as the status writer's: the Tidal watch's campaign restarts on reload
-		hctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error {
-			if !le.IsEnabled() {
-				return s.owner.Run(hctx)
-			}
-			return RunLeaderElected(hctx, act.Kube(), le, s.id, hl, func(bool) {}, func(ctx context.Context) {
-				if err := s.owner.Run(ctx); err != nil {
-					hl.Error("HPA owner stopped", "err", err)
-				}
-			})
-		}, func(error) { cancel() })
-	}
-	if s.watchingScalers { // policies from ElasticScalers, on every replica (all serve notifications)
-		sctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error {
-			return elasticscaler.RunSource(sctx, elasticscaler.SourceOptions{Dynamic: act.Dynamic(), Informers: s.informers, Discovery: act.Kube().Discovery(),
-				Namespaces: s.start.Global.ElasticScalers.Namespaces, StateTriggers: true, Logger: logger.With("component", "elasticscalers")}, s.applyObjects)
-		}, func(error) { cancel() })
-	}
-	// ElasticScaler status writer (global.elastic_scalers); Validated on the Lease holder only.
-	s.startStatus(ctx, &g)
+	// ElasticScaler actors (global.elastic_scalers): the HPA owner and the status writer's
+	// validation under Leases of their own, the source on every replica.
+	s.scalers.Add(ctx, &g)
 	wc := s.start.Webhook
 	logger.Info("starting debi webhook", "mode", wc.Mode, "policies", len(s.start.Policies), "tidal_watch", wc.Tidal.IsEnabled(),
 		"tidal_push", wc.Tidal.Push.Enabled)

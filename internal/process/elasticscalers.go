@@ -1,0 +1,118 @@
+package process
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/oklog/run"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/elasticscaler"
+	"github.com/debi-scaler/debi/internal/kube"
+)
+
+// ElasticScalerOptions are the parts of a webhook process its ElasticScaler actors use.
+type ElasticScalerOptions struct {
+	Dynamic   dynamic.Interface
+	Kube      kubernetes.Interface
+	Informers *kube.Informers
+	// Namespaces are global.elastic_scalers.namespaces (empty: every namespace).
+	Namespaces []string
+	// LeaderElection is webhook.leader_election at start-up: the HPA owner campaigns for
+	// <name>-hpa, the status writer for <name>-status (Leases of their own: the Tidal watch's
+	// campaign restarts on every reload).
+	LeaderElection config.LeaderElectionConfig
+	// Campaign runs fn while this replica holds the Lease le (the webhook's RunLeaderElected).
+	Campaign func(ctx context.Context, le config.LeaderElectionConfig, logger *slog.Logger, leading func(bool), fn func(context.Context)) error
+	// Get, Recorder, File and Recheck are the status writer's (elasticscaler.StatusOptions).
+	Get      func(ctx context.Context, t config.Target) (*unstructured.Unstructured, error)
+	Recorder record.EventRecorder
+	File     func() *config.Config
+	Recheck  time.Duration
+	// Apply receives the policies of the ElasticScalers (elasticscaler.RunSource).
+	Apply  func(elasticscaler.Update)
+	Logger *slog.Logger
+}
+
+// ElasticScalers are the ElasticScaler actors of a webhook process (global.elastic_scalers):
+// the HPA owner of HPA-algorithm ElasticScalers on the holder of <lease>-hpa, the source of the
+// objects' policies on every replica (all serve notifications), and the status writer, whose
+// validation is the holder of <lease>-status's.
+type ElasticScalers struct {
+	o      ElasticScalerOptions
+	owner  *elasticscaler.Owner
+	status *elasticscaler.StatusWriter
+}
+
+// NewElasticScalers builds the actors; nothing runs until Add's run group does.
+func NewElasticScalers(o ElasticScalerOptions) *ElasticScalers {
+	e := &ElasticScalers{o: o}
+	e.owner = elasticscaler.NewOwner(elasticscaler.OwnerOptions{Dynamic: o.Dynamic, Informers: o.Informers, Kube: o.Kube,
+		Namespaces: o.Namespaces, Logger: o.Logger.With("component", "hpaowner")})
+	e.status = elasticscaler.NewStatusWriter(elasticscaler.StatusOptions{Dynamic: o.Dynamic, Discovery: o.Kube.Discovery(), Get: o.Get,
+		Recorder: o.Recorder, Logger: o.Logger.With("component", "elasticscaler-status"), File: o.File, Namespaces: o.Namespaces,
+		Informers: o.Informers, Recheck: o.Recheck,
+		HPAProblems: e.owner.Problems, // reported in the objects' Validated condition
+	})
+	return e
+}
+
+// Observe reports a decision to the status writer (the Controllers' Observe hook); e may be
+// nil.
+func (e *ElasticScalers) Observe(d elasticscaler.Decision) {
+	if e != nil {
+		e.status.Observe(d)
+	}
+}
+
+// Add adds the HPA owner, the source and the status writer, with their Lease campaigns, to g;
+// they stop when ctx ends or g is interrupted. e may be nil.
+func (e *ElasticScalers) Add(ctx context.Context, g *run.Group) {
+	if e == nil {
+		return
+	}
+	o := e.o
+	{ // the Kubernetes HPAs of HPA-algorithm ElasticScalers, on the Lease holder only
+		hl := o.Logger.With("component", "hpaowner")
+		le := o.LeaderElection
+		le.Name += "-hpa"
+		hctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error {
+			if !le.IsEnabled() {
+				return e.owner.Run(hctx)
+			}
+			return o.Campaign(hctx, le, hl, func(bool) {}, func(ctx context.Context) {
+				if err := e.owner.Run(ctx); err != nil {
+					hl.Error("HPA owner stopped", "err", err)
+				}
+			})
+		}, func(error) { cancel() })
+	}
+	{ // policies from ElasticScalers, on every replica
+		sctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error {
+			return elasticscaler.RunSource(sctx, elasticscaler.SourceOptions{Dynamic: o.Dynamic, Informers: o.Informers, Discovery: o.Kube.Discovery(),
+				Namespaces: o.Namespaces, StateTriggers: true, Logger: o.Logger.With("component", "elasticscalers")}, o.Apply)
+		}, func(error) { cancel() })
+	}
+	// The status writer; Validated on the Lease holder only.
+	w := e.status
+	wctx, cancel := context.WithCancel(ctx)
+	g.Add(func() error { return w.Run(wctx) }, func(error) { cancel() })
+	le := o.LeaderElection
+	if !le.IsEnabled() {
+		w.SetLeader(true)
+		return
+	}
+	le.Name += "-status"
+	lctx, lcancel := context.WithCancel(ctx)
+	g.Add(func() error {
+		return o.Campaign(lctx, le, o.Logger.With("component", "elasticscaler-status"), w.SetLeader,
+			func(ctx context.Context) { <-ctx.Done() })
+	}, func(error) { lcancel() })
+}
