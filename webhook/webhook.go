@@ -95,7 +95,7 @@ type Server struct {
 	// ElasticScaler actors and their Leases) comes from it.
 	start   *config.Config
 	handler http.Handler
-	ready   atomic.Bool
+	ready   process.Readiness
 
 	reloadMu sync.Mutex
 	current  atomic.Pointer[generation]
@@ -175,12 +175,7 @@ func New(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*Server,
 	s.m.configReloadTimestamp.SetToCurrentTime()
 	s.handler = newRouter(routerOptions{
 		live: &s.live, reload: s.Reload, lifecycle: opts.EnableLifecycle, gatherer: gatherer, metrics: s.m, logger: logger,
-		ready: func() error {
-			if !s.ready.Load() {
-				return errors.New("API server not reached yet")
-			}
-			return nil
-		},
+		ready: s.ready.Err,
 	})
 	return s, nil
 }
@@ -214,26 +209,8 @@ func (s *Server) Run(ctx context.Context) error {
 
 	var g run.Group
 	hs.Add(&g, l)
-	{ // readiness: the API server answers with our credentials
-		rctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error {
-			for rctx.Err() == nil {
-				if _, err := act.Kube().Discovery().ServerVersion(); err == nil {
-					s.ready.Store(true)
-					logger.Info("API server reachable; ready")
-					break
-				} else {
-					logger.Warn("API server not reachable yet", "err", err)
-				}
-				select {
-				case <-rctx.Done():
-				case <-time.After(2 * time.Second):
-				}
-			}
-			<-rctx.Done()
-			return nil
-		}, func(error) { cancel() })
-	}
+	// readiness: the API server answers with our credentials
+	s.ready.Add(ctx, &g, act.Kube().Discovery().ServerVersion, logger)
 	{ // Tidal watch of the configuration in force, on the leader only; restarted on reload
 		wctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error { return s.superviseWatch(wctx) }, func(error) {

@@ -2,7 +2,8 @@
 // exporter`, `debi webhook`, `debi tidal-controller`): one listener, exporter-toolkit's TLS and
 // basic auth (--web.config.file), and a graceful shutdown, as one actor of an oklog/run group.
 // The handler — /metrics, /-/healthy, /-/ready, /-/reload and the subcommand's own endpoints — is
-// the caller's. ElasticScalers are the webhook's ElasticScaler actors, with their Leases.
+// the caller's. Readiness is /-/ready on the API server; ElasticScalers are the webhook's
+// ElasticScaler actors, with their Leases.
 package process
 
 import (
