@@ -44,7 +44,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/debi-scaler/debi/config"
-	"github.com/debi-scaler/debi/elasticscaler"
 	"github.com/debi-scaler/debi/internal/kube"
 	"github.com/debi-scaler/debi/internal/process"
 	"github.com/debi-scaler/debi/internal/promclient"
@@ -103,13 +102,9 @@ type Server struct {
 	// restart tells the watch to start again with the configuration in force.
 	restart chan struct{}
 
-	// watchingScalers is set when the ElasticScaler watch runs (global.elastic_scalers.enabled
-	// at start-up); objects are the policies it delivered last (under reloadMu), merged into
-	// every configuration put in force.
-	watchingScalers bool
-	objects         []config.ObjectPolicy
 	// scalers are the ElasticScaler actors: HPA owner, source, status writer (nil without
-	// global.elastic_scalers).
+	// global.elastic_scalers at start-up); their policies are merged into every configuration
+	// put in force.
 	scalers *process.ElasticScalers
 }
 
@@ -146,7 +141,7 @@ func New(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*Server,
 	s := &Server{
 		opts: opts, file: opts.ConfigFile, act: act, logger: logger, m: newMetrics(reg), id: host + "_" + uuid.NewString(),
 		events: events, recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "debi-webhook"}),
-		start: cfg, restart: make(chan struct{}, 1), watchingScalers: cfg.Global.ElasticScalers.Enabled,
+		start: cfg, restart: make(chan struct{}, 1),
 	}
 	// One informer cache for the process (internal/kube): the ElasticScalers and Tidals are
 	// listed and watched once, for the status writer, the ElasticScaler source, the HPA owner and
@@ -160,7 +155,7 @@ func New(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*Server,
 		}
 	}
 	s.informers = kube.NewInformers(act.Dynamic(), scope...)
-	if s.watchingScalers {
+	if cfg.Global.ElasticScalers.Enabled {
 		s.scalers = process.NewElasticScalers(process.ElasticScalerOptions{Dynamic: act.Dynamic(), Kube: act.Kube(), Informers: s.informers,
 			Namespaces: cfg.Global.ElasticScalers.Namespaces, LeaderElection: cfg.Webhook.LeaderElection, Campaign: s.campaign,
 			Get: act.getObject, Recorder: s.recorder, File: s.file0, Recheck: discoveryRecheck, Apply: s.applyObjects, Logger: logger})
@@ -252,24 +247,13 @@ func loadConfig(file string, logger *slog.Logger) ([]byte, *config.Config, error
 	return raw, cfg, nil
 }
 
-// withObjects is the file's configuration with the objects' valid policies (when the watch runs
-// and the file still enables it); each rejected object is logged.
-func (s *Server) withObjects(file *config.Config) *config.Config {
-	if !s.watchingScalers {
-		return file
-	}
-	return elasticscaler.WithPolicies(file, s.objects, s.logger)
-}
-
-// applyObjects puts a new set of ElasticScalers' policies in force beside the file's, as a
-// reload does: a new Controller, the Tidal watch restarted with it.
-func (s *Server) applyObjects(u elasticscaler.Update) {
+// applyObjects puts a new set of ElasticScalers' policies (n objects') in force beside the
+// file's, as a reload does: a new Controller, the Tidal watch restarted with it.
+func (s *Server) applyObjects(n int) {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
-	s.objects = u.Policies
-	elasticscaler.LogRejected(s.logger, u.Errors)
 	old := s.current.Load()
-	cfg := s.withObjects(old.file)
+	cfg := s.scalers.With(old.file)
 	g, err := s.build(old.raw, cfg)
 	if err != nil {
 		s.logger.Error("ElasticScaler policies not applied; the configuration in force stays", "err", err)
@@ -281,7 +265,7 @@ func (s *Server) applyObjects(u elasticscaler.Update) {
 	case s.restart <- struct{}{}:
 	default:
 	}
-	s.logger.Info("ElasticScaler policies applied", "objects", len(u.Policies), "policies", len(cfg.Policies))
+	s.logger.Info("ElasticScaler policies applied", "objects", n, "policies", len(cfg.Policies))
 }
 
 // generation is one loaded configuration and what was built from it.
@@ -428,7 +412,7 @@ func (s *Server) reloadLocked() error {
 	if err := s.start.Global.ElasticScalers.ReloadError(file.Global.ElasticScalers); err != nil {
 		return fmt.Errorf("%s: %w", s.file, err)
 	}
-	cfg := s.withObjects(file)
+	cfg := s.scalers.With(file)
 	g, err := s.build(raw, cfg)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package process
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/oklog/run"
@@ -34,8 +35,9 @@ type ElasticScalerOptions struct {
 	Recorder record.EventRecorder
 	File     func() *config.Config
 	Recheck  time.Duration
-	// Apply receives the policies of the ElasticScalers (elasticscaler.RunSource).
-	Apply  func(elasticscaler.Update)
+	// Apply puts the objects' policies in force (ElasticScalers.With), with n objects'
+	// policies: called after each delivery of the source (elasticscaler.RunSource).
+	Apply  func(n int)
 	Logger *slog.Logger
 }
 
@@ -47,6 +49,10 @@ type ElasticScalers struct {
 	o      ElasticScalerOptions
 	owner  *elasticscaler.Owner
 	status *elasticscaler.StatusWriter
+
+	mu sync.Mutex
+	// objects are the policies the source delivered last.
+	objects []config.ObjectPolicy
 }
 
 // NewElasticScalers builds the actors; nothing runs until Add's run group does.
@@ -60,6 +66,26 @@ func NewElasticScalers(o ElasticScalerOptions) *ElasticScalers {
 		HPAProblems: e.owner.Problems, // reported in the objects' Validated condition
 	})
 	return e
+}
+
+// With is file with the valid policies of the ElasticScalers the source delivered last (each
+// rejected object logged); e nil: file.
+func (e *ElasticScalers) With(file *config.Config) *config.Config {
+	if e == nil {
+		return file
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return elasticscaler.WithPolicies(file, e.objects, e.o.Logger)
+}
+
+// deliver keeps the source's policies and has them put in force.
+func (e *ElasticScalers) deliver(u elasticscaler.Update) {
+	e.mu.Lock()
+	e.objects = u.Policies
+	e.mu.Unlock()
+	elasticscaler.LogRejected(e.o.Logger, u.Errors)
+	e.o.Apply(len(u.Policies))
 }
 
 // Observe reports a decision to the status writer (the Controllers' Observe hook); e may be
@@ -97,7 +123,7 @@ func (e *ElasticScalers) Add(ctx context.Context, g *run.Group) {
 		sctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error {
 			return elasticscaler.RunSource(sctx, elasticscaler.SourceOptions{Dynamic: o.Dynamic, Informers: o.Informers, Discovery: o.Kube.Discovery(),
-				Namespaces: o.Namespaces, StateTriggers: true, Logger: o.Logger.With("component", "elasticscalers")}, o.Apply)
+				Namespaces: o.Namespaces, StateTriggers: true, Logger: o.Logger.With("component", "elasticscalers")}, e.deliver)
 		}, func(error) { cancel() })
 	}
 	// The status writer; Validated on the Lease holder only.
