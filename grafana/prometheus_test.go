@@ -44,7 +44,7 @@ func exposition(step int) string {
 			fmt.Fprintf(&b, "debi_budget_quantile_cores{%s,window=\"lead\"} %g\n", l, d*1.5)
 			fmt.Fprintf(&b, "debi_budget_quantile_cores{%s,window=\"hold\"} %g\n", l, d*1.8)
 			for _, m := range []string{"debi_budget_forecast_cores 2", "debi_budget_margin 1.4", "debi_budget_level 0.008",
-				"debi_budget_overload_budget 0.01", "debi_budget_error_samples 120"} {
+				"debi_budget_overload_budget 0.01", "debi_budget_error_samples 120", "debi_budget_price 42"} {
 				name, v, _ := strings.Cut(m, " ")
 				fmt.Fprintf(&b, "%s{%s} %s\n", name, l, v)
 			}
