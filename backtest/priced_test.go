@@ -15,16 +15,7 @@ import (
 func TestPricedOracleKeepsTheBudget(t *testing.T) {
 	o := DefaultOptions()
 	o.Demand = DemandStep
-	rng := rand.New(rand.NewPCG(3, 4))
-	samples := make([]float64, 3000)
-	for i := range samples {
-		samples[i] = 20 + 10*math.Sin(float64(i)/40) + 3*rng.NormFloat64()
-		if rng.IntN(25) == 0 {
-			samples[i] += 25 // a short tall spike
-		}
-		samples[i] = max(samples[i], 1)
-	}
-	w, err := NewWorld(samples, 5*time.Minute, o)
+	w, err := NewWorld(burstySamples(3, 4, 3), 5*time.Minute, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,16 +60,7 @@ func TestPricedRuleSpends(t *testing.T) {
 		t.Run(demand, func(t *testing.T) {
 			o := DefaultOptions()
 			o.Demand = demand
-			rng := rand.New(rand.NewPCG(7, 8))
-			samples := make([]float64, 3000)
-			for i := range samples {
-				samples[i] = 20 + 10*math.Sin(float64(i)/40) + 2*rng.NormFloat64()
-				if rng.IntN(25) == 0 {
-					samples[i] += 25 // a short tall spike
-				}
-				samples[i] = max(samples[i], 1)
-			}
-			w, err := NewWorld(samples, 5*time.Minute, o)
+			w, err := NewWorld(burstySamples(7, 8, 2), 5*time.Minute, o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,4 +84,19 @@ func TestPricedRuleSpends(t *testing.T) {
 			t.Logf("%s demand: priced cost %.0f overload %.4f; quantile cost %.0f overload %.4f", demand, p.Cost, p.OverloadFraction, q.Cost, q.OverloadFraction)
 		})
 	}
+}
+
+// burstySamples is 3,000 five-minute samples of a slow wave with noise of the given standard
+// deviation and a short tall spike (+25) one sample in 25 on average, from the seeds given.
+func burstySamples(seed1, seed2 uint64, noise float64) []float64 {
+	rng := rand.New(rand.NewPCG(seed1, seed2))
+	samples := make([]float64, 3000)
+	for i := range samples {
+		samples[i] = 20 + 10*math.Sin(float64(i)/40) + noise*rng.NormFloat64()
+		if rng.IntN(25) == 0 {
+			samples[i] += 25 // a short tall spike
+		}
+		samples[i] = max(samples[i], 1)
+	}
+	return samples
 }
