@@ -70,14 +70,7 @@ type policyState struct {
 	// sources are the policy's metrics read from a metrics API: the exporter publishes why
 	// their last read failed (debi_metric_source_failed), which the status names.
 	sources []sourceInput
-	// endpoints are the policy's metrics whose queries the exporter sends to their own
-	// endpoint (metrics[].endpoint, queries.endpoint), with the endpoint: the status names it
-	// when the metric is missing or the policy stale.
-	endpoints []metricEndpoint
 }
-
-// metricEndpoint is a metric on its own endpoint.
-type metricEndpoint struct{ metric, endpoint string }
 
 // sourceInput reads why a metrics-API metric's last read failed: the code of its reason
 // (config.SourceReasons[code-1]; 0 while it reads).
@@ -174,11 +167,6 @@ func NewController(cfg *config.Config, o ControllerOptions) (*Controller, error)
 		_, ps.stateful = alg.(scaling.Stateful)
 		wq := cfg.Webhook.Queries
 		reads := ps.rule.Reads()
-		for _, m := range p.ScaleMetrics() {
-			if m.Endpoint != nil {
-				ps.endpoints = append(ps.endpoints, metricEndpoint{m.Name, m.Endpoint.String()})
-			}
-		}
 		if len(p.Metrics.List) > 0 {
 			for _, m := range p.ScaleMetrics() {
 				ps.metrics = append(ps.metrics, m.Name)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,52 +25,18 @@ func (c *Controller) notify(ps *policyState, trigger string, out Outcome, err er
 		Metric: out.Metric, Held: out.Held, Written: out.Written, Object: out.Object, PausedReplicas: out.PausedReplicas,
 		Err: err, Time: c.now()}
 	if in := ps.lastRead; in != nil {
-		m := &elasticscaler.MetricsRead{Inputs: len(ps.inputs), Failed: ps.withEndpoints(in.bad), Sources: in.sources}
+		m := &elasticscaler.MetricsRead{Inputs: len(ps.inputs), Failed: in.bad, Sources: in.sources}
 		if in.outage != nil {
 			m.Outage = in.outage.Error()
 		}
 		if v, ok := in.val[inStale]; ok && v != 0 {
-			m.Stale = "the exporter's values are stale (debi_policy_stale is 1: an input query of the policy fails)" + ps.endpointNote()
+			m.Stale = "the exporter's values are stale (debi_policy_stale is 1: an input query of the policy fails)"
 		} else if age, ok := in.val[inAge]; ok && age > c.cfg.Webhook.MaxInputAge.Seconds() {
 			m.Stale = fmt.Sprintf("the exporter's last complete step is %.0fs old, above webhook.max_input_age (%v)", age, c.cfg.Webhook.MaxInputAge)
 		}
 		o.Metrics = m
 	}
 	c.observe(o)
-}
-
-// withEndpoints names, in each failed input of a metric on its own endpoint ("load@qps: no
-// series"), the metric's endpoint: the exporter publishes no load of a metric whose endpoint
-// does not answer.
-func (ps *policyState) withEndpoints(bad []string) []string {
-	if len(ps.endpoints) == 0 {
-		return bad
-	}
-	out := make([]string, len(bad))
-	for i, b := range bad {
-		out[i] = b
-		name, _, _ := strings.Cut(b, ":")
-		_, metric, ok := strings.Cut(name, "@")
-		for _, me := range ps.endpoints {
-			if ok && me.metric == metric {
-				out[i] = fmt.Sprintf("%s (metric %s reads endpoint %s)", b, me.metric, me.endpoint)
-			}
-		}
-	}
-	return out
-}
-
-// endpointNote names the policy's metrics on their own endpoints, for a stale policy: one of
-// them may be the query that fails (the exporter's log says which).
-func (ps *policyState) endpointNote() string {
-	if len(ps.endpoints) == 0 {
-		return ""
-	}
-	var parts []string
-	for _, me := range ps.endpoints {
-		parts = append(parts, fmt.Sprintf("metric %s reads endpoint %s", me.metric, me.endpoint))
-	}
-	return "; " + strings.Join(parts, ", ")
 }
 
 // getObject reads the object t names, through the RESTMapper: the status writer's check of an
