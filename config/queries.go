@@ -11,9 +11,13 @@ import (
 type Queries struct {
 	// Demand is the workload's CPU use in cores, D(t).
 	Demand string `yaml:"demand"`
-	// Replicas is the spec replica count N(t).
+	// Replicas is the spec replica count N(t). The default reads kube-state-metrics for a
+	// Deployment or a StatefulSet, and debi_target_spec_replicas (the exporter's read of the
+	// target's scale subresource) for any other kind.
 	Replicas string `yaml:"replicas"`
-	// ReadyReplicas is the ready replica count Nr(t).
+	// ReadyReplicas is the ready replica count Nr(t). The default reads kube-state-metrics for a
+	// Deployment or a StatefulSet, and counts the Ready pods of the scale subresource's
+	// status.selector (debi_target_pod_info) for any other kind.
 	ReadyReplicas string `yaml:"ready_replicas"`
 	// Request is the CPU request of one pod in cores; leave empty and set policy.request for a
 	// fixed value.
@@ -79,18 +83,25 @@ func (c *Config) queryDefaults(p *Policy) {
 	if p.Queries.Request == "" && p.Request == 0 && !several {
 		p.Queries.Request = fmt.Sprintf(`max(namespace_workload:debi_cpu_request_per_pod_cores:avg{%s})`, wsel)
 	}
-	switch kind {
-	case "deployment", "statefulset":
+	if p.Target.PodsFromScale() {
+		// Any other kind with a scale subresource: the exporter publishes its size and its pods
+		// (the scale subresource's status.selector, as the HPA reads it) as debi_target_*, and the
+		// recording rules relabel those pods as kube-state-metrics' owners relabel a
+		// Deployment's: the demand and request above read the same rules.
 		if p.Queries.Replicas == "" {
-			p.Queries.Replicas = fmt.Sprintf(`max(kube_%s_spec_replicas{%s})`, kind, sel)
+			p.Queries.Replicas = fmt.Sprintf(`max(debi_target_spec_replicas{%s})`, wsel)
 		}
 		if p.Queries.ReadyReplicas == "" {
-			if kind == "deployment" {
-				p.Queries.ReadyReplicas = fmt.Sprintf(`max(kube_deployment_status_replicas_ready{%s})`, sel)
-			} else {
-				p.Queries.ReadyReplicas = fmt.Sprintf(`max(kube_statefulset_status_replicas_ready{%s})`, sel)
-			}
+			p.Queries.ReadyReplicas = fmt.Sprintf(`sum(kube_pod_status_ready{namespace=%q,condition="true"} * on (namespace, pod) group_left () namespace_workload_pod:debi_kube_pod_owner:relabel{%s})`,
+				p.Target.Namespace, wsel)
 		}
+		return
+	}
+	if p.Queries.Replicas == "" {
+		p.Queries.Replicas = fmt.Sprintf(`max(kube_%s_spec_replicas{%s})`, kind, sel)
+	}
+	if p.Queries.ReadyReplicas == "" {
+		p.Queries.ReadyReplicas = fmt.Sprintf(`max(kube_%s_status_replicas_ready{%s})`, kind, sel)
 	}
 }
 

@@ -13,9 +13,14 @@ import (
 // of the workload), and write nothing.
 type Target struct {
 	APIVersion string `yaml:"api_version"`
-	Kind       string `yaml:"kind"`
-	Namespace  string `yaml:"namespace"`
-	Name       string `yaml:"name"`
+	// Kind is any kind with a scale subresource (Deployment, StatefulSet, an Argo Rollout, a
+	// LeaderWorkerSet, a serving framework's role adapter…). The default queries of a Deployment
+	// or a StatefulSet read kube-state-metrics; those of any other kind read the pods of its
+	// scale subresource's status.selector and its spec.replicas, which the exporter publishes
+	// (docs/exporter.md, "Targets of any kind").
+	Kind      string `yaml:"kind"`
+	Namespace string `yaml:"namespace"`
+	Name      string `yaml:"name"`
 }
 
 // String is namespace/kind/name.
@@ -81,3 +86,12 @@ func (t Target) Identity() string {
 // WorkloadType is the target kind in lower case, as kube-state-metrics and the recording rules
 // of rules/ name it in the workload_type label (deployment, statefulset…).
 func (t Target) WorkloadType() string { return strings.ToLower(t.Kind) }
+
+// PodsFromScale reports whether the target's pods and size come from its scale subresource
+// (status.selector and spec.replicas, which the exporter publishes as debi_target_pod_info and
+// debi_target_spec_replicas) rather than from kube-state-metrics: every kind but Deployment and
+// StatefulSet, whose owners kube-state-metrics and the recording rules relabel themselves.
+func (t Target) PodsFromScale() bool {
+	k := t.WorkloadType()
+	return k != "deployment" && k != "statefulset"
+}

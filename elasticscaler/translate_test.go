@@ -445,11 +445,6 @@ func TestBadObjects(t *testing.T) {
 			e.Spec.Debi = &esv1.DebiSpec{Model: "arima", FallbackModel: "holtwinters"}
 			return e
 		}, false, "spec.debi.fallbackModel", "never forecast first"},
-		{"kind without default queries", func() *esv1.ElasticScaler {
-			e := custom()
-			e.Spec.TargetRef = esv1.TargetRef{APIVersion: "example.com/v1", Kind: "Widget", Name: "w"}
-			return e
-		}, false, "spec.targetRef.kind", "no default query"},
 		{"name too long for a policy", func() *esv1.ElasticScaler {
 			e := hpa()
 			e.Name = strings.Repeat("a", 250)
@@ -649,3 +644,25 @@ func TestPausedObject(t *testing.T) {
 		}
 	}
 }
+
+// TestAnyKindTarget: an ElasticScaler whose targetRef is any kind with a scale subresource (a
+// serving framework's role adapter) becomes a policy with every default query, built on the pods
+// and size the exporter publishes from the scale subresource.
+func TestAnyKindTarget(t *testing.T) {
+	es := guideScaler(t, "guide-hpa.yaml")
+	es.Spec.TargetRef = esv1.TargetRef{APIVersion: "workloads.x-k8s.io/v1alpha1", Kind: "RoleBasedGroupScalingAdapter", Name: "decode"}
+	op, _ := translate(t, es)
+	c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
+	if len(errs) != 0 {
+		t.Fatalf("rejected: %v", errs)
+	}
+	p, ok := c.PolicyByName(op.Policy.Name)
+	if !ok {
+		t.Fatalf("policy %q not merged", op.Policy.Name)
+	}
+	if !p.Target.PodsFromScale() || !strings.Contains(p.Queries.Replicas, "debi_target_spec_replicas") ||
+		!strings.Contains(p.Queries.ReadyReplicas, `workload_type="rolebasedgroupscalingadapter",workload="decode"`) {
+		t.Errorf("queries of a RoleBasedGroupScalingAdapter target: %+v", p.Queries)
+	}
+}
+

@@ -37,7 +37,13 @@ type policySnap struct {
 	steps            float64
 	// sizeErrors are the failed or empty queries of replicas and ready_replicas.
 	sizeErrors [2]float64
-	metrics    []metricSnap
+	// The target's pods and size from its scale subresource (config.Target.PodsFromScale):
+	// scalePods says whether it has them, targetReplicas is NaN while the read fails.
+	scalePods        bool
+	targetPods       []string
+	targetReplicas   float64
+	targetPodsErrors float64
+	metrics          []metricSnap
 
 	// The overload-budget policy's figures (budget true): the configured budget b and its burn
 	// as counters of live seconds (overloaded: any metric above its capacity).
@@ -179,6 +185,11 @@ var (
 	// Metrics read from the metrics APIs (a metric's external, object or pods source).
 	descSourceValue  = mdesc("debi_metric_source_value", "Value of a metric read from a metrics API (external.metrics.k8s.io, custom.metrics.k8s.io) at the last step, in its unit: the sum over its series or pods; absent while the read fails. The exporter loads the metric's history from this series.")
 	descSourceErrors = mdesc("debi_metric_source_errors_total", "Failed reads of a metric from its metrics API, by reason (not_served, timeout, no_values, not_found, forbidden, no_pod_selector, error).", "reason")
+	// A target of any kind whose pods come from its scale subresource (config.Target.PodsFromScale).
+	descTargetPod      = desc("debi_target_pod_info", "A pod of the target, selected by its scale subresource's status.selector (targets other than Deployments and StatefulSets, whose pods kube-state-metrics relabels); always 1. The recording rules relabel these pods to the workload.", "pod")
+	descTargetReplicas = desc("debi_target_spec_replicas", "The target's size, its scale subresource's spec.replicas (targets other than Deployments and StatefulSets); absent while the read fails.")
+	descTargetErrors   = desc("debi_target_pods_errors_total", "Failed reads of the target's scale subresource and pods (targets other than Deployments and StatefulSets); the log names the reason.")
+
 	descSourceFailed = mdesc("debi_metric_source_failed", "1 for the reason the last read of a metric from its metrics API failed, 0 for the other reasons (all 0 while it reads): the metric is missing and the policy never scales down for the others.", "reason")
 )
 
@@ -190,6 +201,7 @@ var allDescs = []*prometheus.Desc{
 	descBudgetQuantile, descBudgetForecast, descBudgetMargin, descBudgetLevel, descBudgetPrice, descBudgetOverloadBudget, descBudgetErrorSamples,
 	descBudgetOverloaded, descBudgetObserved,
 	descSourceValue, descSourceErrors, descSourceFailed,
+	descTargetPod, descTargetReplicas, descTargetErrors,
 }
 
 func init() {
@@ -245,6 +257,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descHistory, p.historyPoints)
 		counter(descQueryErrors, p.sizeErrors[0], "", queryNames[qReplicas])
 		counter(descQueryErrors, p.sizeErrors[1], "", queryNames[qReady])
+		if p.scalePods {
+			for _, pod := range p.targetPods {
+				gauge(descTargetPod, 1, pod)
+			}
+			gauge(descTargetReplicas, p.targetReplicas)
+			counter(descTargetErrors, p.targetPodsErrors)
+		}
 		if p.model != "" {
 			gauge(descTrainDuration, p.trainDuration)
 			gauge(descLastTrain, p.lastTrain)
@@ -333,6 +352,11 @@ func (ps *policyState) snap() policySnap {
 		sizeErrors: [2]float64{ps.queryErrors[qReplicas], ps.queryErrors[qReady]}, stale: 0,
 		budget: ps.budget, overloadBudget: ps.cfg.Budget.Budget,
 		overloaded: ps.overloadedSeconds, observed: ps.observedSeconds,
+		scalePods: ps.cfg.Target.PodsFromScale(), targetPods: ps.targetPods.pods, targetReplicas: nan,
+		targetPodsErrors: ps.targetPodsErrors,
+	}
+	if ps.targetPods.ok {
+		p.targetReplicas = ps.targetPods.replicas
 	}
 	if ps.stale || !ps.haveLast {
 		p.stale = 1

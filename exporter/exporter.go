@@ -60,11 +60,12 @@ type Options struct {
 	Kubeconfig string
 	// RestConfig, when set, replaces Kubeconfig (tests).
 	RestConfig *rest.Config
-	// MetricsReader and PodSelector, when MetricsReader is set, replace the clients of the
-	// metrics APIs and of the targets' scale subresources built from the kube credentials
-	// (tests).
+	// MetricsReader, PodSelector and TargetPods, when MetricsReader or TargetPods is set,
+	// replace the clients of the metrics APIs and of the targets' scale subresources and pods
+	// built from the kube credentials (tests).
 	MetricsReader MetricsReader
 	PodSelector   PodSelectorFunc
+	TargetPods    TargetPodsFunc
 }
 
 // Server is the exporter of one process: the loop of the policies it runs (its shard of the
@@ -123,8 +124,8 @@ func NewServer(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*S
 	if err != nil {
 		return nil, err
 	}
-	if opts.MetricsReader != nil {
-		e.SetMetricsAPI(opts.MetricsReader, opts.PodSelector)
+	if opts.MetricsReader != nil || opts.TargetPods != nil {
+		e.SetMetricsAPI(opts.MetricsReader, opts.PodSelector, opts.TargetPods)
 	} else {
 		// Built at the first step that reads a metrics API: without such a metric the exporter
 		// needs no kube credentials.

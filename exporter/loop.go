@@ -213,6 +213,7 @@ func (e *Exporter) Step(ctx context.Context, t time.Time) {
 	// The metrics APIs are read while the batched PromQL runs.
 	var sources sync.WaitGroup
 	sources.Go(func() { e.readSources(ctx) })
+	sources.Go(func() { e.readTargetPods(ctx) })
 	e.prefetch(ctx, t)
 	sources.Wait()
 	e.forEach(ctx, func(ctx context.Context, ps *policyState) {

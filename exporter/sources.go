@@ -9,10 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
 	"github.com/debi-scaler/debi/config"
@@ -49,18 +46,27 @@ var errNoMetricsAPI = errors.New("no client of the metrics APIs")
 // podSelectorTTL is how long a target's pod selector is kept.
 const podSelectorTTL = time.Minute
 
-// sourceClients builds the clients of the metrics APIs on first use and keeps them; a failure
-// (no kube credentials) is kept for a minute and is every such metric's error meanwhile.
+// sourceClients builds the clients of the metrics APIs and of the targets' scale subresources
+// on first use and keeps them; a failure (no kube credentials) is kept for a minute and is
+// every such read's error meanwhile.
 type sourceClients struct {
-	mu       sync.Mutex
-	build    func() (MetricsReader, PodSelectorFunc, error)
-	reader   MetricsReader
-	selector PodSelectorFunc
-	err      error
-	at       time.Time
+	mu    sync.Mutex
+	build func() (kubeReaders, error)
+	kubeReaders
+	built bool
+	err   error
+	at    time.Time
 
 	selMu sync.Mutex
 	sels  map[string]selEntry
+}
+
+// kubeReaders are what the exporter reads from the Kubernetes API: the metrics APIs, the pod
+// selector of a target (Pods metrics) and the pods and size of a target of any kind.
+type kubeReaders struct {
+	reader   MetricsReader
+	selector PodSelectorFunc
+	pods     TargetPodsFunc
 }
 
 type selEntry struct {
@@ -69,26 +75,39 @@ type selEntry struct {
 }
 
 // get returns the clients, building them if need be.
-func (s *sourceClients) get(now time.Time) (MetricsReader, PodSelectorFunc, error) {
+func (s *sourceClients) get(now time.Time) (kubeReaders, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.reader != nil {
-		return s.reader, s.selector, nil
+	if s.built {
+		return s.kubeReaders, nil
 	}
 	if s.build == nil {
-		return nil, nil, fmt.Errorf("%w: the exporter runs without kube credentials", errNoMetricsAPI)
+		return kubeReaders{}, fmt.Errorf("%w: the exporter runs without kube credentials", errNoMetricsAPI)
 	}
 	if s.err != nil && now.Sub(s.at) < time.Minute {
-		return nil, nil, s.err
+		return kubeReaders{}, s.err
 	}
-	r, sel, err := s.build()
+	k, err := s.build()
 	if err != nil {
 		s.err, s.at = fmt.Errorf("%w: %w", errNoMetricsAPI, err), now
-		return nil, nil, s.err
+		return kubeReaders{}, s.err
 	}
-	s.reader, s.selector, s.err = r, sel, nil
-	return r, sel, nil
+	s.kubeReaders, s.built, s.err = k, true, nil
+	return k, nil
 }
+
+// targetPods is the reader of targets' pods (errNoTargetPods when the exporter has none).
+func (s *sourceClients) targetPods(now time.Time) (TargetPodsFunc, error) {
+	k, err := s.get(now)
+	if err == nil && k.pods == nil {
+		err = errNoTargetPods
+	}
+	return k.pods, err
+}
+
+// errNoTargetPods: the exporter was given readers of the metrics APIs without one of the
+// targets' pods (embedding, tests).
+var errNoTargetPods = errors.New("nothing reads the targets' scale subresources and pods")
 
 // podSelector is the target's pod selector, kept for podSelectorTTL (an error is not kept).
 func (s *sourceClients) podSelector(ctx context.Context, f PodSelectorFunc, t config.Target, now time.Time) (labels.Selector, error) {
@@ -118,21 +137,23 @@ func (s *sourceClients) podSelector(ctx context.Context, f PodSelectorFunc, t co
 // newSourceClients builds the clients from the exporter's kube credentials (--kubeconfig,
 // $KUBECONFIG, ~/.kube/config or in-cluster; rc when set), with room in the rate limit for
 // the Reader's concurrent reads.
-func newSourceClients(rc *rest.Config, kubeconfig string) func() (MetricsReader, PodSelectorFunc, error) {
-	return func() (MetricsReader, PodSelectorFunc, error) {
+func newSourceClients(rc *rest.Config, kubeconfig string) func() (kubeReaders, error) {
+	return func() (kubeReaders, error) {
 		c, err := kube.RestConfig(rc, kubeconfig, "debi-exporter", 50, 100)
 		if err != nil {
-			return nil, nil, err
+			return kubeReaders{}, err
 		}
-		r, err := metricsapi.New(c, metricsapi.Options{})
-		if err != nil {
-			return nil, nil, err
+		var k kubeReaders
+		if k.reader, err = metricsapi.New(c, metricsapi.Options{}); err != nil {
+			return kubeReaders{}, err
 		}
-		sel, err := ScaleSelector(c)
-		if err != nil {
-			return nil, nil, err
+		if k.selector, err = ScaleSelector(c); err != nil {
+			return kubeReaders{}, err
 		}
-		return r, sel, nil
+		if k.pods, err = ScaleTargetPods(c); err != nil {
+			return kubeReaders{}, err
+		}
+		return k, nil
 	}
 }
 
@@ -144,25 +165,10 @@ func ScaleSelector(rc *rest.Config) (PodSelectorFunc, error) {
 	if err != nil {
 		return nil, err
 	}
+	scale := readScale(c)
 	return func(ctx context.Context, t config.Target) (labels.Selector, error) {
-		gv, err := schema.ParseGroupVersion(t.APIVersion)
-		if err != nil {
-			return nil, err
-		}
-		gk := schema.GroupKind{Group: gv.Group, Kind: t.Kind}
-		m, err := c.Mapper.RESTMapping(gk, gv.Version) // rediscovers for a CRD installed since
-		if err != nil {
-			return nil, err
-		}
-		u, err := c.Dynamic.Resource(m.Resource).Namespace(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{}, "scale")
-		if err != nil {
-			return nil, err
-		}
-		s, _, _ := unstructured.NestedString(u.Object, "status", "selector")
-		if s == "" {
-			return nil, errors.New("its scale subresource has no status.selector")
-		}
-		return labels.Parse(s)
+		s, err := scale(ctx, t)
+		return s.selector, err
 	}, nil
 }
 
@@ -196,7 +202,7 @@ func sourceReason(err error) string {
 		return "timeout"
 	case errors.Is(err, metricsapi.ErrNoValues):
 		return "no_values"
-	case errors.Is(err, errNoPodSelector):
+	case errors.Is(err, errNoPodSelector), errors.Is(err, errNoStatusSelector):
 		return "no_pod_selector"
 	case apierrors.IsNotFound(err):
 		return "not_found"
@@ -238,7 +244,11 @@ func (e *Exporter) readSources(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, e.interval)
 	defer cancel()
 	now := e.now()
-	reader, podSel, err := e.sources.get(now)
+	k, err := e.sources.get(now)
+	if err == nil && k.reader == nil {
+		err = fmt.Errorf("%w: none given", errNoMetricsAPI)
+	}
+	reader, podSel := k.reader, k.selector
 	var qs []metricsapi.Query
 	var asked []slot
 	for _, s := range slots {
@@ -307,11 +317,12 @@ func (e *Exporter) noteSource(ps *policyState, m *metricState) {
 	e.log.Debug("metric still not read from its metrics API", "policy", ps.cfg.Name, "metric", m.spec.Name, "reason", r.reason, "err", r.err)
 }
 
-// SetMetricsAPI makes the exporter read the metrics APIs through r, and the pods of Pods
-// metrics through sel (nil: such metrics fail with reason no_pod_selector), instead of the
-// clients built from the kube credentials (embedding, tests). Call it before the first step.
-func (e *Exporter) SetMetricsAPI(r MetricsReader, sel PodSelectorFunc) {
+// SetMetricsAPI makes the exporter read the metrics APIs through r, the pods of Pods metrics
+// through sel (nil: such metrics fail with reason no_pod_selector) and the pods and size of
+// targets of any kind through pods (nil: they are not published), instead of the clients built
+// from the kube credentials (embedding, tests). Call it before the first step.
+func (e *Exporter) SetMetricsAPI(r MetricsReader, sel PodSelectorFunc, pods TargetPodsFunc) {
 	e.sources.mu.Lock()
 	defer e.sources.mu.Unlock()
-	e.sources.reader, e.sources.selector = r, sel
+	e.sources.kubeReaders, e.sources.built = kubeReaders{reader: r, selector: sel, pods: pods}, true
 }

@@ -113,7 +113,7 @@ func TestMetricsAPIStep(t *testing.T) {
 	e, reg, logs := newLoggedExporter(t, apiCfg, f)
 	r := &fakeReader{}
 	var selTargets []string
-	e.sources.reader = r
+	e.sources.reader, e.sources.built = r, true
 	e.sources.selector = func(_ context.Context, tg config.Target) (labels.Selector, error) {
 		selTargets = append(selTargets, tg.String())
 		return labels.Parse("app=api")
@@ -211,7 +211,7 @@ func TestMetricsAPIStep(t *testing.T) {
 func TestMetricsAPIWithoutClient(t *testing.T) {
 	f := apiQuerier()
 	e, reg, logs := newLoggedExporter(t, apiCfg, f)
-	e.sources.build = func() (MetricsReader, PodSelectorFunc, error) { return nil, nil, errors.New("no kubeconfig") }
+	e.sources.build = func() (kubeReaders, error) { return kubeReaders{}, errors.New("no kubeconfig") }
 	e.Step(context.Background(), time.Unix(1_700_000_000, 0).Truncate(15*time.Second))
 	if got := gauge(t, reg, "debi_metric_source_failed", "w", "metric", "queue_depth", "reason", "error"); got != 1 {
 		t.Errorf("debi_metric_source_failed{reason=error} = %v, want 1", got)
@@ -232,7 +232,7 @@ func TestMetricsAPIPodSelectorFails(t *testing.T) {
 	r := &fakeReader{}
 	r.set("queue_depth", 30, nil)
 	n := 0
-	e.sources.reader = r
+	e.sources.reader, e.sources.built = r, true
 	e.sources.selector = func(context.Context, config.Target) (labels.Selector, error) {
 		n++
 		return nil, errors.New("its scale subresource has no status.selector")
@@ -266,7 +266,7 @@ func TestMetricsAPIHistory(t *testing.T) {
 	r := &fakeReader{}
 	r.set("queue_depth", 0, fmt.Errorf("%w after 5s", metricsapi.ErrTimeout))
 	r.set("http_requests_per_second", 100, nil)
-	e.sources.reader = r
+	e.sources.reader, e.sources.built = r, true
 	e.sources.selector = func(context.Context, config.Target) (labels.Selector, error) { return labels.Everything(), nil }
 	t0 := time.Unix(1_700_000_000, 0).Truncate(15 * time.Second)
 	e.Step(context.Background(), t0)

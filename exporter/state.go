@@ -53,7 +53,11 @@ type policyState struct {
 	trainDuration time.Duration
 	trainFailures float64
 	queryErrors   []float64 // by query index (metricQuery)
-	failing       bool      // for logging transitions only
+	// targetPods is the last read of the target's pods and size from its scale subresource
+	// (config.Target.PodsFromScale only), targetPodsErrors the failed reads.
+	targetPods       targetPodsRead
+	targetPodsErrors float64
+	failing          bool // for logging transitions only
 
 	// failed is the configuration problem that marks the policy failed (nil: healthy): a query
 	// returned several series or Prometheus rejected it as bad data. A failed policy holds and

@@ -72,7 +72,7 @@ webhook:
 func TestMetricsAPIStatus(t *testing.T) {
 	l := newLiveLoop(t, apiMetricPolicy, 4)
 	r := &stubReader{}
-	l.exp.SetMetricsAPI(r, nil)
+	l.exp.SetMetricsAPI(r, nil, nil)
 	var obs []elasticscaler.Decision
 	c, err := NewController(l.cfg, ControllerOptions{Actuator: l.target, Query: l.query, Logger: testLogger(t),
 		Registerer: prometheus.NewRegistry(), Now: func() time.Time { return l.now }, Observe: func(o elasticscaler.Decision) { obs = append(obs, o) }})
