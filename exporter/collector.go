@@ -43,7 +43,12 @@ type policySnap struct {
 	targetPods       []string
 	targetReplicas   float64
 	targetPodsErrors float64
-	metrics          []metricSnap
+	// leadTime is the policy's lead_time; startup the measured start-up of its workload's pods
+	// (quantiles by leadQuantiles, startups the number they are over; 0: none measured).
+	leadTime float64
+	startup  [3]float64
+	startups float64
+	metrics  []metricSnap
 
 	// The overload-budget policy's figures (budget true): the configured budget b and its burn
 	// as counters of live seconds (overloaded: any metric above its capacity).
@@ -190,6 +195,11 @@ var (
 	descTargetReplicas = desc("debi_target_spec_replicas", "The target's size, its scale subresource's spec.replicas (targets other than Deployments and StatefulSets); absent while the read fails.")
 	descTargetErrors   = desc("debi_target_pods_errors_total", "Failed reads of the target's scale subresource and pods (targets other than Deployments and StatefulSets); the log names the reason.")
 
+	// The lead time (leadtime.go).
+	descPolicyLeadTime = desc("debi_policy_lead_time_seconds", "The lead_time of a policy that forecasts: how far ahead it sizes, the time from a decision to its pods serving (decision path and pod start-up).")
+	descLeadTime       = desc("debi_lead_time_seconds", "Measured start-up of the workload's pods, creation to Ready (kube-state-metrics, rule namespace_workload_pod:debi_pod_startup_seconds), over the pods started in the last 7 days, by quantile (label component: startup).", "component", "quantile")
+	descLeadStartups   = desc("debi_lead_time_startups", "Pod start-ups that debi_lead_time_seconds is measured over (last 7 days).")
+
 	descSourceFailed = mdesc("debi_metric_source_failed", "1 for the reason the last read of a metric from its metrics API failed, 0 for the other reasons (all 0 while it reads): the metric is missing and the policy never scales down for the others.", "reason")
 )
 
@@ -202,6 +212,7 @@ var allDescs = []*prometheus.Desc{
 	descBudgetOverloaded, descBudgetObserved,
 	descSourceValue, descSourceErrors, descSourceFailed,
 	descTargetPod, descTargetReplicas, descTargetErrors,
+	descPolicyLeadTime, descLeadTime, descLeadStartups,
 }
 
 func init() {
@@ -257,6 +268,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descHistory, p.historyPoints)
 		counter(descQueryErrors, p.sizeErrors[0], "", queryNames[qReplicas])
 		counter(descQueryErrors, p.sizeErrors[1], "", queryNames[qReady])
+		if p.model != "" { // a policy without a forecast sizes for now, whatever its lead_time
+			gauge(descPolicyLeadTime, p.leadTime)
+		}
+		if p.startups > 0 {
+			for i, q := range leadQuantiles {
+				gauge(descLeadTime, p.startup[i], "startup", q)
+			}
+			gauge(descLeadStartups, p.startups)
+		}
 		if p.scalePods {
 			for _, pod := range p.targetPods {
 				gauge(descTargetPod, 1, pod)
@@ -335,7 +355,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 func (e *Exporter) publish() {
 	s := &snapshot{policies: make([]policySnap, 0, len(e.policies))}
 	for _, ps := range e.policies {
-		s.policies = append(s.policies, ps.snap())
+		p := ps.snap()
+		if lt, ok := e.leadTimeOf(ps); ok {
+			p.startup, p.startups = lt.q, lt.n
+		}
+		s.policies = append(s.policies, p)
 	}
 	e.snap.Store(s)
 }
@@ -353,7 +377,7 @@ func (ps *policyState) snap() policySnap {
 		budget: ps.budget, overloadBudget: ps.cfg.Budget.Budget,
 		overloaded: ps.overloadedSeconds, observed: ps.observedSeconds,
 		scalePods: ps.cfg.Target.PodsFromScale(), targetPods: ps.targetPods.pods, targetReplicas: nan,
-		targetPodsErrors: ps.targetPodsErrors,
+		targetPodsErrors: ps.targetPodsErrors, leadTime: ps.cfg.LeadTime.Seconds(),
 	}
 	if ps.targetPods.ok {
 		p.targetReplicas = ps.targetPods.replicas

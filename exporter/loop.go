@@ -56,6 +56,8 @@ type Exporter struct {
 
 	// sources are the clients of the metrics APIs, for the metrics read from them (sources.go).
 	sources *sourceClients
+	// lead is the last measurement of the workloads' start-ups (leadtime.go).
+	lead leadTimes
 
 	snap    atomic.Pointer[snapshot]
 	ready   atomic.Bool
@@ -214,6 +216,11 @@ func (e *Exporter) Step(ctx context.Context, t time.Time) {
 	var sources sync.WaitGroup
 	sources.Go(func() { e.readSources(ctx) })
 	sources.Go(func() { e.readTargetPods(ctx) })
+	sources.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, e.interval)
+		defer cancel()
+		e.measureLeadTimes(ctx, t)
+	})
 	e.prefetch(ctx, t)
 	sources.Wait()
 	e.forEach(ctx, func(ctx context.Context, ps *policyState) {

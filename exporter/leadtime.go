@@ -1,0 +1,120 @@
+package exporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// The lead time measured, not guessed. A policy's lead_time is the time from a decision to the
+// pods serving; too short is silent overload, too long is cost. Its larger part, a pod's
+// start-up (image pull, weights into GPU memory, warm-up), is in kube-state-metrics: the
+// recording rule namespace_workload_pod:debi_pod_startup_seconds is each pod's creation to
+// Ready (kube_pod_status_ready_time − kube_pod_created) with its workload. Every
+// leadTimeRefresh the exporter asks Prometheus for the quantiles, over the pods started in the
+// last leadTimeWindow, of every workload at once (one query per quantile and one count,
+// whatever the number of policies), and publishes them per policy beside the lead time the
+// policy uses: the alert DebiLeadTimeTooShort fires when the workload's start-ups outgrow it.
+
+const (
+	// leadTimeWindow is how far back start-ups are measured.
+	leadTimeWindow = 7 * 24 * time.Hour
+	// leadTimeRefresh is how often they are measured again.
+	leadTimeRefresh = 10 * time.Minute
+)
+
+// leadQuantiles are the published quantiles of the start-up, as debi_lead_time_seconds'
+// quantile label says them.
+var leadQuantiles = []string{"0.5", "0.9", "0.99"}
+
+// startupSeconds is the recording rule of each pod's start-up.
+const startupSeconds = "namespace_workload_pod:debi_pod_startup_seconds"
+
+// leadTime is one workload's measured start-up: its quantiles by leadQuantiles and the number
+// of start-ups they are over.
+type leadTime struct {
+	q [3]float64
+	n float64
+}
+
+// leadTimes is the exporter's last measurement, by workload (workloadKey).
+type leadTimes struct {
+	at time.Time // of the last attempt; zero: never
+	by map[string]leadTime
+}
+
+// workloadKey names a workload as the rules' labels do.
+func workloadKey(namespace, workloadType, workload string) string {
+	return namespace + "/" + workloadType + "/" + workload
+}
+
+// leadTimeQueries are the instant queries of one measurement: the quantiles, then the count.
+func leadTimeQueries() []string {
+	in := fmt.Sprintf("min_over_time(%s[%s])", startupSeconds, model.Duration(leadTimeWindow))
+	var qs []string
+	for _, q := range leadQuantiles {
+		qs = append(qs, fmt.Sprintf("quantile by (namespace, workload_type, workload) (%s, %s)", q, in))
+	}
+	return append(qs, fmt.Sprintf("count by (namespace, workload_type, workload) (%s)", in))
+}
+
+// measureLeadTimes measures every workload's start-up when leadTimeRefresh has passed since the
+// last attempt (at start-up first). The per-pod minimum over the window is the pod's first
+// readiness: a pod that turns unready and Ready again later does not count its second wait. A
+// failed measurement keeps the last one and is logged; it decides nothing.
+func (e *Exporter) measureLeadTimes(ctx context.Context, t time.Time) {
+	if !e.lead.at.IsZero() && t.Sub(e.lead.at) < leadTimeRefresh {
+		return
+	}
+	e.lead.at = t
+	by := map[string]leadTime{}
+	get := func(i int, expr string) error {
+		v, _, _, err := e.base.Query(ctx, expr, t)
+		if err != nil {
+			return err
+		}
+		vec, ok := v.(model.Vector)
+		if !ok {
+			return fmt.Errorf("%s: a %s, want a vector", expr, v.Type())
+		}
+		for _, s := range vec {
+			m := s.Metric
+			k := workloadKey(string(m["namespace"]), string(m["workload_type"]), string(m["workload"]))
+			lt, ok := by[k]
+			if !ok {
+				lt = leadTime{q: [3]float64{math.NaN(), math.NaN(), math.NaN()}}
+			}
+			if i < len(leadQuantiles) {
+				lt.q[i] = float64(s.Value)
+			} else {
+				lt.n = float64(s.Value)
+			}
+			by[k] = lt
+		}
+		return nil
+	}
+	var errs []error
+	for i, expr := range leadTimeQueries() {
+		if err := get(i, expr); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		e.log.Warn("pod start-ups not measured; the last measurement stays", "rule", startupSeconds, "err", err)
+		return
+	}
+	e.lead.by = by
+}
+
+// leadTimeOf is the measured start-up of a policy's workload (ok false: none measured).
+func (e *Exporter) leadTimeOf(ps *policyState) (leadTime, bool) {
+	if len(ps.labels) < 4 {
+		return leadTime{}, false
+	}
+	lt, ok := e.lead.by[workloadKey(ps.labels[1], ps.labels[2], ps.labels[3])]
+	return lt, ok && lt.n > 0
+}
