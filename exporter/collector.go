@@ -44,11 +44,12 @@ type policySnap struct {
 	targetReplicas   float64
 	targetPodsErrors float64
 	// leadTime is the policy's lead_time; startup the measured start-up of its workload's pods
-	// (quantiles by leadQuantiles, startups the number they are over; 0: none measured).
-	leadTime float64
-	startup  [3]float64
-	startups float64
-	metrics  []metricSnap
+	// and path its decision path (quantiles by leadQuantiles over startups and paths samples;
+	// 0: none measured).
+	leadTime        float64
+	startup, path   [3]float64
+	startups, paths float64
+	metrics         []metricSnap
 
 	// The overload-budget policy's figures (budget true): the configured budget b and its burn
 	// as counters of live seconds (overloaded: any metric above its capacity).
@@ -197,8 +198,8 @@ var (
 
 	// The lead time (leadtime.go).
 	descPolicyLeadTime = desc("debi_policy_lead_time_seconds", "The lead_time of a policy that forecasts: how far ahead it sizes, the time from a decision to its pods serving (decision path and pod start-up).")
-	descLeadTime       = desc("debi_lead_time_seconds", "Measured start-up of the workload's pods, creation to Ready (kube-state-metrics, rule namespace_workload_pod:debi_pod_startup_seconds), over the pods started in the last 7 days, by quantile (label component: startup).", "component", "quantile")
-	descLeadStartups   = desc("debi_lead_time_startups", "Pod start-ups that debi_lead_time_seconds is measured over (last 7 days).")
+	descLeadTime       = desc("debi_lead_time_seconds", "The measured parts of the lead time, by quantile: component startup, the workload's pods' creation to Ready (kube-state-metrics, rule namespace_workload_pod:debi_pod_startup_seconds) over the last 7 days; component path, the decision path of the policy's last scale-ups, from the step that first recommended more pods to the step that saw the target's size reach them (one global.interval of resolution).", "component", "quantile")
+	descLeadSamples    = desc("debi_lead_time_samples", "What debi_lead_time_seconds is measured over: pod start-ups of the last 7 days (component startup), the policy's last scale-ups, at most 32 (component path).", "component")
 
 	descSourceFailed = mdesc("debi_metric_source_failed", "1 for the reason the last read of a metric from its metrics API failed, 0 for the other reasons (all 0 while it reads): the metric is missing and the policy never scales down for the others.", "reason")
 )
@@ -212,7 +213,7 @@ var allDescs = []*prometheus.Desc{
 	descBudgetOverloaded, descBudgetObserved,
 	descSourceValue, descSourceErrors, descSourceFailed,
 	descTargetPod, descTargetReplicas, descTargetErrors,
-	descPolicyLeadTime, descLeadTime, descLeadStartups,
+	descPolicyLeadTime, descLeadTime, descLeadSamples,
 }
 
 func init() {
@@ -271,11 +272,17 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		if p.model != "" { // a policy without a forecast sizes for now, whatever its lead_time
 			gauge(descPolicyLeadTime, p.leadTime)
 		}
-		if p.startups > 0 {
-			for i, q := range leadQuantiles {
-				gauge(descLeadTime, p.startup[i], "startup", q)
+		for _, c := range []struct {
+			name string
+			q    *[3]float64
+			n    float64
+		}{{"startup", &p.startup, p.startups}, {"path", &p.path, p.paths}} {
+			if c.n > 0 {
+				for i, q := range leadQuantiles {
+					gauge(descLeadTime, c.q[i], c.name, q)
+				}
+				gauge(descLeadSamples, c.n, c.name)
 			}
-			gauge(descLeadStartups, p.startups)
 		}
 		if p.scalePods {
 			for _, pod := range p.targetPods {
@@ -378,6 +385,7 @@ func (ps *policyState) snap() policySnap {
 		overloaded: ps.overloadedSeconds, observed: ps.observedSeconds,
 		scalePods: ps.cfg.Target.PodsFromScale(), targetPods: ps.targetPods.pods, targetReplicas: nan,
 		targetPodsErrors: ps.targetPodsErrors, leadTime: ps.cfg.LeadTime.Seconds(),
+		path: ps.decisionPath.quantiles(), paths: float64(len(ps.decisionPath.samples)),
 	}
 	if ps.targetPods.ok {
 		p.targetReplicas = ps.targetPods.replicas

@@ -29,7 +29,10 @@ const (
 
 // leadQuantiles are the published quantiles of the start-up, as debi_lead_time_seconds'
 // quantile label says them.
-var leadQuantiles = []string{"0.5", "0.9", "0.99"}
+var (
+	leadQuantiles      = []string{"0.5", "0.9", "0.99"}
+	leadQuantileValues = []float64{0.5, 0.9, 0.99}
+)
 
 // startupSeconds is the recording rule of each pod's start-up.
 const startupSeconds = "namespace_workload_pod:debi_pod_startup_seconds"

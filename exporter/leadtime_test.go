@@ -49,11 +49,11 @@ policies:
 				t.Errorf("debi_lead_time_seconds{policy=%q,quantile=%q} = %v, want %v", tc.policy, ql, got, tc.want[i])
 			}
 		}
-		if got := gauge(t, reg, "debi_lead_time_startups", tc.policy); got != tc.startups {
-			t.Errorf("debi_lead_time_startups{policy=%q} = %v, want %v", tc.policy, got, tc.startups)
+		if got := gauge(t, reg, "debi_lead_time_samples", tc.policy, "component", "startup"); got != tc.startups {
+			t.Errorf("debi_lead_time_samples{policy=%q,component=startup} = %v, want %v", tc.policy, got, tc.startups)
 		}
 	}
-	if _, ok := value(t, reg, "debi_lead_time_startups", "idle"); ok {
+	if _, ok := value(t, reg, "debi_lead_time_samples", "idle", "component", "startup"); ok {
 		t.Error("a workload without a measured start-up has a count")
 	}
 	if got := gauge(t, reg, "debi_policy_lead_time_seconds", "m"); got != 120 {

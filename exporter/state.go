@@ -57,7 +57,11 @@ type policyState struct {
 	// (config.Target.PodsFromScale only), targetPodsErrors the failed reads.
 	targetPods       targetPodsRead
 	targetPodsErrors float64
-	failing          bool // for logging transitions only
+	// decisionPath measures the decision path of the policy's scale-ups (acting policies only).
+	decisionPath pathDelay
+	// measurePath: the policy acts (webhook mode act or hpa-floor), so its path is measured.
+	measurePath bool
+	failing     bool // for logging transitions only
 
 	// failed is the configuration problem that marks the policy failed (nil: healthy): a query
 	// returned several series or Prometheus rejected it as bad data. A failed policy holds and
@@ -182,6 +186,8 @@ func (e *Exporter) newPolicyState(cfg *config.Config, p *config.Policy) (*policy
 		budget:   rc.Spec.Load == policy.LoadBudget,
 		sla:      rc.Params.Budget.SLAUtilization,
 		deciding: -1,
+		// A shadow policy's recommendations are applied by none: their waits are not a path.
+		measurePath: cfg.Webhook.ModeFor(p.Name) != config.ModeShadow,
 	}
 	for _, m := range p.ScaleMetrics() {
 		ms := &metricState{spec: m, base: m.Capacity, lastWDown: math.NaN(),

@@ -169,6 +169,9 @@ func (e *Exporter) feed(ctx context.Context, ps *policyState, t time.Time, in *i
 		}
 		ps.failing = false
 	}
+	if !history && ps.measurePath && ps.known {
+		ps.decisionPath.note(t, ps.current, ps.recommended)
+	}
 	return true
 }
 
