@@ -259,7 +259,14 @@ func policyReplicasRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.Dashbo
 			"One line per (metric, term, reason) while it holds: metric is the metric whose count was the largest (the HPA's rule over several metrics), term the load W was taken from — w1 observed, w2 forecast, w3 high-water, quantile (budget), price (budget's priced rule), window (debi's window term) — and reason the rule's branch; at-max-replicas means limited by max_replicas (raise it), stabilized or rate-limited by the algorithm's state.",
 			"short", 24, 6,
 			q{expr: `debi_decision_info{` + sel + `}`, legend: "{{policy}}: {{metric}} {{term}}, {{reason}}"},
-		).AxisLabel("0/1").Min(0).Max(1).Decimals(0))
+		).AxisLabel("0/1").Min(0).Max(1).Decimals(0)).
+		WithPanel(series(id.next(), "Lead time: measured vs configured",
+			"How far ahead the policy sizes (its lead_time) against what the cluster shows: the 0.9 quantiles of the workload's pod start-ups (creation to Ready, last 7 days, kube-state-metrics) and of the policy's decision path (its last 32 scale-ups, from the recommendation to the size reaching it). Start-up and path together above lead_time: the pods arrive after the load (alert DebiLeadTimeTooShort).",
+			"s", 24, 7,
+			q{expr: `debi_policy_lead_time_seconds{` + sel + `}`, legend: "{{policy}} lead_time"},
+			q{expr: `debi_lead_time_seconds{component="startup",quantile="0.9",` + sel + `}`, legend: "{{policy}} pod start-up (0.9)"},
+			q{expr: `debi_lead_time_seconds{component="path",quantile="0.9",` + sel + `}`, legend: "{{policy}} decision path (0.9)"},
+		).AxisLabel("seconds").Min(0))
 }
 
 // policyCostRow is the row "Cost and overload": cost, overload and utilization over the time

@@ -52,6 +52,11 @@ func exposition(step int) string {
 			fmt.Fprintf(&b, "debi_budget_observed_seconds_total{%s} %d\n", l, 15*step)
 			fmt.Fprintf(&b, "debi_budget_overloaded_seconds_total{%s} %g\n", l, 0.3*float64(step))
 		}
+		fmt.Fprintf(&b, "debi_policy_lead_time_seconds{%s} 120\n", l)
+		for _, c := range []string{"startup", "path"} {
+			fmt.Fprintf(&b, "debi_lead_time_seconds{%s,component=%q,quantile=\"0.9\"} 90\n", l, c)
+			fmt.Fprintf(&b, "debi_lead_time_samples{%s,component=%q} 8\n", l, c)
+		}
 		for load, v := range map[string]float64{"w1": 0.5, "w2": 0.6, "w3": 0.7, "w": 0.6, "window": 0.55} {
 			fmt.Fprintf(&b, "debi_load_ratio{%s,load=%q} %g\n", l, load, v)
 		}
