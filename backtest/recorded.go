@@ -31,6 +31,9 @@ type Recorded struct {
 	// ScoredRange in the report).
 	RangeStart time.Time
 	Asked      time.Duration
+	// Notes are said in the report's notes: how the replay was set up from what was recorded
+	// (the measured lead time).
+	Notes []string
 }
 
 // ScoredRange is how much of a what-if's requested range a replay scored, and where its

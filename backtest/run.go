@@ -41,6 +41,7 @@ func RunTraces(ctx context.Context, traces []trace.Trace, o Options) (*Report, e
 			return nil, err
 		}
 		rep.Coverage = append(rep.Coverage, rec.Coverage...)
+		rep.Notes = append(rep.Notes, rec.Notes...)
 	}
 	delays := startupDelays(o)
 	jobs := planJobs(worlds, delays, o)

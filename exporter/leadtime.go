@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+
+	"github.com/debi-scaler/debi/config"
 )
 
 // The lead time measured, not guessed. A policy's lead_time is the time from a decision to the
@@ -120,4 +122,55 @@ func (e *Exporter) leadTimeOf(ps *policyState) (leadTime, bool) {
 	}
 	lt, ok := e.lead.by[workloadKey(ps.labels[1], ps.labels[2], ps.labels[3])]
 	return lt, ok && lt.n > 0
+}
+
+// MinStartups is the fewest start-ups a measured start-up is trusted on: the alert
+// DebiLeadTimeTooShort and the what-if's replay ask for as many.
+const MinStartups = 5
+
+// LeadTimeMeasure is the lead time Prometheus recorded for a policy over a range: its
+// workload's pod start-ups (StartupMedian, Startup90 over Startups start-ups; 0 start-ups:
+// none recorded) and the decision path the exporter measured last (PathMedian; PathOK false:
+// none published).
+type LeadTimeMeasure struct {
+	StartupMedian, Startup90 time.Duration
+	Startups                 int
+	PathMedian               time.Duration
+	PathOK                   bool
+}
+
+// MeasuredLeadTime reads p's LeadTimeMeasure over [start, end] from Prometheus: the what-if
+// replays its pods with the start-up the cluster showed rather than the lead_time it sizes for.
+func MeasuredLeadTime(ctx context.Context, q Querier, p *config.Policy, start, end time.Time) (LeadTimeMeasure, error) {
+	rng := model.Duration(max(end.Sub(start), time.Minute))
+	sel := fmt.Sprintf(`namespace=%q,workload_type=%q,workload=%q`, p.Target.Namespace, p.Target.WorkloadType(), p.Target.Name)
+	in := fmt.Sprintf("min_over_time(%s{%s}[%s])", startupSeconds, sel, rng)
+	var m LeadTimeMeasure
+	n, err := instantValue(ctx, q, "count("+in+")", end)
+	if errors.Is(err, ErrEmpty) {
+		return m, nil
+	}
+	if err != nil {
+		return m, err
+	}
+	m.Startups = int(n)
+	for _, x := range []struct {
+		q   string
+		out *time.Duration
+	}{{"0.5", &m.StartupMedian}, {"0.9", &m.Startup90}} {
+		v, err := instantValue(ctx, q, fmt.Sprintf("quantile(%s, %s)", x.q, in), end)
+		if err != nil {
+			return m, err
+		}
+		*x.out = time.Duration(v * float64(time.Second)).Round(time.Second)
+	}
+	path := fmt.Sprintf(`max(last_over_time(debi_lead_time_seconds{policy=%q,component="path",quantile="0.5"}[%s]))`, p.Name, rng)
+	switch v, err := instantValue(ctx, q, path, end); {
+	case errors.Is(err, ErrEmpty):
+	case err != nil:
+		return m, err
+	default:
+		m.PathMedian, m.PathOK = time.Duration(v*float64(time.Second)).Round(time.Second), true
+	}
+	return m, nil
 }

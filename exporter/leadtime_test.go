@@ -73,3 +73,37 @@ policies:
 		t.Errorf("instant queries: %d at the step before the refresh, %d at the refresh; want %d more", mid-before, after-mid, lead)
 	}
 }
+
+// TestMeasuredLeadTime: the what-if's read of a policy's recorded lead time over a range: its
+// workload's start-ups (first readiness per pod) and the decision path the exporter published;
+// nothing recorded is no error.
+func TestMeasuredLeadTime(t *testing.T) {
+	q := newEngineQuerier(t, `
+load 1m
+  namespace_workload_pod:debi_pod_startup_seconds{namespace="llm",pod="m-0",uid="u0",workload_type="statefulset",workload="m"} 300x20
+  namespace_workload_pod:debi_pod_startup_seconds{namespace="llm",pod="m-1",uid="u1",workload_type="statefulset",workload="m"} _x10 240x50
+  namespace_workload_pod:debi_pod_startup_seconds{namespace="llm",pod="m-3",uid="u3",workload_type="statefulset",workload="m"} 200x20 900x40
+  debi_lead_time_seconds{policy="m",namespace="llm",workload_type="statefulset",workload="m",component="path",quantile="0.5"} 30x30 45x10
+  debi_lead_time_seconds{policy="m",namespace="llm",workload_type="statefulset",workload="m",component="path",quantile="0.9"} 90x40
+`)
+	c := loadConfig(t, `
+policies:
+  - name: m
+    target: {kind: StatefulSet, namespace: llm, name: m}
+  - name: other
+    target: {kind: StatefulSet, namespace: llm, name: other}
+`)
+	start, end := time.Unix(0, 0), time.Unix(0, 0).Add(60*time.Minute)
+	m, err := MeasuredLeadTime(context.Background(), q, &c.Policies[0], start, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := LeadTimeMeasure{StartupMedian: 240 * time.Second, Startup90: 288 * time.Second, Startups: 3, PathMedian: 45 * time.Second, PathOK: true}
+	if m != want {
+		t.Errorf("measured %+v\nwant     %+v", m, want)
+	}
+	m, err = MeasuredLeadTime(context.Background(), q, &c.Policies[1], start, end)
+	if err != nil || m != (LeadTimeMeasure{}) {
+		t.Errorf("nothing recorded: %+v, %v; want zero and no error", m, err)
+	}
+}

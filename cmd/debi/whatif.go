@@ -106,12 +106,15 @@ func whatIfTraces(ctx context.Context, w whatIf, o backtest.Options) ([]trace.Tr
 		}
 	}
 	o, _ = backtest.PolicyOptions(p, o, step, request, len(h.Demand))
+	lt, lterr := exporter.MeasuredLeadTime(ctx, v1.NewAPI(client), p, start, end)
+	leadNote := replayLeadTime(lt, lterr, p, &o)
 	// The history read before the range is never scored, even where the range is shorter than
 	// the policy's history (PolicyOptions caps the warm-up at half the samples).
 	o.Warmup = max(o.Warmup, h.Before)
 	// Short enough for the summary's trace column: the policy, the range and its end.
 	name := fmt.Sprintf("%s (%s to %s)", p.Name, model.Duration(w.rng), end.UTC().Format("2006-01-02 15:04"))
-	rec := backtest.Recorded{Start: h.Start, Replicas: h.Replicas, Ready: h.Ready, ReadyQuery: h.ReadyQuery, RangeStart: start, Asked: w.rng}
+	rec := backtest.Recorded{Start: h.Start, Replicas: h.Replicas, Ready: h.Ready, ReadyQuery: h.ReadyQuery, RangeStart: start, Asked: w.rng,
+		Notes: []string{leadNote}}
 	for _, c := range h.Coverage {
 		rec.Coverage = append(rec.Coverage, backtest.Coverage{Series: c.Series, Query: c.Query, Fallback: c.Fallback,
 			Range: c.Time(c.Points - 1), Covered: c.Time(c.Covered), FromFallback: c.Time(c.FromFallback), Missing: c.Time(c.Missing), Filled: c.Time(c.Filled)})
@@ -120,6 +123,35 @@ func whatIfTraces(ctx context.Context, w whatIf, o backtest.Options) ([]trace.Tr
 	o.HPA = userHPA(ctx, v1.NewAPI(client), p, o, tr.Metrics, start, end, step)
 	tr.Name = name
 	return []trace.Trace{tr}, o, nil
+}
+
+// replayLeadTime sets the what-if's simulated pods from the lead time the cluster showed over
+// the range (exporter.MeasuredLeadTime): they start in the median measured start-up, after
+// the median decision path the exporter measured (0 when none), while the policy still sizes
+// for its own lead_time; with fewer than exporter.MinStartups start-ups recorded they start in
+// lead_time, as configured. It says which, for the report's notes.
+func replayLeadTime(m exporter.LeadTimeMeasure, err error, p *config.Policy, o *backtest.Options) string {
+	switch {
+	case err != nil:
+		return fmt.Sprintf("lead time not measured (%v): pods replayed with a start-up of the policy's lead_time %s", err, model.Duration(p.LeadTime))
+	case m.Startups < exporter.MinStartups:
+		return fmt.Sprintf("lead time not measured: %d pod start-ups recorded over the range (%d needed): pods replayed with a start-up of the policy's lead_time %s",
+			m.Startups, exporter.MinStartups, model.Duration(p.LeadTime))
+	}
+	o.StartupDelay, o.DecisionDelay = m.StartupMedian, 0
+	s := fmt.Sprintf("lead time measured: pods replayed with the cluster's median start-up %s (0.9: %s, over %d start-ups)",
+		model.Duration(m.StartupMedian), model.Duration(m.Startup90), m.Startups)
+	if m.PathOK {
+		o.DecisionDelay = m.PathMedian
+		s += fmt.Sprintf(" after the median decision path %s", model.Duration(m.PathMedian))
+	} else {
+		s += " at once (no decision path measured)"
+	}
+	if need := m.Startup90 + o.DecisionDelay; p.LeadTime < need {
+		return s + fmt.Sprintf("; the policy sizes for lead_time %s, less than the 0.9 start-up and the path (%s): expect overload at rises",
+			model.Duration(p.LeadTime), model.Duration(need))
+	}
+	return s + fmt.Sprintf("; the policy sizes for lead_time %s", model.Duration(p.LeadTime))
 }
 
 // userHPA is what the what-if's hpa row replays: the workload's own HPA, read from

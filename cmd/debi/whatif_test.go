@@ -12,6 +12,7 @@ import (
 
 	"github.com/debi-scaler/debi/backtest"
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/exporter"
 )
 
 // hpaQuerier answers FindHPA's range queries with one sample per series, by metric family.
@@ -85,6 +86,41 @@ func TestWhatIfUserHPA(t *testing.T) {
 			o.HPA = userHPA(context.Background(), tc.q, p, o, tc.metrics, end.Add(-7*24*time.Hour), end, 5*time.Minute)
 			if got := o.HPALabel(); !strings.HasPrefix(got, tc.want) {
 				t.Errorf("label\n%s\nwant\n%s…", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestReplayLeadTime: the what-if replays pods with the measured start-up and decision path
+// when enough start-ups were recorded, says so, and warns when the policy's lead_time is below
+// them; otherwise it keeps lead_time and says why.
+func TestReplayLeadTime(t *testing.T) {
+	p := &config.Policy{Name: "m", LeadTime: 2 * time.Minute}
+	base := backtest.Options{StartupDelay: 2 * time.Minute}
+	for _, tc := range []struct {
+		name              string
+		m                 exporter.LeadTimeMeasure
+		err               error
+		startup, decision time.Duration
+		say               []string
+	}{
+		{"measured, lead_time short", exporter.LeadTimeMeasure{StartupMedian: 4 * time.Minute, Startup90: 5 * time.Minute, Startups: 12, PathMedian: 45 * time.Second, PathOK: true},
+			nil, 4 * time.Minute, 45 * time.Second, []string{"median start-up 4m", "0.9: 5m", "12 start-ups", "decision path 45s", "lead_time 2m, less than", "5m45s", "expect overload"}},
+		{"measured, no path, lead_time enough", exporter.LeadTimeMeasure{StartupMedian: 30 * time.Second, Startup90: time.Minute, Startups: 6},
+			nil, 30 * time.Second, 0, []string{"median start-up 30s", "at once (no decision path measured)", "sizes for lead_time 2m"}},
+		{"too few", exporter.LeadTimeMeasure{StartupMedian: time.Minute, Startups: 3}, nil, 2 * time.Minute, 0, []string{"3 pod start-ups", "5 needed", "lead_time 2m"}},
+		{"error", exporter.LeadTimeMeasure{}, errors.New("bad_data"), 2 * time.Minute, 0, []string{"not measured (bad_data)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := base
+			note := replayLeadTime(tc.m, tc.err, p, &o)
+			if o.StartupDelay != tc.startup || o.DecisionDelay != tc.decision {
+				t.Errorf("replayed with start-up %v and decision delay %v, want %v and %v", o.StartupDelay, o.DecisionDelay, tc.startup, tc.decision)
+			}
+			for _, s := range tc.say {
+				if !strings.Contains(note, s) {
+					t.Errorf("note %q does not say %q", note, s)
+				}
 			}
 		})
 	}
