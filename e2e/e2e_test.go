@@ -247,6 +247,7 @@ webhook:
 	checkDashboards(ctx, t, promURL)
 	checkBudgetShadow(ctx, t, promURL)
 	checkHPAShadow(ctx, t, promURL)
+	checkLeadTime(ctx, t, promURL, time.Duration(sim.StartupDelay)*time.Second, lat)
 	if bestMatch < 0.9 || bestMAE > 0.75 {
 		t.Fatalf("live replicas do not track the backtest: best %.0f%% within ±1, mean |Δ| %.2f (delay %d)\nlive:     %v\nbacktest: %v",
 			100*bestMatch, bestMAE, bestDelay, live, bestSeries)
@@ -343,6 +344,49 @@ func checkHPAShadow(ctx context.Context, t *testing.T, promURL string) {
 	if v := parseVector(out); len(v) > 0 {
 		t.Logf("hpa baseline in shadow: web applied %.0f%% of the replicas the hpa recommended over the last 2 minutes", 100*v[0])
 	}
+}
+
+// checkLeadTime: the exporter's measured pod start-up (kube-state-metrics' creation and
+// readiness, through debi's rule) matches the simulator's start-up within one scrape interval
+// (1 s; the API's times are whole seconds), and its decision path is measured for the acting
+// policy, beside the latency the test measures itself.
+func checkLeadTime(ctx context.Context, t *testing.T, promURL string, startup time.Duration, lat []float64) {
+	t.Helper()
+	q := func(expr string) (float64, bool) {
+		out, err := promQuery(ctx, promURL, expr)
+		if err != nil {
+			t.Errorf("%s: %v", expr, err)
+			return 0, false
+		}
+		v := parseVector(out)
+		return firstOr(v), len(v) > 0
+	}
+	m, ok := q(fmt.Sprintf(`debi_lead_time_seconds{policy=%q,component="startup",quantile="0.5"}`, e2eName))
+	n, _ := q(fmt.Sprintf(`debi_lead_time_samples{policy=%q,component="startup"}`, e2eName))
+	switch {
+	case !ok:
+		t.Error("the exporter published no measured start-up for the acting policy")
+	case math.Abs(m-startup.Seconds()) > 1:
+		t.Errorf("measured start-up median %vs over %v start-ups; the simulator's pods start in %v (one scrape interval, 1 s, allowed)", m, n, startup)
+	default:
+		t.Logf("measured start-up: median %vs over %v start-ups (simulator: %v)", m, n, startup)
+	}
+	p, ok := q(fmt.Sprintf(`debi_lead_time_seconds{policy=%q,component="path",quantile="0.5"}`, e2eName))
+	switch {
+	case !ok:
+		t.Error("the exporter published no measured decision path for the acting policy")
+	case p <= 0 || p > 15:
+		t.Errorf("measured decision path median %vs, want within (0, 15] s", p)
+	case len(lat) > 0:
+		t.Logf("measured decision path: median %vs (the test's recommendation → patch median: %.1fs; the exporter's adds the size's scrape)", p, quantile(lat, 0.5))
+	}
+}
+
+func firstOr(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	return v[0]
 }
 
 func nonEmpty(body string) bool {

@@ -18,7 +18,8 @@ import (
 )
 
 // Sim simulates a Deployment's pods: demand follows a trace (one value per Tick), pods added by
-// a scale-up become ready StartupDelay ticks later, removed pods go at once. It reads the
+// a scale-up become ready StartupDelay ticks later (kube_pod_created and
+// kube_pod_status_ready_time say when), removed pods go at once. It reads the
 // replica count from the API server's scale subresource at each tick, as a ReplicaSet
 // controller would, and serves the series Prometheus scrapes.
 type Sim struct {
@@ -46,6 +47,9 @@ type Sim struct {
 type simPod struct {
 	name    string
 	readyAt int
+	// created and ready are the wall-clock times kube-state-metrics reports
+	// (kube_pod_created, kube_pod_status_ready_time); ready is zero until the pod is.
+	created, ready time.Time
 }
 
 // Record is what the simulator saw at one tick.
@@ -102,12 +106,18 @@ func (s *Sim) tick(ctx context.Context, i int, interval time.Duration) error {
 	s.last = now
 	n := sc.Spec.Replicas
 	for int32(len(s.pods)) < n {
-		delay := s.StartupDelay
+		delay, created := s.StartupDelay, now
 		if i == 0 {
-			delay = -1 // the initial pods are ready from the start
+			// The initial pods are ready from the start, created one start-up before it.
+			delay, created = -1, now.Add(-time.Duration(s.StartupDelay)*interval)
 		}
-		s.pods = append(s.pods, simPod{name: fmt.Sprintf("%s-%05d", s.Deployment, s.nextID), readyAt: i + delay})
+		s.pods = append(s.pods, simPod{name: fmt.Sprintf("%s-%05d", s.Deployment, s.nextID), readyAt: i + delay, created: created})
 		s.nextID++
+	}
+	for j := range s.pods {
+		if p := &s.pods[j]; p.readyAt <= i && p.ready.IsZero() {
+			p.ready = now
+		}
 	}
 	if int32(len(s.pods)) > n {
 		for _, p := range s.pods[n:] {
@@ -209,6 +219,17 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	b.WriteString("# TYPE kube_pod_container_resource_requests gauge\n")
 	for _, p := range s.pods {
 		fmt.Fprintf(&b, "kube_pod_container_resource_requests{namespace=%q,pod=%q,container=\"app\",resource=\"cpu\",unit=\"core\"} %g\n", ns, p.name, s.Request)
+	}
+	// Creation and readiness in whole seconds, as kube-state-metrics reports the API's times.
+	b.WriteString("# TYPE kube_pod_created gauge\n")
+	for _, p := range s.pods {
+		fmt.Fprintf(&b, "kube_pod_created{namespace=%q,pod=%q,uid=%q} %d\n", ns, p.name, "uid-"+p.name, p.created.Unix())
+	}
+	b.WriteString("# TYPE kube_pod_status_ready_time gauge\n")
+	for _, p := range s.pods {
+		if !p.ready.IsZero() {
+			fmt.Fprintf(&b, "kube_pod_status_ready_time{namespace=%q,pod=%q,uid=%q} %d\n", ns, p.name, "uid-"+p.name, p.ready.Unix())
+		}
 	}
 	b.WriteString("# TYPE kube_pod_owner gauge\n")
 	for _, p := range s.pods {

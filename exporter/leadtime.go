@@ -17,7 +17,7 @@ import (
 // start-up (image pull, weights into GPU memory, warm-up), is in kube-state-metrics: the
 // recording rule namespace_workload_pod:debi_pod_startup_seconds is each pod's creation to
 // Ready (kube_pod_status_ready_time − kube_pod_created) with its workload. Every
-// leadTimeRefresh the exporter asks Prometheus for the quantiles, over the pods started in the
+// leadTimeRefreshSteps steps the exporter asks Prometheus for the quantiles, over the pods started in the
 // last leadTimeWindow, of every workload at once (one query per quantile and one count,
 // whatever the number of policies), and publishes them per policy beside the lead time the
 // policy uses: the alert DebiLeadTimeTooShort fires when the workload's start-ups outgrow it.
@@ -25,8 +25,9 @@ import (
 const (
 	// leadTimeWindow is how far back start-ups are measured.
 	leadTimeWindow = 7 * 24 * time.Hour
-	// leadTimeRefresh is how often they are measured again.
-	leadTimeRefresh = 10 * time.Minute
+	// leadTimeRefreshSteps is how often they are measured again, in loop steps: 10 minutes at
+	// the default global.interval of 15 s.
+	leadTimeRefreshSteps = 40
 )
 
 // leadQuantiles are the published quantiles of the start-up, as debi_lead_time_seconds'
@@ -67,12 +68,12 @@ func leadTimeQueries() []string {
 	return append(qs, fmt.Sprintf("count by (namespace, workload_type, workload) (%s)", in))
 }
 
-// measureLeadTimes measures every workload's start-up when leadTimeRefresh has passed since the
-// last attempt (at start-up first). The per-pod minimum over the window is the pod's first
+// measureLeadTimes measures every workload's start-up when leadTimeRefreshSteps steps have
+// passed since the last attempt (at start-up first). The per-pod minimum over the window is the pod's first
 // readiness: a pod that turns unready and Ready again later does not count its second wait. A
 // failed measurement keeps the last one and is logged; it decides nothing.
 func (e *Exporter) measureLeadTimes(ctx context.Context, t time.Time) {
-	if !e.lead.at.IsZero() && t.Sub(e.lead.at) < leadTimeRefresh {
+	if !e.lead.at.IsZero() && t.Sub(e.lead.at) < leadTimeRefreshSteps*e.interval {
 		return
 	}
 	e.lead.at = t

@@ -63,11 +63,11 @@ policies:
 		t.Error("debi_policy_lead_time_seconds published for hpa, which does not forecast")
 	}
 
-	// Measured again only after leadTimeRefresh.
+	// Measured again only after leadTimeRefreshSteps steps.
 	before, _ := q.counts()
 	e.Step(context.Background(), time.Unix(0, 0).Add(61*time.Minute))
 	mid, _ := q.counts()
-	e.Step(context.Background(), time.Unix(0, 0).Add(60*time.Minute+leadTimeRefresh))
+	e.Step(context.Background(), time.Unix(0, 0).Add(60*time.Minute+leadTimeRefreshSteps*e.interval))
 	after, _ := q.counts()
 	if lead := len(leadTimeQueries()); after-mid != (mid-before)+lead {
 		t.Errorf("instant queries: %d at the step before the refresh, %d at the refresh; want %d more", mid-before, after-mid, lead)
