@@ -43,8 +43,8 @@ func TestParamTable(t *testing.T) {
 			*d.Float(&p) = 0.123
 		case d.Dur != nil:
 			*d.Dur(&p) = 123
-		case d.Int != nil:
-			*d.Int(&p) = 123
+		case d.Int32 != nil:
+			*d.Int32(&p) = 123
 		case d.Str != nil:
 			*d.Str(&p) = "x"
 		default:
@@ -83,8 +83,8 @@ func TestParamTable(t *testing.T) {
 			*d.Float(&p) = 0
 		case d.Dur != nil:
 			*d.Dur(&p) = 0
-		case d.Int != nil:
-			*d.Int(&p) = 0
+		case d.Int32 != nil:
+			*d.Int32(&p) = 0
 		}
 		err := p.Validate()
 		if d.Key == "scale_up_pods" || d.Key == "scale_up_percent" {

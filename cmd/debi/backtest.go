@@ -176,8 +176,8 @@ func (f flagger) param(d scaling.Param, p *scaling.Params) {
 		f.float(d.Flag, help, d.Float(p))
 	case d.Dur != nil:
 		f.dur(d.Flag, help, d.Dur(p))
-	case d.Int != nil:
-		f.int32(d.Flag, help, d.Int(p))
+	case d.Int32 != nil:
+		f.int32(d.Flag, help, d.Int32(p))
 	case d.Str != nil:
 		f.str(d.Flag, help, d.Str(p))
 	}
