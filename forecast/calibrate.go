@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/debi-scaler/debi/internal/schema"
 )
 
 // This file is the model side of the overload-budget policy (METHOD §9): a forecast's own
@@ -109,45 +111,9 @@ func (c CalibratorConfig) WithMethodDefaults(neighboursSet bool) CalibratorConfi
 // Validate reports every invalid setting, each error naming the field by its YAML name first:
 // one error as it is, several joined by errors.Join in the order of the fields, the first being
 // the one a field-by-field check stops at. With an invalid error_window, min_errors is only
-// checked against its lower bound.
+// checked against its lower bound. The checks are the table's (CalibratorConfig.Table).
 func (c CalibratorConfig) Validate() error {
-	fin := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
-	var errs []error
-	bad := func(err error) { errs = append(errs, err) }
-	if !fin(c.Budget) || c.Budget <= 0 || c.Budget >= 0.5 {
-		bad(fmt.Errorf("overload_budget must be in (0, 0.5), got %v", c.Budget))
-	}
-	if !fin(c.Gain) || c.Gain < 0 || c.Gain > 1 {
-		bad(fmt.Errorf("calibration_gain must be in [0, 1], got %v", c.Gain))
-	}
-	windowOK := c.Window >= 10
-	if !windowOK {
-		bad(fmt.Errorf("error_window must be at least 10, got %d", c.Window))
-	}
-	if !fin(c.Tau) || c.Tau <= 0 || c.Tau >= 1 {
-		bad(fmt.Errorf("tail_fraction must be in (0, 1), got %v", c.Tau))
-	}
-	if c.Method != QuantilePOT && c.Method != QuantileEmpirical {
-		bad(fmt.Errorf("quantile_method must be %q or %q, got %q", QuantilePOT, QuantileEmpirical, c.Method))
-	}
-	if c.Errors != ErrorsRatio && c.Errors != ErrorsAdditive && c.Errors != ErrorsScaled && c.Errors != ErrorsLocal && c.Errors != ErrorsMin {
-		bad(fmt.Errorf("errors must be %q, %q, %q or %q, got %q", ErrorsRatio, ErrorsAdditive, ErrorsScaled, ErrorsLocal, c.Errors))
-	}
-	if !fin(c.Neighbours) || c.Neighbours < 0 || c.Neighbours > 1 {
-		bad(fmt.Errorf("quantile_neighbours must be in [0, 1], got %v", c.Neighbours))
-	} else if c.Neighbours > 0 && c.Method == QuantilePOT {
-		bad(fmt.Errorf("quantile_neighbours must be 0 with quantile_method %q (the tail is fitted on one pool), got %v", QuantilePOT, c.Neighbours))
-	}
-	if c.Scoring != ScoringTick && c.Scoring != ScoringSample {
-		bad(fmt.Errorf("scoring must be %q or %q, got %q", ScoringTick, ScoringSample, c.Scoring))
-	}
-	if c.MinErrors < 2 || windowOK && c.MinErrors > c.Window {
-		bad(fmt.Errorf("min_errors must be in [2, error_window], got %d", c.MinErrors))
-	}
-	if !fin(c.ColdMargin) || c.ColdMargin < 1 {
-		bad(fmt.Errorf("cold_margin must be at least 1, got %v", c.ColdMargin))
-	}
-	return joinErrors(errs)
+	return joinErrors(schema.Errors(calibratorTable, c, nil))
 }
 
 // joinErrors is nil for none, the error itself for one, and errors.Join of them for several (its
