@@ -18,7 +18,7 @@ import (
 
 	"github.com/debi-scaler/debi/backtest"
 	"github.com/debi-scaler/debi/forecast"
-	"github.com/debi-scaler/debi/scaling"
+	"github.com/debi-scaler/debi/internal/schema"
 	"github.com/debi-scaler/debi/trace"
 )
 
@@ -147,49 +147,66 @@ func parser[T any](f func(string) (T, error), what string) func(string) (T, erro
 	}
 }
 
-func (f flagger) str(name, help string, p *string) { f.cmd.Flag(name, help).Default(*p).StringVar(p) }
+func (f flagger) str(name, help string, p *string) *kingpin.FlagClause {
+	fl := f.cmd.Flag(name, help).Default(*p)
+	fl.StringVar(p)
+	return fl
+}
 
 func (f flagger) float(name, help string, p *float64) *kingpin.FlagClause {
 	return f.value(name, help, parsed[float64]{p, parser(func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }, "a number"),
 		func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }})
 }
 
-func (f flagger) int(name, help string, p *int) {
-	f.value(name, help, parsed[int]{p, parser(strconv.Atoi, "an integer"), strconv.Itoa})
+func (f flagger) int(name, help string, p *int) *kingpin.FlagClause {
+	return f.value(name, help, parsed[int]{p, parser(strconv.Atoi, "an integer"), strconv.Itoa})
 }
 
-func (f flagger) int32(name, help string, p *int32) {
-	f.value(name, help, parsed[int32]{p, parser(func(s string) (int32, error) {
+func (f flagger) int32(name, help string, p *int32) *kingpin.FlagClause {
+	return f.value(name, help, parsed[int32]{p, parser(func(s string) (int32, error) {
 		v, err := strconv.ParseInt(s, 10, 32)
 		return int32(v), err
 	}, "an integer"), func(x int32) string { return strconv.FormatInt(int64(x), 10) }})
 }
 
-// param binds a scaling parameter to its flag, as scaling.Params' table declares it.
-func (f flagger) param(d scaling.Param, p *scaling.Params) {
-	help := d.Doc
-	if d.Key != "" {
-		help += " (scaling." + d.Key + ")"
-	}
+// param binds a setting to its flag, as its table declares it (schema.Param); section is the
+// configuration section of its key ("scaling.", "budget.", "evt.", "forecast."), named in the
+// help.
+func param[S any](f flagger, section string, d schema.Param[S], s *S) *kingpin.FlagClause {
+	help := d.Doc + " (" + section + d.Key + ")"
 	switch {
 	case d.Float != nil:
-		f.float(d.Flag, help, d.Float(p))
+		return f.float(d.Flag, help, d.Float(s))
 	case d.Dur != nil:
-		f.dur(d.Flag, help, d.Dur(p))
+		return f.dur(d.Flag, help, d.Dur(s))
 	case d.Int32 != nil:
-		f.int32(d.Flag, help, d.Int32(p))
-	case d.Str != nil:
-		f.str(d.Flag, help, d.Str(p))
+		return f.int32(d.Flag, help, d.Int32(s))
+	case d.Int != nil:
+		return f.int(d.Flag, help, d.Int(s))
+	case d.Int64 != nil:
+		return f.int64(d.Flag, help, d.Int64(s))
 	}
+	return f.str(d.Flag, help, d.Str(s))
 }
 
-func (f flagger) int64(name, help string, p *int64) {
-	f.value(name, help, parsed[int64]{p, parser(func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }, "an integer"),
+// params binds every setting of the table that has a flag, returning the flags by name.
+func params[S any](f flagger, section string, table []schema.Param[S], s *S) map[string]*kingpin.FlagClause {
+	out := map[string]*kingpin.FlagClause{}
+	for _, d := range table {
+		if d.Flag != "" {
+			out[d.Flag] = param(f, section, d, s)
+		}
+	}
+	return out
+}
+
+func (f flagger) int64(name, help string, p *int64) *kingpin.FlagClause {
+	return f.value(name, help, parsed[int64]{p, parser(func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }, "an integer"),
 		func(x int64) string { return strconv.FormatInt(x, 10) }})
 }
 
-func (f flagger) dur(name, help string, p *time.Duration) {
-	f.value(name, help, parsed[time.Duration]{p, parser(time.ParseDuration, "a duration (e.g. 30s, 2m)"), shortDuration})
+func (f flagger) dur(name, help string, p *time.Duration) *kingpin.FlagClause {
+	return f.value(name, help, parsed[time.Duration]{p, parser(time.ParseDuration, "a duration (e.g. 30s, 2m)"), shortDuration})
 }
 
 func (f flagger) value(name, help string, v kingpin.Value) *kingpin.FlagClause {
@@ -259,37 +276,17 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.dur("retrain", "Time between model training runs (0: once).", &o.Retrain)
 	f.dur("season", "Seasonal period of the seasonal models, converted to samples of each trace.", &o.Season)
 
-	// The scaling parameters, each as scaling.Params' table declares it (the configuration's
-	// key, bounds and doc are the same).
-	for _, d := range p.Table() {
-		if d.Flag != "" {
-			f.param(d, p)
-		}
-	}
+	// The settings of scaling.Params, of the POT fit, of the calibration and of the models, each as
+	// its table declares it (the configuration's key, bounds and doc are the same).
+	params(f, "scaling.", p.Table(), p)
 	f.str("debi.model", "Forecaster of the debi policy.", &o.DebiModel)
-	f.float("evt.tau", "τ: tail fraction of the EVT threshold.", &o.POT.Tau)
-	f.float("evt.q", "q: risk of the high-water level (must be below τ).", &o.POT.Q)
-	f.int("evt.min-excesses", "Fewest excesses for a GPD fit.", &o.POT.MinExcesses)
-	f.str("evt.method", "GPD fit: moments or grimshaw.", &o.POT.Method)
-
-	c := &o.Calibration
-	f.float("budget.overload-budget", "The share of time the workload may run above u_sla.", &c.Budget)
-	f.float("budget.calibration-gain", "γ of the online calibration α ← α + γ·(budget − overloaded), per tick (0: fixed α).", &c.Gain)
-	f.str("budget.quantile", "Quantile of the forecast errors: pot (GPD tail) or empirical.", &c.Method)
-	f.str("budget.errors", "Forecast errors as ratio (ln actual/forecast), additive (cores), scaled (cores over the mean level) or local (cores over the mean absolute error of the last 240).", &c.Errors)
-	f.str("budget.scoring", "Score forecasts at every tick (the demand at t + lead time, anchored at the observation) or once per sample.", &c.Scoring)
-	f.int("budget.error-window", "Forecast errors kept (one per tick under --budget.scoring tick, per sample otherwise).", &c.Window)
+	params(f, "evt.", o.POT.Table(), &o.POT)
 	neighboursSet := new(bool)
-	f.float("budget.quantile-neighbours", "Condition the empirical quantile on the level: read it from this share of the kept errors whose forecasts were nearest the forecast (0: every kept error; 0 by default with --budget.quantile pot).", &c.Neighbours).IsSetByUser(neighboursSet)
+	params(f, "budget.", o.Calibration.Table(), &o.Calibration)["budget.quantile-neighbours"].IsSetByUser(neighboursSet)
 	f.str("budget.metric-calibration", "On a trace with several metrics: calibrate the budget jointly on the policy's overload (joint, the default when empty) or each metric on its own (per-metric).", &o.MetricCalibration)
 
 	o.Model.Season, o.Model.Window, o.Model.Hidden, o.Model.MaxIterations, o.Model.TimeBudget, o.Model.Seed = 0, 0, 0, 0, 0, 1
-	f.int("model.season", "Seasonal period in samples (0: --season converted).", &o.Model.Season)
-	f.int("model.window", "Input window L of the neural models (0: default).", &o.Model.Window)
-	f.int("model.hidden", "Hidden units per direction (0: default).", &o.Model.Hidden)
-	f.int("model.max-iterations", "Training iteration cap (0: default).", &o.Model.MaxIterations)
-	f.dur("model.time-budget", "Training time budget per run (0: default).", &o.Model.TimeBudget)
-	f.int64("model.seed", "Training seed.", &o.Model.Seed)
+	params(f, "forecast.", o.Model.Table(), &o.Model)
 	f.str("model.fallback", "A model that forecasts while the policy's model waits for the history it needs (Holt-Winters: two seasons), e.g. arima. Backtest only.", &o.Fallback)
 	finish = func() {
 		o.Calibration = o.Calibration.WithMethodDefaults(*neighboursSet)

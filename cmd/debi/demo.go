@@ -40,7 +40,7 @@ func demoCommand(app *kingpin.Application) action {
 			if help != "" {
 				d.Doc = help
 			}
-			f.param(d, &o.Sim.Params)
+			param(f, "scaling.", d, &o.Sim.Params)
 		}
 	}
 	f.dur("startup-delay", "Time before a new pod is ready.", &o.Sim.StartupDelay)
