@@ -24,6 +24,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/forecast"
+	"github.com/debi-scaler/debi/internal/schema"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -312,6 +314,9 @@ func (g *gen) describe(desc string, t, ft reflect.Type, name string) string {
 		// A scaling parameter is documented by its declaration (scaling.Params' table).
 		enum := desc[strings.Index(desc+" One of:", " One of:"):]
 		desc = strings.Join(strings.Fields(doc+enum+" "+facts), " ")
+	} else if facts != "" {
+		// A setting of another table keeps its comment, and gets its row's facts.
+		desc = strings.TrimSpace(desc + " " + facts)
 	}
 	if desc == "" {
 		// An undocumented nested struct is described by its type's comment.
@@ -454,20 +459,36 @@ func render(v reflect.Value) string {
 	return fmt.Sprint(v.Interface())
 }
 
-// paramFacts is what scaling.Params' table declares of a scaling parameter: its doc, and its
-// bound, ElasticScaler algorithmConfig key and backtest flag ("" for other fields).
+// paramFacts is what the parameter tables declare of field name of struct t: the row's doc
+// (for scaling.Params' rows, which document their fields; the other tables' fields keep their
+// comments) and its unit, bound, ElasticScaler field and backtest flag ("" for a field no table
+// declares).
 func paramFacts(t reflect.Type, name string) (doc, facts string) {
-	key := name
 	switch t {
 	case reflect.TypeOf(scaling.Params{}):
+		return rowFacts((scaling.Params{}).Table(), name, true)
 	case reflect.TypeOf(scaling.BudgetParams{}):
-		key = "budget." + name
-	default:
-		return "", ""
+		return rowFacts((scaling.Params{}).Table(), "budget."+name, true)
+	case reflect.TypeOf(forecast.CalibratorConfig{}):
+		return rowFacts((forecast.CalibratorConfig{}).Table(), name, false)
+	case reflect.TypeOf(forecast.POTConfig{}):
+		return rowFacts((forecast.POTConfig{}).Table(), name, false)
+	case reflect.TypeOf(forecast.Config{}):
+		return rowFacts((forecast.Config{}).Table(), name, false)
+	case reflect.TypeOf(config.Policy{}):
+		return rowFacts((config.Policy{}).Table(), name, false)
 	}
-	d, ok := scaling.ParamByKey(key)
+	return "", ""
+}
+
+// rowFacts is the doc (when withDoc) and the facts of the row of key in table.
+func rowFacts[S any](table []schema.Param[S], key string, withDoc bool) (doc, facts string) {
+	d, ok := schema.ByKey(table, key)
 	if !ok {
 		return "", ""
+	}
+	if withDoc {
+		doc = d.Doc
 	}
 	var fs []string
 	if d.Want != "" {
@@ -484,6 +505,9 @@ func paramFacts(t reflect.Type, name string) (doc, facts string) {
 		}
 		fs = append(fs, "ElasticScaler `algorithmConfig."+strings.Join(parts, "")+"`")
 	}
+	if d.Spec != "" {
+		fs = append(fs, "ElasticScaler `spec.debi."+d.Spec+"`")
+	}
 	if d.Flag != "" {
 		fs = append(fs, "backtest `--"+d.Flag+"`")
 	}
@@ -491,7 +515,7 @@ func paramFacts(t reflect.Type, name string) (doc, facts string) {
 		fs = append([]string{d.Unit}, fs...)
 	}
 	if len(fs) == 0 {
-		return d.Doc, ""
+		return doc, ""
 	}
-	return d.Doc, "(" + strings.Join(fs, "; ") + ")"
+	return doc, "(" + strings.Join(fs, "; ") + ")"
 }
