@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -509,4 +510,38 @@ func (s setting) checkDoc(t *testing.T, doc map[string]string) {
 			t.Errorf("docs/configuration.md's row %s lacks %s: %s", s.path, w, line)
 		}
 	}
+}
+
+// TestSchemaComplete: every field the file can set in the calibrator's, the POT fit's and the
+// models' structs is a row of its table, and every row a field (scaling.TestParamTable holds
+// scaling.Params' table so); so TestSchema walks all of them.
+func TestSchemaComplete(t *testing.T) {
+	for _, tc := range []struct {
+		typ  reflect.Type
+		keys []string
+	}{
+		{reflect.TypeOf(forecast.CalibratorConfig{}), tableKeys((forecast.CalibratorConfig{}).Table())},
+		{reflect.TypeOf(forecast.POTConfig{}), tableKeys((forecast.POTConfig{}).Table())},
+		{reflect.TypeOf(forecast.Config{}), tableKeys((forecast.Config{}).Table())},
+	} {
+		var fields []string
+		for i := range tc.typ.NumField() {
+			if k, _, _ := strings.Cut(tc.typ.Field(i).Tag.Get("yaml"), ","); k != "" && k != "-" {
+				fields = append(fields, k)
+			}
+		}
+		slices.Sort(fields)
+		slices.Sort(tc.keys)
+		if !slices.Equal(fields, tc.keys) {
+			t.Errorf("%s: fields %v, table %v", tc.typ, fields, tc.keys)
+		}
+	}
+}
+
+func tableKeys[S any](table []schema.Param[S]) []string {
+	var out []string
+	for _, d := range table {
+		out = append(out, d.Key)
+	}
+	return out
 }
