@@ -11,6 +11,7 @@ import (
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/forecast"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -22,18 +23,35 @@ var ErrStateTrigger = errors.New("StateTrigger objects are translated with their
 
 // policyPathOf is the policy field that an object's spec.debi path sets, for error mapping.
 func policyPathOf(objPath string) string {
-	switch objPath {
-	case "spec.debi.evt.tau":
-		return "evt.tau"
-	case "spec.debi.evt.q":
-		return "evt.q"
-	case "spec.debi.budget.overloadBudget":
-		return "budget.overload_budget"
-	case "spec.debi.budget.slaUtilization":
-		return "scaling.budget.u_sla"
+	if p, ok := specPaths[objPath]; ok {
+		return p
 	}
 	return objPath
 }
+
+// specPaths maps each typed field of spec.debi to the policy field it sets, as the parameter
+// tables declare them (schema.Param.Spec).
+var specPaths = func() map[string]string {
+	m := map[string]string{}
+	add := func(section, key, spec string) {
+		if spec != "" {
+			m["spec.debi."+spec] = section + key
+		}
+	}
+	for _, d := range (config.Policy{}).Table() {
+		add("", d.Key, d.Spec)
+	}
+	for _, d := range (scaling.Params{}).Table() {
+		add("scaling.", d.Key, d.Spec)
+	}
+	for _, d := range (forecast.CalibratorConfig{}).Table() {
+		add("budget.", d.Key, d.Spec)
+	}
+	for _, d := range (forecast.POTConfig{}).Table() {
+		add("evt.", d.Key, d.Spec)
+	}
+	return m
+}()
 
 // PolicyName is the name of the policy of an ElasticScaler: <namespace>.<name>. Both parts are
 // DNS names without dots in a namespace, so the first dot separates them.
