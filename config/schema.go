@@ -29,7 +29,7 @@ var policyTable = []PolicyParam{
 		Dur: func(p *Policy) *time.Duration { return &p.LeadTime }, OK: nonNegative, Want: "must not be negative"},
 	{Key: "history", Flag: "history", Unit: "steps", Doc: "History steps the models and the EVT fit see.",
 		Int: func(p *Policy) *int { return &p.History },
-		OK:  func(v float64) bool { return schema.Finite(v) && v >= 2 && v <= 11000 }, Want: "must be in [2, 11000] steps"},
+		OK:  func(v float64) bool { return schema.Finite(v) && v >= 2 && v <= 11000 }, Want: "must be in [2, 11000]"},
 	{Key: "retrain", Unit: "steps", Doc: "History steps between model training runs.",
 		Int: func(p *Policy) *int { return &p.Retrain }, OK: nonNegative, Want: "must not be negative"},
 	{Key: "season", Flag: "season", Unit: "duration", Doc: "The seasonal period of the seasonal models.",

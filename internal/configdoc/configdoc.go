@@ -491,6 +491,9 @@ func rowFacts[S any](table []schema.Param[S], key string, withDoc bool) (doc, fa
 		doc = d.Doc
 	}
 	var fs []string
+	if len(d.Enum) > 0 && !withDoc { // scaling.Params' enums are typed: describe lists them
+		fs = append(fs, "one of `"+strings.Join(d.Enum, "`, `")+"`")
+	}
 	if d.Want != "" {
 		f := d.Want
 		if d.OK != nil && d.OK(0) {
