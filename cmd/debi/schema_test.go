@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -192,19 +193,31 @@ func (s setting) candidates(def any) []any {
 
 // bad is a value its row's own check refuses (nil: the row has no bound).
 func (s setting) bad() any {
-	switch {
-	case s.kind == "string" && len(s.enum) > 0:
-		return "no-such-value"
-	case s.key == "fallback_model":
-		return "no-such-model"
-	case s.ok != nil:
-		for _, v := range []float64{-1, 1e12} {
-			if !s.ok(v) {
-				return v
-			}
-		}
+	if all := s.bads(); len(all) > 0 {
+		return all[0]
 	}
 	return nil
+}
+
+// bads are values its row's own check refuses, below and above its bound: -1, the ends of the
+// common bounds and a huge value (integers only for an integer or a duration; never 0, which is
+// the default of several settings).
+func (s setting) bads() []any {
+	switch {
+	case s.kind == "string" && len(s.enum) > 0:
+		return []any{"no-such-value"}
+	case s.key == "fallback_model":
+		return []any{"no-such-model"}
+	case s.ok == nil:
+		return nil
+	}
+	var out []any
+	for _, v := range []float64{-1, 0.5, 1, 100.5, 1e12} {
+		if (s.kind == "float" || v == math.Trunc(v)) && !s.ok(v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // TestSchema walks every row of every parameter table (scaling.Params, forecast.CalibratorConfig,
@@ -262,12 +275,13 @@ func (s setting) checkFile(t *testing.T, def any) any {
 	if good == nil {
 		t.Errorf("no valid value other than the default %v reaches the policy's field", def)
 	}
-	if bad := s.bad(); bad != nil {
+	for _, bad := range s.bads() {
 		_, err := loadWith(s.path, render(s.kind, bad))
 		if err == nil || !strings.Contains(err.Error(), "policies[0]."+s.path+":") {
-			t.Errorf("%s: %v = %v: %v, want an error at policies[0].%s", s.path, s.key, bad, err, s.path)
+			t.Errorf("%s = %v: %v, want an error at policies[0].%s", s.key, bad, err, s.path)
 		}
-	} else if s.ok != nil || len(s.enum) > 0 {
+	}
+	if s.bad() == nil && (s.ok != nil || len(s.enum) > 0) {
 		t.Errorf("a bound or an enum, and no value it refuses")
 	}
 	return good
