@@ -149,6 +149,9 @@ func render(kind string, v any) any {
 
 // text is v as a flag or an object's decimal string writes it.
 func text(kind string, v any) string {
+	if str, ok := v.(string); ok {
+		return str // a string, or a malformed number or duration
+	}
 	switch kind {
 	case "float":
 		return strconv.FormatFloat(v.(float64), 'g', -1, 64)
@@ -387,6 +390,14 @@ func (s setting) checkObject(t *testing.T, where string, good any) {
 	}
 	if _, err := s.translate(t, where, bad); err == nil || !strings.Contains(err.Error(), path) {
 		t.Errorf("%s = %v: %v, want an error at %s", where, bad, err, path)
+	}
+	if s.kind == "float" || s.kind == "duration" && where == "algorithmConfig" {
+		// A number (a duration of algorithmConfig) is a string in the object: one that does not
+		// parse is refused. (spec.debi's durations are metav1.Duration: the typed client's
+		// decoding refuses them.)
+		if _, err := s.translate(t, where, "not-a-number"); err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s = \"not-a-number\": %v, want an error at %s", where, err, path)
+		}
 	}
 }
 
