@@ -109,18 +109,16 @@ func (c *Config) policyParams(p *Policy, path string, given givenKeys, errs *err
 	for _, w := range warns {
 		c.warnings = append(c.warnings, fmt.Sprintf("%s.metrics.%s", path, w))
 	}
+	// EVT: a setting left at zero takes its default (none of them has a zero that means
+	// something).
 	def := forecast.DefaultPOTConfig()
-	if p.EVT.Tau == 0 {
-		p.EVT.Tau = def.Tau
-	}
-	if p.EVT.Q == 0 {
-		p.EVT.Q = def.Q
-	}
-	if p.EVT.MinExcesses == 0 {
-		p.EVT.MinExcesses = def.MinExcesses
-	}
-	if p.EVT.Method == "" {
-		p.EVT.Method = def.Method
+	for _, d := range p.EVT.Table() {
+		switch {
+		case d.Str != nil && *d.Str(&p.EVT) == "":
+			*d.Str(&p.EVT) = *d.Str(&def)
+		case d.Str == nil && d.Value(&p.EVT) == 0:
+			d.SetValue(&p.EVT, d.Value(&def))
+		}
 	}
 	errs.addSubfields(path+".evt", p.EVT.Validate())
 }
