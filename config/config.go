@@ -134,8 +134,14 @@ type Policy struct {
 	// LeadTime is the actuation delay the forecast must cover: the decision delay (scrape, rule
 	// evaluation, Alertmanager's group_wait, the webhook) plus the pod start-up time. The
 	// forecast horizon is h = ceil(lead_time / history_step) + 1 history steps, and W2 is the
-	// largest forecast over the next h history steps (METHOD §2). Default 2m.
+	// largest forecast over the next h history steps (METHOD §2). Left unset, it is measured:
+	// the exporter sizes for the workload's measured pod start-up (0.9 quantile) plus the
+	// policy's measured decision path once at least 5 start-ups are recorded, and for 2m until
+	// then (docs/exporter.md, "Lead time measured").
 	LeadTime time.Duration `yaml:"lead_time"`
+	// LeadTimeMeasured is set when lead_time was left unset: the exporter replaces the default
+	// with the measured lead time when the workload's history allows it.
+	LeadTimeMeasured bool `yaml:"-"`
 	// History is the number of history steps (of history_step each) the models and the EVT fit
 	// see, and the number of points loaded at start-up.
 	History int `yaml:"history"`

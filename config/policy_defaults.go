@@ -153,7 +153,7 @@ func (c *Config) policyTiming(p *Policy, path string, errs *errList) {
 		errs.addf(path+".history_step", "must be a positive multiple of global.interval (%v), got %v", iv, p.HistoryStep)
 	}
 	if p.LeadTime == 0 {
-		p.LeadTime = DefaultLeadTime
+		p.LeadTime, p.LeadTimeMeasured = DefaultLeadTime, true
 	}
 	if p.LeadTime < 0 {
 		errs.addf(path+".lead_time", "must not be negative, got %v", p.LeadTime)

@@ -384,7 +384,7 @@ func (ps *policyState) snap() policySnap {
 		budget: ps.budget, overloadBudget: ps.cfg.Budget.Budget,
 		overloaded: ps.overloadedSeconds, observed: ps.observedSeconds,
 		scalePods: ps.cfg.Target.PodsFromScale(), targetPods: ps.targetPods.pods, targetReplicas: nan,
-		targetPodsErrors: ps.targetPodsErrors, leadTime: ps.cfg.LeadTime.Seconds(),
+		targetPodsErrors: ps.targetPodsErrors, leadTime: ps.leadTime().Seconds(),
 		path: ps.decisionPath.quantiles(), paths: float64(len(ps.decisionPath.samples)),
 	}
 	if ps.targetPods.ok {

@@ -121,13 +121,21 @@ func (e *Exporter) loadHistory(ctx context.Context, ps *policyState, t time.Time
 // errors, training failures, the budget's live seconds), the last request, training times and
 // the failure marks.
 func (e *Exporter) restartPolicy(ps *policyState) error {
-	fresh, err := e.newPolicyState(e.cfg, ps.cfg)
+	p := ps.cfg
+	if ps.measuredLead > 0 { // the runner sizes for the measured lead time; the configuration stays
+		c := *ps.cfg
+		c.LeadTime = ps.measuredLead
+		p = &c
+	}
+	fresh, err := e.newPolicyState(e.cfg, p)
 	if err != nil {
 		return err
 	}
 	ps.runner.Close()
 	old := *ps
 	*ps = *fresh
+	ps.cfg, ps.measuredLead = old.cfg, old.measuredLead
+	ps.targetPods, ps.targetPodsErrors, ps.decisionPath = old.targetPods, old.targetPodsErrors, old.decisionPath
 	ps.path, ps.endpoints = old.path, old.endpoints
 	ps.steps, ps.queryErrors, ps.trainFailures = old.steps, old.queryErrors, old.trainFailures
 	ps.observedSeconds, ps.overloadedSeconds = old.observedSeconds, old.overloadedSeconds

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/policy"
 )
 
 // The lead time measured, not guessed. A policy's lead_time is the time from a decision to the
@@ -174,4 +175,68 @@ func MeasuredLeadTime(ctx context.Context, q Querier, p *config.Policy, start, e
 		m.PathMedian, m.PathOK = time.Duration(v*float64(time.Second)).Round(time.Second), true
 	}
 	return m, nil
+}
+
+// measuredLead is the lead time a policy whose lead_time is unset sizes for: the 0.9 quantile
+// of its workload's pod start-ups plus the 0.9 quantile of its decision path (4 intervals — the
+// exporter's step, the scrape, the rule, Alertmanager — until 3 scale-ups are measured),
+// rounded up to the interval; 0 while fewer than MinStartups start-ups are measured (the
+// default lead_time stands).
+func (e *Exporter) measuredLead(ps *policyState) time.Duration {
+	lt, ok := e.leadTimeOf(ps)
+	if !ok || lt.n < MinStartups || math.IsNaN(lt.q[1]) {
+		return 0
+	}
+	path := 4 * e.interval
+	if len(ps.decisionPath.samples) >= 3 {
+		path = time.Duration(ps.decisionPath.quantiles()[1] * float64(time.Second))
+	}
+	d := time.Duration(lt.q[1]*float64(time.Second)) + path
+	return (d + e.interval - 1) / e.interval * e.interval
+}
+
+// applyMeasuredLeadTimes puts the measured lead time in force for the policies that forecast
+// and left lead_time unset (config.Policy.LeadTimeMeasured), when it moves their horizon or
+// moves their lead by a fifth or more: the policy starts again with the new horizon and loads
+// its history at its step, as after a reload; the configured lead_time of the others is never
+// touched. It runs between the reads and the policies' steps.
+func (e *Exporter) applyMeasuredLeadTimes() {
+	for _, ps := range e.policies {
+		if !ps.cfg.LeadTimeMeasured || ps.cfg.Model == "" {
+			continue
+		}
+		want := e.measuredLead(ps)
+		if want == ps.measuredLead {
+			continue
+		}
+		eff := func(d time.Duration) time.Duration {
+			if d == 0 {
+				return ps.cfg.LeadTime
+			}
+			return d
+		}
+		from, to := eff(ps.measuredLead), eff(want)
+		if policy.Horizon(from, ps.histStep) == policy.Horizon(to, ps.histStep) && math.Abs(float64(to-from)) < 0.2*float64(from) {
+			continue
+		}
+		prev := ps.measuredLead
+		ps.measuredLead = want
+		if err := e.restartPolicy(ps); err != nil {
+			ps.measuredLead = prev
+			e.log.Error("measured lead time not applied; the policy keeps its lead", "policy", ps.cfg.Name, "lead_time", to, "err", err)
+			continue
+		}
+		ps.historyLoaded = false
+		e.log.Info("lead_time unset: sizing for the measured lead time", "policy", ps.cfg.Name, "from", from, "to", to,
+			"startup_p90", time.Duration(e.lead.by[workloadKey(ps.labels[1], ps.labels[2], ps.labels[3])].q[1]*float64(time.Second)),
+			"path_samples", len(ps.decisionPath.samples))
+	}
+}
+
+// leadTime is the lead time the policy sizes for: the measured one in force, else lead_time.
+func (ps *policyState) leadTime() time.Duration {
+	if ps.measuredLead > 0 {
+		return ps.measuredLead
+	}
+	return ps.cfg.LeadTime
 }

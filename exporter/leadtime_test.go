@@ -2,7 +2,9 @@ package exporter
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -105,5 +107,61 @@ policies:
 	m, err = MeasuredLeadTime(context.Background(), q, &c.Policies[1], start, end)
 	if err != nil || m != (LeadTimeMeasure{}) {
 		t.Errorf("nothing recorded: %+v, %v; want zero and no error", m, err)
+	}
+}
+
+// TestMeasuredLeadInForce: a forecasting policy that left lead_time unset sizes for the measured
+// lead time — the 0.9 start-up plus the decision path (4 intervals until measured), rounded up
+// to the interval — once MinStartups start-ups are measured: its horizon moves with it and it
+// reloads its history. A policy that set lead_time keeps it, and so does one whose workload has
+// too few start-ups measured.
+func TestMeasuredLeadInForce(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("load 1m\n")
+	for i, s := range []int{290, 300, 310, 320, 600, 280} { // 0.9 quantile: 460
+		fmt.Fprintf(&b, "  namespace_workload_pod:debi_pod_startup_seconds{namespace=\"llm\",pod=\"m-%d\",uid=\"u%d\",workload_type=\"statefulset\",workload=\"m\"} %dx60\n", i, i, s)
+	}
+	b.WriteString("  namespace_workload_pod:debi_pod_startup_seconds{namespace=\"llm\",pod=\"few-0\",uid=\"f0\",workload_type=\"statefulset\",workload=\"few\"} 900x60\n")
+	q := newEngineQuerier(t, b.String())
+	e, reg := newTestExporter(t, `
+global: {interval: 15s}
+policies:
+  - name: m
+    target: {kind: StatefulSet, namespace: llm, name: m}
+    model: naive
+    history_step: 1m
+  - name: m-set
+    target: {kind: StatefulSet, namespace: llm, name: m}
+    model: naive
+    history_step: 1m
+    lead_time: 2m
+  - name: few
+    target: {kind: StatefulSet, namespace: llm, name: few}
+    model: naive
+    history_step: 1m
+`, q)
+	at := time.Unix(0, 0).Add(60 * time.Minute)
+	e.Step(context.Background(), at)
+	// 460 s of start-up + 60 s of path (4 × 15 s), rounded up to 15 s: 525 s.
+	for pol, want := range map[string]float64{"m": 525, "m-set": 120, "few": 120} {
+		if got := gauge(t, reg, "debi_policy_lead_time_seconds", pol); got != want {
+			t.Errorf("debi_policy_lead_time_seconds{policy=%q} = %v, want %v", pol, got, want)
+		}
+	}
+	// h = ceil(lead / history_step) + 1 history steps of 1m.
+	for pol, want := range map[string]float64{"m": 10 * 60, "m-set": 3 * 60} {
+		if got := gauge(t, reg, "debi_forecast_horizon_seconds", pol); got != want {
+			t.Errorf("debi_forecast_horizon_seconds{policy=%q} = %v, want %v", pol, got, want)
+		}
+	}
+	// The configuration itself is untouched: a reload of the same file keeps the policy.
+	for _, ps := range e.policies {
+		if ps.cfg.Name == "m" && (ps.cfg.LeadTime != 2*time.Minute || ps.measuredLead != 525*time.Second) {
+			t.Errorf("policy m: configured lead %v, measured in force %v", ps.cfg.LeadTime, ps.measuredLead)
+		}
+	}
+	e.Step(context.Background(), at.Add(15*time.Second))
+	if got := gauge(t, reg, "debi_policy_lead_time_seconds", "m"); got != 525 {
+		t.Errorf("after a further step: %v, want 525", got)
 	}
 }

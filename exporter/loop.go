@@ -223,6 +223,7 @@ func (e *Exporter) Step(ctx context.Context, t time.Time) {
 	})
 	e.prefetch(ctx, t)
 	sources.Wait()
+	e.applyMeasuredLeadTimes()
 	e.forEach(ctx, func(ctx context.Context, ps *policyState) {
 		// A policy's step may run until the next step is due, so one slow policy cannot hold
 		// the loop back by more than an interval.

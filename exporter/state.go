@@ -61,7 +61,9 @@ type policyState struct {
 	decisionPath pathDelay
 	// measurePath: the policy acts (webhook mode act or hpa-floor), so its path is measured.
 	measurePath bool
-	failing     bool // for logging transitions only
+	// measuredLead is the measured lead time in force (leadtime.go; lead_time unset), 0: none.
+	measuredLead time.Duration
+	failing      bool // for logging transitions only
 
 	// failed is the configuration problem that marks the policy failed (nil: healthy): a query
 	// returned several series or Prometheus rejected it as bad data. A failed policy holds and
