@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -91,17 +92,31 @@ func (e *Exporter) readTargetPods(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, e.interval)
 	defer cancel()
 	fn, err := e.sources.targetPods(e.now())
-	reads := map[string]targetPodsRead{}
+	// Each target once, at most targetPodsConcurrency at a time.
+	reads := map[string]*targetPodsRead{}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, targetPodsConcurrency)
 	for _, ps := range want {
 		key := ps.cfg.Target.Identity()
-		r, ok := reads[key]
-		if !ok {
-			r = readTarget(ctx, fn, err, ps.cfg.Target)
-			reads[key] = r
+		if _, ok := reads[key]; ok {
+			continue
 		}
-		e.noteTargetPods(ps, r)
+		r := &targetPodsRead{}
+		reads[key] = r
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			*r = readTarget(ctx, fn, err, ps.cfg.Target)
+		})
+	}
+	wg.Wait()
+	for _, ps := range want {
+		e.noteTargetPods(ps, *reads[ps.cfg.Target.Identity()])
 	}
 }
+
+// targetPodsConcurrency bounds the targets read at once (two API requests each).
+const targetPodsConcurrency = 10
 
 func readTarget(ctx context.Context, fn TargetPodsFunc, err error, t config.Target) targetPodsRead {
 	var r targetPodsRead
