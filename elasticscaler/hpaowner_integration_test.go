@@ -2,16 +2,11 @@ package elasticscaler_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,52 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/debi-scaler/debi/elasticscaler"
 	"github.com/debi-scaler/debi/internal/testenv"
-	"github.com/debi-scaler/debi/webhook"
 )
-
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// startAPIServer starts a real etcd + kube-apiserver with hack/k8s-env.sh (the recipe of
-// apis/integration_test.go). No controller-manager runs: no garbage collector, no HPA controller.
-func startAPIServer(t *testing.T) *rest.Config {
-	t.Helper()
-	rc, err := clientcmd.BuildConfigFromFlags("", testenv.APIServer(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc.QPS, rc.Burst = 100, 200
-	return rc
-}
-
-func decodeYAML(t *testing.T, b []byte) *unstructured.Unstructured {
-	t.Helper()
-	var m map[string]any
-	if err := yaml.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	return &unstructured.Unstructured{Object: m}
-}
-
-// ssa applies obj as a user would (kubectl apply --server-side), strictly.
-func ssa(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	data, err := json.Marshal(obj.Object)
-	if err != nil {
-		return nil, err
-	}
-	return ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, data,
-		metav1.PatchOptions{FieldManager: "kubectl", Force: new(true), FieldValidation: "Strict"})
-}
 
 // TestHPAOwnerOnAPIServer: on a real kube-apiserver with the CRDs, the guide's HPA example gets
 // its autoscaling/v2 HPA (scaleTargetRef, bounds, cpu 70 %, owner reference); the HPA follows a
@@ -73,7 +29,7 @@ func ssa(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Un
 // object deletes it (explicitly: no garbage collector runs here); a foreign HPA of an object's
 // name is left alone and reported.
 func TestHPAOwnerOnAPIServer(t *testing.T) {
-	rc := startAPIServer(t)
+	rc := testenv.APIServerConfig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dyn, err := dynamic.NewForConfig(rc)
@@ -88,12 +44,12 @@ func TestHPAOwnerOnAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ssa(ctx, dyn.Resource(crdGVR), decodeYAML(t, b)); err != nil {
+	if _, err := testenv.SSA(ctx, dyn.Resource(testenv.CRDResource), testenv.DecodeYAML(t, b)); err != nil {
 		t.Fatal(err)
 	}
 	const ns = "ai-inference"
 	nsObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
-	if _, err := ssa(ctx, dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}), nsObj); err != nil {
+	if _, err := testenv.SSA(ctx, dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}), nsObj); err != nil {
 		t.Fatal(err)
 	}
 
@@ -110,7 +66,7 @@ func TestHPAOwnerOnAPIServer(t *testing.T) {
 
 	// The owner starts before the CRD is served or right after: it waits for discovery.
 	owner := elasticscaler.NewOwner(elasticscaler.OwnerOptions{Dynamic: saDyn, Kube: saKube, Namespaces: []string{ns}, Recheck: 200 * time.Millisecond,
-		MaxRetry: time.Second, Logger: slog.New(slog.NewTextHandler(logTo(t), nil))})
+		MaxRetry: time.Second, Logger: slog.New(slog.NewTextHandler(testenv.LogTo(t), nil))})
 	octx, ostop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -149,7 +105,7 @@ func TestHPAOwnerOnAPIServer(t *testing.T) {
 	}
 	var obj *unstructured.Unstructured
 	for { // the CRD just installed: served once a create answers
-		if obj, err = ssa(ctx, es, decodeYAML(t, fixture)); err == nil {
+		if obj, err = testenv.SSA(ctx, es, testenv.DecodeYAML(t, fixture)); err == nil {
 			break
 		}
 		if ctx.Err() != nil {
@@ -196,9 +152,9 @@ func TestHPAOwnerOnAPIServer(t *testing.T) {
 
 	apply := func(mut func(*unstructured.Unstructured)) {
 		t.Helper()
-		o := decodeYAML(t, fixture)
+		o := testenv.DecodeYAML(t, fixture)
 		mut(o)
-		if _, err := ssa(ctx, es, o); err != nil {
+		if _, err := testenv.SSA(ctx, es, o); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -258,14 +214,6 @@ func TestHPAOwnerOnAPIServer(t *testing.T) {
 	t.Log("foreign HPA of the same name: left alone and reported; still there after the object's deletion")
 }
 
-// logTo is a slog handler's writer logging to t until t's end (client-go's klog, which the
-// webhook points at its first logger for the life of the process, may log later).
-func logTo(t *testing.T) io.Writer {
-	w := &testWriter{t: t}
-	t.Cleanup(func() { w.done.Store(true) })
-	return w
-}
-
 // applyRBAC applies deploy/base's ElasticScaler ClusterRoles and binds the webhook's in ns.
 func applyRBAC(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns string) {
 	t.Helper()
@@ -279,7 +227,7 @@ func applyRBAC(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns stri
 			t.Fatal(err)
 		}
 		for _, doc := range strings.Split(string(b), "\n---\n") {
-			o := decodeYAML(t, []byte(doc))
+			o := testenv.DecodeYAML(t, []byte(doc))
 			if o.GetKind() == "RoleBinding" && o.GetName() != "debi-webhook-elasticscaler" {
 				continue
 			}
@@ -288,156 +236,9 @@ func applyRBAC(ctx context.Context, t *testing.T, dyn dynamic.Interface, ns stri
 				o.SetNamespace(ns)
 				ri = dyn.Resource(gvr[o.GetKind()]).Namespace(ns)
 			}
-			if _, err := ssa(ctx, ri, o); err != nil {
+			if _, err := testenv.SSA(ctx, ri, o); err != nil {
 				t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
 			}
 		}
 	}
-}
-
-type testWriter struct {
-	t    *testing.T
-	done atomic.Bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	if !w.done.Load() {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-// TestWebhookRunsHPAOwner: `debi webhook` with global.elastic_scalers (leader election on, its
-// Lease <name>-hpa) creates the guide's HPA and runs the object's policy in shadow mode only (the
-// Kubernetes HPA scales; debi compares); deleting the object deletes the HPA.
-func TestWebhookRunsHPAOwner(t *testing.T) {
-	rc := startAPIServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join("..", "deploy", "crds", "elasticscaler.io_elasticscalers.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ssa(ctx, dyn.Resource(crdGVR), decodeYAML(t, b)); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"ai-inference", "debi-system"} {
-		nsObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": n}}}
-		if _, err := ssa(ctx, dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}), nsObj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Served before the webhook starts: its watches look again only every minute.
-	for {
-		if _, err := dyn.Resource(elasticscaler.Resource).Namespace("ai-inference").List(ctx, metav1.ListOptions{}); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("elasticscalers not served")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	cfgFile := filepath.Join(t.TempDir(), "debi.yml")
-	file := "global: {elastic_scalers: {enabled: true, namespaces: [ai-inference]}}\n" +
-		"webhook: {allow_unauthenticated: true, tidal: {enabled: false}, leader_election: {retry_period: 500ms}}\n"
-	if err := os.WriteFile(cfgFile, []byte(file), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wh, err := webhook.New(webhook.Options{ConfigFile: cfgFile, RestConfig: rc, Listener: l},
-		slog.New(slog.NewTextHandler(logTo(t), nil)), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, wstop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- wh.Run(wctx) }()
-	defer func() {
-		wstop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("webhook Run = %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("webhook Run did not stop")
-		}
-	}()
-
-	fixture, err := os.ReadFile(filepath.Join("..", "apis", "testdata", "guide-hpa.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	es := dyn.Resource(elasticscaler.Resource).Namespace("ai-inference")
-	for {
-		if _, err = ssa(ctx, es, decodeYAML(t, fixture)); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("create the guide's object: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	hpas := kube.AutoscalingV2().HorizontalPodAutoscalers("ai-inference")
-	for {
-		h, err := hpas.Get(ctx, "hpa-scaling-example", metav1.GetOptions{})
-		if err == nil {
-			t.Logf("HPA created by the webhook: max %d, owner %s", h.Spec.MaxReplicas, h.OwnerReferences[0].Name)
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no HPA: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if _, err := kube.CoordinationV1().Leases("debi-system").Get(ctx, "debi-webhook-hpa", metav1.GetOptions{}); err != nil {
-		t.Fatalf("the HPA owner's Lease: %v", err)
-	}
-	const shadow = `debi_webhook_policy_info{algorithm="hpa",mode="shadow",policy="ai-inference.hpa-scaling-example"} 1`
-	var body string
-	for !strings.Contains(body, shadow) {
-		if ctx.Err() != nil {
-			t.Fatalf("policy not in shadow mode; policy info:\n%s", grepLines(body, "debi_webhook_policy_info"))
-		}
-		time.Sleep(100 * time.Millisecond)
-		if resp, err := http.Get("http://" + l.Addr().String() + "/metrics"); err == nil {
-			bb, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			body = string(bb)
-		}
-	}
-	t.Log(shadow)
-	if err := es.Delete(ctx, "hpa-scaling-example", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := hpas.Get(ctx, "hpa-scaling-example", metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("HPA not deleted with the object")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func grepLines(s, prefix string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.HasPrefix(l, prefix) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
 }

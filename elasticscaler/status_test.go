@@ -20,31 +20,8 @@ import (
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/testenv"
 )
-
-// esObject is an ExternalServer ElasticScaler on Deployment target, created at created.
-func esObject(ns, name, target string, created time.Time, mode string) *unstructured.Unstructured {
-	spec := map[string]any{
-		"targetRef":   map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
-		"minReplicas": int64(1), "maxReplicas": int64(10),
-		"trigger": map[string]any{"type": "MetricsTrigger", "metricsTrigger": map[string]any{
-			"scalingAlgorithm": "APA",
-			"metrics": []any{map[string]any{"type": "ExternalServer", "externalServer": map[string]any{
-				"metricsName": "qps", "target": "100", "endpoint": "http://prometheus:9090/api/v1/query",
-				"query": `sum(rate(http_requests_total{job="` + target + `"}[1m]))`}}},
-		}},
-	}
-	if mode != "" {
-		spec["debi"] = map[string]any{"mode": mode}
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "elasticscaler.io/v1alpha1", "kind": "ElasticScaler",
-		"metadata": map[string]any{"name": name, "namespace": ns, "generation": int64(1), "resourceVersion": "1",
-			"uid": "uid-" + name, "creationTimestamp": created.UTC().Format(time.RFC3339)},
-		"spec": spec,
-	}}
-	return u
-}
 
 func stateObject(ns, name, tidal string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
@@ -99,16 +76,16 @@ func TestStatusValidate(t *testing.T) {
 	deploy := &unstructured.Unstructured{Object: map[string]any{"kind": "Deployment"}}
 	tidalWith := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"desiredReplicas": int64(3)}}}
 	tidalWithout := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{}}}
-	bad := esObject("shop", "bad-alg", "api", base, "")
+	bad := testenv.ESObject("shop", "bad-alg", "api", base, "")
 	_ = unstructured.SetNestedField(bad.Object, "NOPE", "spec", "trigger", "metricsTrigger", "scalingAlgorithm")
-	unserved := esObject("shop", "unserved", "x", base, "")
+	unserved := testenv.ESObject("shop", "unserved", "x", base, "")
 	_ = unstructured.SetNestedField(unserved.Object, "Unserved", "spec", "targetRef", "kind")
 	w, _, _ := testWriter(t, fakeTargets{
 		"Deployment/shop/web": deploy, "Deployment/shop/api": deploy, "Tidal/shop/with": tidalWith, "Tidal/shop/without": tidalWithout,
 	},
-		esObject("shop", "web-old", "web", base, ""),
-		esObject("shop", "web-new", "web", base.Add(time.Minute), "shadow"),
-		esObject("shop", "missing", "gone", base, ""),
+		testenv.ESObject("shop", "web-old", "web", base, ""),
+		testenv.ESObject("shop", "web-new", "web", base.Add(time.Minute), "shadow"),
+		testenv.ESObject("shop", "missing", "gone", base, ""),
 		bad, unserved,
 		stateObject("shop", "st-ok", "with"),
 		stateObject("shop", "st-nostatus", "without"),
@@ -201,7 +178,7 @@ func TestStatusApplyDecision(t *testing.T) {
 // and writes of one object are at least interval apart.
 func TestStatusSync(t *testing.T) {
 	base := time.Unix(1_700_000_000, 0)
-	obj := esObject("shop", "web", "web", base, "shadow")
+	obj := testenv.ESObject("shop", "web", "web", base, "shadow")
 	w, rec, dyn := testWriter(t, fakeTargets{}, obj)
 	clock := base
 	w.now = func() time.Time { return clock }
@@ -308,7 +285,7 @@ func TestStatusSync(t *testing.T) {
 func TestStatusHPAProblems(t *testing.T) {
 	base := time.Unix(1_700_000_000, 0)
 	deploy := &unstructured.Unstructured{Object: map[string]any{"kind": "Deployment"}}
-	w, _, _ := testWriter(t, fakeTargets{"Deployment/shop/web": deploy}, esObject("shop", "web", "web", base, ""))
+	w, _, _ := testWriter(t, fakeTargets{"Deployment/shop/web": deploy}, testenv.ESObject("shop", "web", "web", base, ""))
 	w.hpaProblems = func() map[string]string {
 		return map[string]string{"shop/web": "HorizontalPodAutoscaler shop/web exists and is not owned by this ElasticScaler", "shop/gone": "x"}
 	}

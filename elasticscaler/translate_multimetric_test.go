@@ -1,10 +1,11 @@
 package elasticscaler
 
 import (
-	"github.com/debi-scaler/debi/config"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/debi-scaler/debi/config"
 )
 
 // TestGuideTwoMetrics: an ElasticScaler with a Resource cpu and an ExternalServer metric becomes

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/debi-scaler/debi/elasticscaler"
+	"github.com/debi-scaler/debi/internal/testenv"
 )
 
 // review wraps an object (YAML) in an AdmissionReview request.
@@ -72,7 +73,7 @@ func postReview(t *testing.T, h http.Handler, body []byte) (int, *admissionv1.Ad
 // back to defaults (a warning) are allowed; what is not an AdmissionReview is a 400.
 func TestAdmission(t *testing.T) {
 	h := newRouter(routerOptions{ready: func() error { return nil }, gatherer: prometheus.NewRegistry(),
-		metrics: newMetrics(prometheus.NewRegistry()), logger: testLogger(t)})
+		metrics: NewMetrics(prometheus.NewRegistry()), logger: testenv.Logger(t)})
 	files, err := filepath.Glob("../apis/testdata/guide-*.yaml")
 	if err != nil || len(files) != 5 {
 		t.Fatalf("guide fixtures: %v %v", files, err)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/debi-scaler/debi/internal/testenv"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -48,7 +49,7 @@ type badInput struct {
 // batch=1 of testConfigYAML), the endpoints in force and the token files.
 type badInputEnv struct {
 	act                        *fakeActuator
-	ep                         *endpoints
+	ep                         *Endpoints
 	amTokenFile, pushTokenFile string
 }
 
@@ -60,17 +61,17 @@ func alertBody(status string, lbls map[string]string, ann map[string]string) []b
 	if ann != nil {
 		a["annotations"] = ann
 	}
-	return amPayload(status, a)
+	return testenv.AMPayload(status, a)
 }
 
 var badInputs = []badInput{
 	// Authentication.
-	{name: "no Authorization header", auth: "-", body: alertBody("firing", labels("policy", "web"), nil), code: 401, msg: "missing bearer token"},
-	{name: "wrong token", auth: "Bearer nope", body: alertBody("firing", labels("policy", "web"), nil), code: 401, msg: "wrong bearer token"},
-	{name: "Basic instead of Bearer", auth: "Basic " + badInputAMToken, body: alertBody("firing", labels("policy", "web"), nil), code: 401, msg: "missing bearer token"},
-	{name: "old token after the token file rotated", auth: "Bearer " + badInputAMToken, body: alertBody("firing", labels("policy", "web"), nil),
+	{name: "no Authorization header", auth: "-", body: alertBody("firing", testenv.AlertLabels("policy", "web"), nil), code: 401, msg: "missing bearer token"},
+	{name: "wrong token", auth: "Bearer nope", body: alertBody("firing", testenv.AlertLabels("policy", "web"), nil), code: 401, msg: "wrong bearer token"},
+	{name: "Basic instead of Bearer", auth: "Basic " + badInputAMToken, body: alertBody("firing", testenv.AlertLabels("policy", "web"), nil), code: 401, msg: "missing bearer token"},
+	{name: "old token after the token file rotated", auth: "Bearer " + badInputAMToken, body: alertBody("firing", testenv.AlertLabels("policy", "web"), nil),
 		setup: func(t *testing.T, e *badInputEnv) { writeToken(t, e.amTokenFile, "am-token-rotated") }, code: 401, msg: "wrong bearer token"},
-	{name: "Tidal push token on /v1/alertmanager", auth: "Bearer " + badInputPushToken, body: alertBody("firing", labels("policy", "web"), nil), code: 401, msg: "wrong bearer token"},
+	{name: "Tidal push token on /v1/alertmanager", auth: "Bearer " + badInputPushToken, body: alertBody("firing", testenv.AlertLabels("policy", "web"), nil), code: 401, msg: "wrong bearer token"},
 	{name: "Alertmanager token on /v1/tidal", path: "/v1/tidal", auth: "Bearer " + badInputAMToken, body: []byte(webTidal), code: 401, msg: "not Alertmanager's"},
 	{name: "Tidal push disabled (the default)", path: "/v1/tidal", body: []byte(webTidal),
 		setup: func(_ *testing.T, e *badInputEnv) { e.ep.push = false }, code: 404, msg: "POST /v1/tidal is disabled"},
@@ -88,12 +89,12 @@ var badInputs = []badInput{
 	{name: "body over max_body_bytes", body: bigBody, code: 413, msg: "exceeds the limit"},
 
 	// What the alert names.
-	{name: "no policy label", body: alertBody("firing", labels("namespace", "shop"), nil), code: 422, msg: `has no "policy" label`},
-	{name: "unknown policy", body: alertBody("firing", labels("policy", "kube-dns"), nil), code: 422, msg: `unknown policy "kube-dns"`},
-	{name: "namespace label of another namespace", body: alertBody("firing", labels("policy", "web", "namespace", "kube-system"), nil), code: 422, msg: "does not match the policy's target namespace"},
-	{name: "workload label of another object", body: alertBody("firing", labels("policy", "web", "deployment", "coredns"), nil), code: 422, msg: `label deployment="coredns" does not match the policy's target "web"`},
-	{name: "workload_type label of another kind", body: alertBody("firing", labels("policy", "web", "workload_type", "statefulset"), nil), code: 422, msg: "does not match the policy's target kind"},
-	{name: "one bad alert among good ones", body: amPayload("firing", map[string]any{"labels": labels("policy", "web")}, map[string]any{"labels": labels("policy", "nope")}), code: 422, msg: `alerts[1]: unknown policy "nope"`},
+	{name: "no policy label", body: alertBody("firing", testenv.AlertLabels("namespace", "shop"), nil), code: 422, msg: `has no "policy" label`},
+	{name: "unknown policy", body: alertBody("firing", testenv.AlertLabels("policy", "kube-dns"), nil), code: 422, msg: `unknown policy "kube-dns"`},
+	{name: "namespace label of another namespace", body: alertBody("firing", testenv.AlertLabels("policy", "web", "namespace", "kube-system"), nil), code: 422, msg: "does not match the policy's target namespace"},
+	{name: "workload label of another object", body: alertBody("firing", testenv.AlertLabels("policy", "web", "deployment", "coredns"), nil), code: 422, msg: `label deployment="coredns" does not match the policy's target "web"`},
+	{name: "workload_type label of another kind", body: alertBody("firing", testenv.AlertLabels("policy", "web", "workload_type", "statefulset"), nil), code: 422, msg: "does not match the policy's target kind"},
+	{name: "one bad alert among good ones", body: testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")}, map[string]any{"labels": testenv.AlertLabels("policy", "nope")}), code: 422, msg: `alerts[1]: unknown policy "nope"`},
 
 	// The Tidal push endpoint.
 	{name: "Tidal: malformed JSON", path: "/v1/tidal", body: []byte(`{"namespace":`), code: 400, msg: "malformed Tidal event"},
@@ -104,37 +105,37 @@ var badInputs = []badInput{
 
 	// Inputs the decision rests on (200: the size is held, nothing written). Each would scale
 	// web (9 replicas, W = 0.1 asks for 3) down if taken at face value.
-	{name: "the exporter's series are gone", body: alertBody("firing", labels("policy", "web"), nil),
+	{name: "the exporter's series are gone", body: alertBody("firing", testenv.AlertLabels("policy", "web"), nil),
 		setup: queries(nil), code: 200, msg: "held: inputs missing or ambiguous: load: query"},
-	{name: "the exporter is stale (demand query failing)", body: alertBody("firing", labels("policy", "web"), nil),
+	{name: "the exporter is stale (demand query failing)", body: alertBody("firing", testenv.AlertLabels("policy", "web"), nil),
 		setup: queries(map[string]float64{qWebLoad: 0.1, qWebReplicas: 9, qWebStale: 1}), code: 200, msg: "held: the exporter's values are stale"},
-	{name: "the exporter's last step is an hour old", body: alertBody("firing", labels("policy", "web"), nil),
+	{name: "the exporter's last step is an hour old", body: alertBody("firing", testenv.AlertLabels("policy", "web"), nil),
 		setup: queries(map[string]float64{qWebLoad: 0.1, qWebReplicas: 9, qWebAge: 3600}), code: 200, msg: "above webhook.max_input_age"},
-	{name: "two exporters publish the load", body: alertBody("firing", labels("policy", "web"), nil),
+	{name: "two exporters publish the load", body: alertBody("firing", testenv.AlertLabels("policy", "web"), nil),
 		setup: queries(map[string]float64{qWebLoad: -1, qWebReplicas: 9}), code: 200, msg: "several series"},
-	{name: "the window load (scale-down guard) is missing", body: alertBody("firing", labels("policy", "web"), nil),
+	{name: "the window load (scale-down guard) is missing", body: alertBody("firing", testenv.AlertLabels("policy", "web"), nil),
 		setup: queries(map[string]float64{qWebLoad: 0.1, qWebReplicas: 9, qWebWindow: nan}), code: 200, msg: "window_load: query"},
-	{name: "load_replicas is missing (the load would apply twice)", body: alertBody("firing", labels("policy", "web"), nil),
+	{name: "load_replicas is missing (the load would apply twice)", body: alertBody("firing", testenv.AlertLabels("policy", "web"), nil),
 		setup: queries(map[string]float64{qWebLoad: 0.1}), code: 200, msg: "load_replicas: query"},
-	{name: "hpa policy without the published bounds", body: alertBody("firing", labels("policy", "db"), nil),
+	{name: "hpa policy without the published bounds", body: alertBody("firing", testenv.AlertLabels("policy", "db"), nil),
 		setup: queries(map[string]float64{qDBLoad: 0.1, qDBBasis: 1, qDBFloor: nan}), code: 200, msg: "floor: query"},
-	{name: "Prometheus down, annotation load=0.1 (a scale-down)", body: alertBody("firing", labels("policy", "web"), map[string]string{"load": "0.1", "current_replicas": "9"}),
+	{name: "Prometheus down, annotation load=0.1 (a scale-down)", body: alertBody("firing", testenv.AlertLabels("policy", "web"), map[string]string{"load": "0.1", "current_replicas": "9"}),
 		setup: queries(nil, prometheusDown), code: 200, msg: "held: fallback (Prometheus unreachable): the annotations ask for 3"},
-	{name: "Prometheus down, annotation load=1e308", body: alertBody("firing", labels("policy", "web"), map[string]string{"load": "1e308", "current_replicas": "9"}),
+	{name: "Prometheus down, annotation load=1e308", body: alertBody("firing", testenv.AlertLabels("policy", "web"), map[string]string{"load": "1e308", "current_replicas": "9"}),
 		setup: queries(nil, prometheusDown), code: 503, msg: `annotation load="1e308" is not a load`},
-	{name: "Prometheus down, annotation without current_replicas", body: alertBody("firing", labels("policy", "web"), map[string]string{"load": "0.9"}),
+	{name: "Prometheus down, annotation without current_replicas", body: alertBody("firing", testenv.AlertLabels("policy", "web"), map[string]string{"load": "0.9"}),
 		setup: queries(nil, prometheusDown), code: 503, msg: `annotation "current_replicas" missing`},
-	{name: "target paused by debi.io/paused", body: alertBody("firing", labels("policy", "web"), nil),
+	{name: "target paused by debi.io/paused", body: alertBody("firing", testenv.AlertLabels("policy", "web"), nil),
 		setup: func(t *testing.T, e *badInputEnv) {
 			queries(map[string]float64{qWebLoad: 0.9, qWebReplicas: 9})(t, e)
 			e.act.annotations["web"] = map[string]string{AnnotationPaused: "true"}
 		}, code: 200, msg: "held: paused by the annotation"},
-	{name: "target at 0 replicas (paused)", body: alertBody("firing", labels("policy", "web"), nil),
+	{name: "target at 0 replicas (paused)", body: alertBody("firing", testenv.AlertLabels("policy", "web"), nil),
 		setup: func(t *testing.T, e *badInputEnv) {
 			queries(map[string]float64{qWebLoad: 0.9, qWebReplicas: 9})(t, e)
 			e.act.replicas["web"] = 0
 		}, code: 200, msg: "held: paused: the target is at 0 replicas"},
-	{name: "mode act on a target an HPA scales", body: alertBody("firing", labels("policy", "web"), nil),
+	{name: "mode act on a target an HPA scales", body: alertBody("firing", testenv.AlertLabels("policy", "web"), nil),
 		setup: func(t *testing.T, e *badInputEnv) {
 			queries(map[string]float64{qWebLoad: 0.9, qWebReplicas: 9})(t, e)
 			e.act.hpas["web"] = "web-hpa"
@@ -186,9 +187,9 @@ func badInputRouter(t *testing.T) (http.Handler, *badInputEnv) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.ep = &endpoints{scaler: c, alertmanager: am, tidal: push, push: true,
+	e.ep = &Endpoints{scaler: c, alertmanager: am, tidal: push, push: true,
 		maxBodyBytes: c.cfg.Webhook.MaxBodyBytes, timeout: c.cfg.Webhook.DecisionTimeout}
-	live := new(atomic.Pointer[endpoints])
+	live := new(atomic.Pointer[Endpoints])
 	live.Store(e.ep)
 	h := newRouter(routerOptions{live: live, ready: func() error { return nil }, gatherer: prometheus.NewRegistry(), metrics: c.m, logger: c.log})
 	return h, e

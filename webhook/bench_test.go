@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/testenv"
 )
 
 // BenchmarkNotify measures notifications over real HTTP on loopback, one at a time as
@@ -37,14 +38,14 @@ func BenchmarkNotify(b *testing.B) {
 	})
 	b.Run("decision+patch", func(b *testing.B) {
 		e := newKubeEnv(b)
-		e.deployment(b, e.ns, "load", 2)
-		rc := rest.CopyConfig(e.rc)
+		e.Deployment(b, e.NS, "load", 2)
+		rc := rest.CopyConfig(e.RC)
 		rc.QPS, rc.Burst = 5000, 10000 // measure the server, not client-go's rate limiter
 		act, err := NewKubeActuator(rc)
 		if err != nil {
 			b.Fatal(err)
 		}
-		benchNotify(b, e.ns, act, func() int32 { return e.replicas(b, e.ns, "Deployment", "load") })
+		benchNotify(b, e.NS, act, func() int32 { return e.Replicas(b, e.NS, "Deployment", "load") })
 	})
 }
 
@@ -76,7 +77,7 @@ webhook: {mode: act, allow_unauthenticated: true, queries: {load_replicas: none,
 	srv := httptest.NewServer(newRouter(routerOptions{scaler: c, token: "t", maxBodyBytes: config.DefaultWebhookMaxBodyBytes,
 		timeout: 10 * time.Second, ready: func() error { return nil }, gatherer: prometheusRegistry(), metrics: c.m, logger: c.log}))
 	defer srv.Close()
-	body := amPayload("firing", map[string]any{"labels": labels("policy", "load", "namespace", ns)})
+	body := testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "load", "namespace", ns)})
 	client := srv.Client()
 	lat := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/client-go/tools/record"
 
+	"github.com/debi-scaler/debi/internal/testenv"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -116,7 +117,7 @@ func TestBudgetDecisions(t *testing.T) {
 				q.values[qAPIReplicas] = 4
 			}
 			c := newTestController(t, testConfig(t, budgetConfigYAML), act, q.query, nil)
-			outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "api")})))
+			outs, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "api")})))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +142,7 @@ func TestBudgetDecisions(t *testing.T) {
 func TestBudgetHoldsOnFallback(t *testing.T) {
 	act := newFakeActuator(map[string]int32{"api": 4})
 	c := newTestController(t, testConfig(t, budgetConfigYAML), act, prometheusDown, nil)
-	outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "api"),
+	outs, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "api"),
 		"annotations": map[string]string{"load": "0.1", "current_replicas": "4"}})))
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +166,7 @@ func TestBudgetQueriesOnlyForBudgetPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")}))); err != nil {
+	if _, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")}))); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range q.asked {
@@ -173,7 +174,7 @@ func TestBudgetQueriesOnlyForBudgetPolicies(t *testing.T) {
 			t.Errorf("the debi policy queried %s", e)
 		}
 	}
-	if _, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "api")}))); err != nil {
+	if _, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "api")}))); err != nil {
 		t.Fatal(err)
 	}
 	<-rec.Events // web's scale-up

@@ -1,3 +1,22 @@
+// Package webhook is debi's actuator: it decides and writes. The Controller decides the replica
+// count of the policy an Alertmanager notification or a Tidal event names — Algorithm 2 for debi
+// policies, the policy's own algorithm otherwise, a Tidal's desiredReplicas within the policy's
+// bounds — and writes it through the KubeActuator: the target's scale subresource (mode act), an
+// HPA's minReplicas (hpa-floor) or nowhere (shadow). Around it: the Tidal watch
+// (Controller.RunTidalWatch, under a Lease), the HTTP handlers (NewRouter: POST /v1/alertmanager,
+// POST /v1/tidal, admission, the probes, /metrics) on the Endpoints of the configuration in force,
+// and the Metrics.
+//
+// A notification is a trigger, not the data (METHOD §8): current replicas come from the scale
+// subresource and the load W from Prometheus at decision time; an alert's annotations are only a
+// labelled fallback. Every write is an absolute count, so Alertmanager's repeats are harmless.
+// The webhook acts only on the targets of its configuration: labels select a policy, never an
+// object. It imports neither package exporter nor anything of it: the two meet through
+// Prometheus and Alertmanager.
+//
+// The package runs no process and serves no port: cmd/debi (`debi webhook`) composes these parts
+// into one — flags, clients, the informer cache, the HTTP server, the reloads, the ElasticScaler
+// actors of internal/process.
 package webhook
 
 // The Controller and its policies: each policy's stateless rule and the queries its decisions
@@ -30,7 +49,7 @@ type Controller struct {
 	act      Actuator
 	query    QueryFunc
 	rec      record.EventRecorder
-	m        *metrics
+	m        *Metrics
 	log      *slog.Logger
 	now      func() time.Time
 	// observe, when set, is told of every decision (the ElasticScaler status writer).
@@ -120,7 +139,7 @@ type ControllerOptions struct {
 	Registerer prometheus.Registerer
 	// Metrics, when set, are used instead of new ones on Registerer (a reload builds a new
 	// Controller on the metrics of the first).
-	Metrics *metrics
+	Metrics *Metrics
 	Logger  *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
@@ -143,7 +162,7 @@ func NewController(cfg *config.Config, o ControllerOptions) (*Controller, error)
 	c := &Controller{cfg: cfg, policies: map[string]*policyState{}, act: o.Actuator, query: o.Query,
 		rec: o.Recorder, m: o.Metrics, log: o.Logger, now: o.Now, observe: o.Observe}
 	if c.m == nil {
-		c.m = newMetrics(o.Registerer)
+		c.m = NewMetrics(o.Registerer)
 	}
 	for i := range cfg.Policies {
 		p := &cfg.Policies[i]

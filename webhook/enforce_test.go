@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/debi-scaler/debi/internal/testenv"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -51,7 +52,7 @@ func TestAlertUnderEnforcedNamespaceLabel(t *testing.T) {
 
 	act := newFakeActuator(map[string]int32{"web": 4})
 	c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(map[string]float64{qWebLoad: 0.9, qWebReplicas: 4}), nil)
-	outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": fired})))
+	outs, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": fired})))
 	if err != nil {
 		t.Fatalf("alert under enforcement refused: %v", err)
 	}
@@ -75,7 +76,7 @@ func TestAlertUnderEnforcedNamespaceLabel(t *testing.T) {
 			tc.edit(l)
 			act := newFakeActuator(map[string]int32{"web": 4})
 			c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(map[string]float64{qWebLoad: 0.9, qWebReplicas: 4}), nil)
-			_, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": l})))
+			_, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": l})))
 			if errorCode(err) != http.StatusUnprocessableEntity || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v (code %d), want 422 with %q", err, errorCode(err), tc.want)
 			}

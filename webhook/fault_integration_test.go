@@ -10,7 +10,6 @@ package webhook
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -26,14 +25,11 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/debi-scaler/debi/config"
@@ -67,125 +63,6 @@ webhook:
   decision_timeout: %s
   queries: %s
 `, ns, timeout, queries))
-}
-
-// replicaHistory records every spec.replicas a watch sees on the Deployments of a namespace,
-// from a list made when it starts. A RetryWatcher resumes it after a broken connection; after
-// an API server restart the new watch cache answers 410 Gone to the old resourceVersion, so a
-// test that restarts the server calls resume (a new list and watch) once the server is back.
-type replicaHistory struct {
-	kube kubernetes.Interface
-	ns   string
-
-	mu     sync.Mutex
-	seen   map[string][]int32 // each value differing from the one before it
-	lastRV map[string]string
-	err    error
-	stop   func()
-}
-
-type deploymentWatcher struct {
-	kube kubernetes.Interface
-	ns   string
-}
-
-func (w deploymentWatcher) WatchWithContext(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-	return w.kube.AppsV1().Deployments(w.ns).Watch(ctx, o)
-}
-
-func watchReplicas(t testing.TB, kube kubernetes.Interface, ns string) *replicaHistory {
-	t.Helper()
-	h := &replicaHistory{kube: kube, ns: ns, seen: map[string][]int32{}, lastRV: map[string]string{}}
-	h.start(t)
-	t.Cleanup(func() { h.stop() })
-	return h
-}
-
-func (h *replicaHistory) observe(d *appsv1.Deployment) {
-	if s := h.seen[d.Name]; len(s) == 0 || s[len(s)-1] != *d.Spec.Replicas {
-		h.seen[d.Name] = append(s, *d.Spec.Replicas)
-	}
-	h.lastRV[d.Name] = d.ResourceVersion
-}
-
-func (h *replicaHistory) start(t testing.TB) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	list, err := h.kube.AppsV1().Deployments(h.ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	h.mu.Lock()
-	for i := range list.Items {
-		h.observe(&list.Items[i])
-	}
-	h.mu.Unlock()
-	rw, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, deploymentWatcher{h.kube, h.ns})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range rw.ResultChan() {
-			h.mu.Lock()
-			switch ev.Type {
-			case watch.Added, watch.Modified:
-				h.observe(ev.Object.(*appsv1.Deployment))
-			case watch.Error:
-				h.err = fmt.Errorf("watch: %v", ev.Object)
-			}
-			h.mu.Unlock()
-		}
-		h.mu.Lock()
-		if ctx.Err() == nil && h.err == nil {
-			h.err = errors.New("the watch stopped")
-		}
-		h.mu.Unlock()
-	}()
-	h.stop = func() { rw.Stop(); cancel(); <-done }
-}
-
-// resume replaces the watch by a new list and watch. The history stays complete as long as no
-// write could land between the last event seen and the new list (the API server was down).
-func (h *replicaHistory) resume(t testing.TB) {
-	t.Helper()
-	h.stop()
-	h.mu.Lock()
-	h.err = nil
-	h.mu.Unlock()
-	h.start(t)
-}
-
-// history is what the watch has seen of name so far.
-func (h *replicaHistory) history(name string) []int32 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.seen[name])
-}
-
-// sync waits until the watch has seen the Deployment's current resourceVersion and returns
-// its history.
-func (h *replicaHistory) sync(t testing.TB, name string) []int32 {
-	t.Helper()
-	d, err := h.kube.AppsV1().Deployments(h.ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	poll(t, 20*time.Second, "the watch to see "+name+" at resourceVersion "+d.ResourceVersion, func() bool {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return h.lastRV[name] == d.ResourceVersion
-	})
-	h.mu.Lock()
-	err = h.err
-	h.mu.Unlock()
-	if err != nil {
-		t.Error(err)
-	}
-	return h.history(name)
 }
 
 // TestFaultProxy drives Controller.Alerts through a KubeActuator whose every request goes through
@@ -229,13 +106,13 @@ func TestFaultProxy(t *testing.T) {
 		name: "409 once, resized by another writer in between: decided again from the new size",
 		setup: func(t *testing.T, e env) {
 			e.p.inject(http.MethodPut, "/scale", 1, conflictFault(e.p, func(*http.Request) {
-				s, err := e.kube.AppsV1().Deployments(e.ns).GetScale(context.Background(), "web", metav1.GetOptions{})
+				s, err := e.Kube.AppsV1().Deployments(e.NS).GetScale(context.Background(), "web", metav1.GetOptions{})
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				s.Spec.Replicas = 8
-				if _, err := e.kube.AppsV1().Deployments(e.ns).UpdateScale(context.Background(), "web", s, metav1.UpdateOptions{}); err != nil {
+				if _, err := e.Kube.AppsV1().Deployments(e.NS).UpdateScale(context.Background(), "web", s, metav1.UpdateOptions{}); err != nil {
 					t.Error(err)
 				}
 			}))
@@ -252,13 +129,13 @@ func TestFaultProxy(t *testing.T) {
 		name: "409 once, paused in between: the new read holds",
 		setup: func(t *testing.T, e env) {
 			e.p.inject(http.MethodPut, "/scale", 1, conflictFault(e.p, func(*http.Request) {
-				d, err := e.kube.AppsV1().Deployments(e.ns).Get(context.Background(), "web", metav1.GetOptions{})
+				d, err := e.Kube.AppsV1().Deployments(e.NS).Get(context.Background(), "web", metav1.GetOptions{})
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				d.Annotations = map[string]string{AnnotationPaused: "true"}
-				if _, err := e.kube.AppsV1().Deployments(e.ns).Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
+				if _, err := e.Kube.AppsV1().Deployments(e.NS).Update(context.Background(), d, metav1.UpdateOptions{}); err != nil {
 					t.Error(err)
 				}
 			}))
@@ -343,11 +220,11 @@ func TestFaultProxy(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // each in its own namespace, behind its own proxy
-			e := env{kubeEnv: &kubeEnv{rc: base.rc, kube: base.kube, dyn: base.dyn}}
-			e.ns = e.namespace(t, "debi-fault")
-			e.deployment(t, e.ns, "web", 4)
-			h := watchReplicas(t, e.kube, e.ns)
-			e.p = newFaultProxy(t, e.rc)
+			e := env{kubeEnv: &kubeEnv{&testenv.KubeEnv{RC: base.RC, Kube: base.Kube, Dyn: base.Dyn}}}
+			e.NS = e.Namespace(t, "debi-fault")
+			e.Deployment(t, e.NS, "web", 4)
+			h := testenv.WatchReplicas(t, e.Kube, e.NS)
+			e.p = newFaultProxy(t, e.RC)
 			rc := rest.CopyConfig(e.p.rc)
 			var limiter flowcontrol.RateLimiter
 			if tc.starve {
@@ -365,18 +242,18 @@ func TestFaultProxy(t *testing.T) {
 				}
 			}
 			timeout := cmp.Or(tc.timeout, faultTimeout)
-			cfg := faultConfig(t, e.ns, timeout)
+			cfg := faultConfig(t, e.NS, timeout)
 			q := map[string]float64{qWebLoad: 0.9}
 			if tc.basis {
-				cfg = faultConfigQueries(t, e.ns, timeout, `{load_replicas: 'debi_load_replicas{policy="{{.Policy}}"}'}`)
+				cfg = faultConfigQueries(t, e.NS, timeout, `{load_replicas: 'debi_load_replicas{policy="{{.Policy}}"}'}`)
 				q[qWebReplicas] = 4
 			}
-			c, err := NewController(cfg, ControllerOptions{Actuator: act, Query: staticQuery(q), Logger: testLogger(t)})
+			c, err := NewController(cfg, ControllerOptions{Actuator: act, Query: staticQuery(q), Logger: testenv.Logger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			tc.setup(t, e)
-			msg := mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web", "namespace", e.ns)}))
+			msg := mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web", "namespace", e.NS)}))
 			start := time.Now()
 			outs, err := c.Alerts(context.Background(), msg)
 			took := time.Since(start)
@@ -398,9 +275,9 @@ func TestFaultProxy(t *testing.T) {
 			if tc.check != nil {
 				tc.check(t, outs[0])
 			}
-			atAnswer := h.sync(t, "web")
+			atAnswer := h.Sync(t, "web")
 			time.Sleep(max(tc.settle, 500*time.Millisecond))
-			later := h.sync(t, "web")
+			later := h.Sync(t, "web")
 			if !slices.Equal(atAnswer, tc.history) || !slices.Equal(later, tc.history) {
 				t.Errorf("replica history %v at the answer, %v later; want %v", atAnswer, later, tc.history)
 			}
@@ -413,7 +290,7 @@ func TestFaultProxy(t *testing.T) {
 				if err != nil || len(outs) != 1 || outs[0].Written {
 					t.Errorf("Alertmanager's retry: %+v, %v; want 200, nothing written", outs, err)
 				}
-				if got := h.sync(t, "web"); !slices.Equal(got, tc.history) {
+				if got := h.Sync(t, "web"); !slices.Equal(got, tc.history) {
 					t.Errorf("replica history after the retry %v, want %v", got, tc.history)
 				}
 			}
@@ -531,7 +408,7 @@ func (s *restartableAPIServer) stop(t *testing.T) {
 	if err := syscall.Kill(s.pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 20*time.Second, "the port to refuse connections", func() bool {
+	testenv.Poll(t, 20*time.Second, "the port to refuse connections", func() bool {
 		c, err := net.DialTimeout("tcp", s.addr, 200*time.Millisecond)
 		if err != nil {
 			return true
@@ -557,7 +434,7 @@ func (s *restartableAPIServer) stop(t *testing.T) {
 	if !gone() {
 		t.Logf("kube-apiserver still draining %v after SIGTERM (open watches): SIGKILL", stopGrace)
 		_ = syscall.Kill(s.pid, syscall.SIGKILL)
-		poll(t, 20*time.Second, "kube-apiserver to exit after SIGKILL", gone)
+		testenv.Poll(t, 20*time.Second, "kube-apiserver to exit after SIGKILL", gone)
 	}
 }
 
@@ -579,7 +456,7 @@ func (s *restartableAPIServer) restart(t *testing.T) {
 	// down stops it by this pid; we reap it.
 	_ = os.WriteFile(filepath.Join(s.state, "apiserver.pid"), []byte(strconv.Itoa(s.pid)), 0o600)
 	kube := kubernetes.NewForConfigOrDie(s.rc)
-	poll(t, 90*time.Second, "the restarted kube-apiserver's /readyz", func() bool {
+	testenv.Poll(t, 90*time.Second, "the restarted kube-apiserver's /readyz", func() bool {
 		_, err := kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
 		return err == nil
 	})
@@ -618,20 +495,20 @@ func (l *loadValues) query(ctx context.Context, expr string) (float64, error) {
 //   - after: W 1.2 at 6, L = 7.2, |1.2/U(6) − 1| = |1.2/0.567 − 1| > 0.1, round((7.2+0.8)/0.7) = 11.
 func TestAPIServerRestart(t *testing.T) {
 	s := startRestartableAPIServer(t)
-	e := &kubeEnv{rc: s.rc, kube: kubernetes.NewForConfigOrDie(s.rc), dyn: dynamic.NewForConfigOrDie(s.rc)}
-	e.ns = e.namespace(t, "debi-restart")
-	e.deployment(t, e.ns, "web", 4)
-	h := watchReplicas(t, e.kube, e.ns)
+	e := &kubeEnv{&testenv.KubeEnv{RC: s.rc, Kube: kubernetes.NewForConfigOrDie(s.rc), Dyn: dynamic.NewForConfigOrDie(s.rc)}}
+	e.NS = e.Namespace(t, "debi-restart")
+	e.Deployment(t, e.NS, "web", 4)
+	h := testenv.WatchReplicas(t, e.Kube, e.NS)
 	act, err := NewKubeActuator(rest.CopyConfig(s.rc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	load := &loadValues{m: map[string]float64{qWebLoad: 0.9}}
-	c, err := NewController(faultConfig(t, e.ns, 5*time.Second), ControllerOptions{Actuator: act, Query: load.query, Logger: testLogger(t)})
+	c, err := NewController(faultConfig(t, e.NS, 5*time.Second), ControllerOptions{Actuator: act, Query: load.query, Logger: testenv.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web", "namespace", e.ns)}))
+	msg := mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web", "namespace", e.NS)}))
 	alert := func() (Outcome, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // as the router does
 		defer cancel()
@@ -645,8 +522,8 @@ func TestAPIServerRestart(t *testing.T) {
 		t.Fatalf("before the outage: %+v, %v; want 4 -> 6 written", out, err)
 	}
 
-	h.sync(t, "web") // the history is complete up to the outage
-	h.stop()         // an open watch would keep the old server draining for 60 s; resumed below
+	h.Sync(t, "web") // the history is complete up to the outage
+	h.Stop()         // an open watch would keep the old server draining for 60 s; resumed below
 	t0 := time.Now()
 	s.stop(t)
 	t.Logf("kube-apiserver stopped in %v", time.Since(t0).Round(time.Millisecond))
@@ -667,12 +544,12 @@ func TestAPIServerRestart(t *testing.T) {
 	t0 = time.Now()
 	s.restart(t)
 	t.Logf("kube-apiserver restarted and ready in %v", time.Since(t0).Round(time.Millisecond))
-	h.resume(t) // nothing was written while the only API server was down
+	h.Resume(t) // nothing was written while the only API server was down
 	out, err := alert()
 	if err != nil || out.Before != 6 || out.After != 11 || !out.Written {
 		t.Errorf("after the restart: %+v, %v; want 6 -> 11 written by the same Controller", out, err)
 	}
-	if got, want := h.sync(t, "web"), []int32{4, 6, 11}; !slices.Equal(got, want) {
+	if got, want := h.Sync(t, "web"), []int32{4, 6, 11}; !slices.Equal(got, want) {
 		t.Errorf("replica history %v, want %v", got, want)
 	}
 }

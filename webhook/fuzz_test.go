@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/debi-scaler/debi/internal/testenv"
 )
 
 // Fuzz targets of the two decoders. Properties, for any bytes:
@@ -62,9 +64,9 @@ func checkRouter(t *testing.T, h http.Handler, act *fakeActuator, path string, b
 
 func FuzzDecodeAlertmanager(f *testing.F) {
 	fuzzSeeds(f, "/v1/alertmanager")
-	f.Add(amPayload("firing", map[string]any{"labels": labels("policy", "web")}))
-	f.Add(amPayload("resolved", map[string]any{"labels": labels("policy", "web", "namespace", "x")}))
-	f.Add(amPayload("firing", map[string]any{"labels": labels("policy", "web"), "annotations": map[string]string{"load": "1e308"}}))
+	f.Add(testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")}))
+	f.Add(testenv.AMPayload("resolved", map[string]any{"labels": testenv.AlertLabels("policy", "web", "namespace", "x")}))
+	f.Add(testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web"), "annotations": map[string]string{"load": "1e308"}}))
 	f.Add([]byte(`{"version":"4","status":"firing","alerts":[{"status":"firing","labels":{}}]}`))
 	f.Add([]byte(`{"version":"4","status":"firing","truncatedAlerts":18446744073709551615,"alerts":[{"status":"firing","labels":{"policy":"web"},"startsAt":"9999-12-31T23:59:59.999999999+23:59"}]}`))
 	f.Add([]byte(`{"VERSION":"4","Status":"firing","alerts":[{"status":"firing","labels":{"policy":"web","policy":"db"}}]}`))

@@ -2,12 +2,9 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"log/slog"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -226,22 +223,6 @@ func prometheusDown(_ context.Context, expr string) (float64, error) {
 	return 0, fmt.Errorf("query %s: dial tcp 127.0.0.1:9: connection refused", expr)
 }
 
-// fakePrometheus serves /api/v1/query with one sample per known query.
-func fakePrometheus(t testing.TB, values map[string]float64) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = r.ParseForm()
-		q := r.Form.Get("query")
-		res := []any{}
-		if v, ok := values[q]; ok {
-			res = append(res, map[string]any{"metric": map[string]string{}, "value": []any{float64(time.Now().Unix()), fmt.Sprint(v)}})
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": res}})
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 func newTestController(t testing.TB, cfg *config.Config, act Actuator, q QueryFunc, reg prometheus.Registerer) *Controller {
 	t.Helper()
 	c, err := NewController(cfg, ControllerOptions{Actuator: act, Query: q, Registerer: reg,
@@ -258,63 +239,9 @@ func testRouter(c *Controller, token string) http.Handler {
 		metrics: c.m, logger: c.log})
 }
 
-// amPayload builds a version 4 notification with one alert per label set.
-func amPayload(status string, alerts ...map[string]any) []byte {
-	var as []map[string]any
-	for _, a := range alerts {
-		al := map[string]any{"status": status, "startsAt": "2026-01-01T00:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
-			"fingerprint": "abc", "generatorURL": "http://prom/graph"}
-		for k, v := range a {
-			al[k] = v
-		}
-		as = append(as, al)
-	}
-	b, _ := json.Marshal(map[string]any{"version": "4", "status": status, "receiver": "debi", "groupKey": "{}:{policy=\"web\"}",
-		"groupLabels": map[string]string{}, "commonLabels": map[string]string{}, "commonAnnotations": map[string]string{},
-		"externalURL": "http://am", "truncatedAlerts": 0, "alerts": as, "someFutureField": true})
-	return b
-}
-
-func labels(kv ...string) map[string]string {
-	m := map[string]string{"alertname": "DebiScaleRecommended"}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m[kv[i]] = kv[i+1]
-	}
-	return m
-}
-
 func prometheusRegistry() *prometheus.Registry { return prometheus.NewRegistry() }
 
 func testutilCounter(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
-
-// gaugeValue reads an unlabelled gauge from a registry (NaN when absent).
-func gaugeValue(t testing.TB, g prometheus.Gatherer, name string) float64 {
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) > 0 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	return math.NaN()
-}
-
-// testLogger logs through t.Log when -v, else discards.
-func testLogger(t testing.TB) *slog.Logger {
-	if !testing.Verbose() {
-		return slog.New(slog.DiscardHandler)
-	}
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(b)))
-	return len(b), nil
-}
 
 // apiStatus is an API server error with the given code and reason.
 func apiStatus(code int32, reason string) error {

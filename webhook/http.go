@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/elasticscaler"
 )
 
@@ -39,21 +40,21 @@ type routerOptions struct {
 	maxBodyBytes int64
 	timeout      time.Duration
 	// live, when set, holds the endpoints of the configuration in force.
-	live *atomic.Pointer[endpoints]
+	live *atomic.Pointer[Endpoints]
 	// reload reloads the configuration (POST|PUT /-/reload); nil answers 404. Served only with
 	// lifecycle (--web.enable-lifecycle); otherwise 403.
 	reload    func() error
 	lifecycle bool
 	ready     func() error
 	gatherer  prometheus.Gatherer
-	metrics   *metrics
+	metrics   *Metrics
 	logger    *slog.Logger
 }
 
-// endpoints is what one configuration makes of the notification endpoints. A reload replaces it
+// Endpoints is what one configuration makes of the notification endpoints (NewEndpoints). A reload replaces it
 // whole; a request keeps the one it started with, so in-flight requests finish on the old
 // Controller.
-type endpoints struct {
+type Endpoints struct {
 	scaler Scaler
 	// alertmanager and tidal authenticate their endpoint; nil means no check.
 	alertmanager, tidal credential
@@ -61,6 +62,58 @@ type endpoints struct {
 	push         bool
 	maxBodyBytes int64
 	timeout      time.Duration
+}
+
+// NewEndpoints makes the endpoints of cfg's configuration, decided by ctl: it reads the token
+// files (webhook.bearer_token_file, webhook.tidal.push.bearer_token_file), which are read again
+// on change by themselves (a bad change counts in debi_webhook_token_reload_failures_total).
+func NewEndpoints(cfg *config.Config, ctl *Controller, m *Metrics, logger *slog.Logger) (*Endpoints, error) {
+	wc := cfg.Webhook
+	ep := &Endpoints{scaler: ctl, push: wc.Tidal.Push.Enabled, maxBodyBytes: wc.MaxBodyBytes, timeout: wc.DecisionTimeout}
+	var am, push *tokenFile
+	var err error
+	if wc.BearerTokenFile != "" {
+		if am, err = newTokenFile(wc.BearerTokenFile, "webhook.bearer_token_file", logger,
+			m.tokenReloadFailures.WithLabelValues("alertmanager")); err != nil {
+			return nil, err
+		}
+		ep.alertmanager = am
+	}
+	if wc.Tidal.Push.Enabled && wc.Tidal.Push.BearerTokenFile != "" {
+		if push, err = newTokenFile(wc.Tidal.Push.BearerTokenFile, "webhook.tidal.push.bearer_token_file", logger,
+			m.tokenReloadFailures.WithLabelValues("tidal")); err != nil {
+			return nil, err
+		}
+		ep.tidal = push
+	}
+	if am != nil && push != nil {
+		if err := pairTokenFiles(am, push); err != nil {
+			return nil, err
+		}
+	}
+	return ep, nil
+}
+
+// RouterOptions configure NewRouter.
+type RouterOptions struct {
+	// Live holds the endpoints of the configuration in force; a reload swaps them.
+	Live *atomic.Pointer[Endpoints]
+	// Reload reloads the configuration (POST|PUT /-/reload), served only with Lifecycle
+	// (--web.enable-lifecycle); otherwise 403.
+	Reload    func() error
+	Lifecycle bool
+	// Ready is /-/ready's check; Gatherer is what /metrics serves.
+	Ready    func() error
+	Gatherer prometheus.Gatherer
+	Metrics  *Metrics
+	Logger   *slog.Logger
+}
+
+// NewRouter is the webhook's HTTP layer: POST /v1/alertmanager and /v1/tidal on the live
+// endpoints, admission, /metrics, /-/healthy, /-/ready and /-/reload.
+func NewRouter(o RouterOptions) http.Handler {
+	return newRouter(routerOptions{live: o.Live, reload: o.Reload, lifecycle: o.Lifecycle, ready: o.Ready, gatherer: o.Gatherer,
+		metrics: o.Metrics, logger: o.Logger})
 }
 
 // errPushDisabled is the answer of POST /v1/tidal while webhook.tidal.push is off.
@@ -72,14 +125,14 @@ func init() { gin.SetMode(gin.ReleaseMode) }
 
 func newRouter(o routerOptions) http.Handler {
 	if o.live == nil {
-		ep := &endpoints{scaler: o.scaler, push: o.push, maxBodyBytes: o.maxBodyBytes, timeout: o.timeout}
+		ep := &Endpoints{scaler: o.scaler, push: o.push, maxBodyBytes: o.maxBodyBytes, timeout: o.timeout}
 		if o.token != "" {
 			ep.alertmanager = staticToken(o.token)
 		}
 		if o.pushToken != "" {
 			ep.tidal = staticToken(o.pushToken)
 		}
-		o.live = new(atomic.Pointer[endpoints])
+		o.live = new(atomic.Pointer[Endpoints])
 		o.live.Store(ep)
 	}
 	r := gin.New()
@@ -189,7 +242,7 @@ func (o routerOptions) authorized(c *gin.Context, cred credential, endpoint stri
 }
 
 // handle reads at most maxBodyBytes, runs f under the decision timeout and answers.
-func (o routerOptions) handle(c *gin.Context, ep *endpoints, endpoint string, f func(context.Context, []byte) (any, error)) {
+func (o routerOptions) handle(c *gin.Context, ep *Endpoints, endpoint string, f func(context.Context, []byte) (any, error)) {
 	start := time.Now()
 	code, body := o.serve(c, ep, f)
 	// Encode before answering: a body that cannot be encoded (a value no JSON can hold) is a
@@ -205,7 +258,7 @@ func (o routerOptions) handle(c *gin.Context, ep *endpoints, endpoint string, f 
 	c.Data(code, "application/json; charset=utf-8", b)
 }
 
-func (o routerOptions) serve(c *gin.Context, ep *endpoints, f func(context.Context, []byte) (any, error)) (int, any) {
+func (o routerOptions) serve(c *gin.Context, ep *Endpoints, f func(context.Context, []byte) (any, error)) (int, any) {
 	if c.Request.ContentLength > ep.maxBodyBytes {
 		return http.StatusRequestEntityTooLarge, gin.H{"error": fmt.Sprintf("body of %d bytes exceeds the limit of %d", c.Request.ContentLength, ep.maxBodyBytes)}
 	}

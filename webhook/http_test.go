@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -23,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/testenv"
 )
 
 func post(t testing.TB, h http.Handler, path, token string, body []byte) (int, string) {
@@ -75,13 +75,13 @@ func (s *stubScaler) calls() (int, int) {
 func stubRouter(s Scaler, amToken, pushToken string) http.Handler {
 	return newRouter(routerOptions{scaler: s, token: amToken, push: pushToken != "-", pushToken: strings.TrimPrefix(pushToken, "-"),
 		maxBodyBytes: config.DefaultWebhookMaxBodyBytes, timeout: config.DefaultWebhookDecisionTimeout,
-		ready: func() error { return nil }, gatherer: prometheus.NewRegistry(), metrics: newMetrics(nil), logger: slog.New(slog.DiscardHandler)})
+		ready: func() error { return nil }, gatherer: prometheus.NewRegistry(), metrics: NewMetrics(nil), logger: slog.New(slog.DiscardHandler)})
 }
 
 func TestHTTPHappyPathAndProbes(t *testing.T) {
 	s := &stubScaler{}
 	h := stubRouter(s, "s3cret", "push")
-	code, body := post(t, h, "/v1/alertmanager", "s3cret", amPayload("firing", map[string]any{"labels": labels("policy", "web")}))
+	code, body := post(t, h, "/v1/alertmanager", "s3cret", testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")}))
 	var resp struct {
 		Status   string    `json:"status"`
 		Outcomes []Outcome `json:"outcomes"`
@@ -165,7 +165,7 @@ const webTidal = `{"namespace":"shop","name":"t","labels":{"elasticscaler.io/nam
 // anything but Bearer is refused.
 func TestBearerScheme(t *testing.T) {
 	h := stubRouter(&stubScaler{}, "s3cret", "-")
-	body := amPayload("firing", map[string]any{"labels": labels("policy", "web")})
+	body := testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})
 	for header, want := range map[string]int{
 		"Bearer s3cret": 200, "bearer s3cret": 200, "BEARER s3cret": 200, "bEaReR   s3cret ": 200,
 		"Bearer S3CRET": 401, "Basic s3cret": 401, "Bearer": 401, "s3cret": 401, "Bearers3cret": 401, "": 401,
@@ -185,7 +185,7 @@ func TestTidalPushOwnToken(t *testing.T) {
 		t.Errorf("push off: %d %s", code, msg)
 	}
 	h := stubRouter(s, "am", "push")
-	firing := amPayload("firing", map[string]any{"labels": labels("policy", "web")})
+	firing := testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})
 	for _, tc := range []struct {
 		path, token string
 		body        []byte
@@ -210,56 +210,24 @@ func TestTidalPushOwnToken(t *testing.T) {
 	}
 }
 
-// secretVolume mimics how the kubelet updates a Secret volume (AtomicWriter): the file is a
-// symlink through ..data to a timestamped directory, and an update writes a new directory and
-// renames a new ..data symlink over the old one.
-type secretVolume struct {
-	t   *testing.T
-	dir string
-	n   int
-}
-
-func (v *secretVolume) write(token string) {
-	v.n++
-	ts := fmt.Sprintf("..2026_01_01_00_00_%02d.%d", v.n, v.n)
-	if err := os.Mkdir(filepath.Join(v.dir, ts), 0o755); err != nil {
-		v.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(v.dir, ts, "token"), []byte(token), 0o600); err != nil {
-		v.t.Fatal(err)
-	}
-	tmp := filepath.Join(v.dir, "..data_tmp")
-	if err := os.Symlink(ts, tmp); err != nil {
-		v.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(v.dir, "..data")); err != nil {
-		v.t.Fatal(err)
-	}
-	if _, err := os.Lstat(filepath.Join(v.dir, "token")); os.IsNotExist(err) {
-		if err := os.Symlink(filepath.Join("..data", "token"), filepath.Join(v.dir, "token")); err != nil {
-			v.t.Fatal(err)
-		}
-	}
-}
-
 // TestTokenFileRotation: a rotated Secret takes effect on the next request, the old token is
 // refused; a file that turns empty, unreadable or absent keeps the last good token in force and
 // is counted once per change.
 func TestTokenFileRotation(t *testing.T) {
-	vol := &secretVolume{t: t, dir: t.TempDir()}
-	vol.write("first\n")
-	m := newMetrics(nil)
+	vol := &testenv.SecretVolume{T: t, Dir: t.TempDir()}
+	vol.Write("first\n")
+	m := NewMetrics(nil)
 	failures := m.tokenReloadFailures.WithLabelValues("alertmanager")
-	path := filepath.Join(vol.dir, "token")
-	tf, err := newTokenFile(path, "webhook.bearer_token_file", testLogger(t), failures)
+	path := filepath.Join(vol.Dir, "token")
+	tf, err := newTokenFile(path, "webhook.bearer_token_file", testenv.Logger(t), failures)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep := &endpoints{scaler: &stubScaler{}, alertmanager: tf, maxBodyBytes: config.DefaultWebhookMaxBodyBytes, timeout: time.Second}
-	live := new(atomic.Pointer[endpoints])
+	ep := &Endpoints{scaler: &stubScaler{}, alertmanager: tf, maxBodyBytes: config.DefaultWebhookMaxBodyBytes, timeout: time.Second}
+	live := new(atomic.Pointer[Endpoints])
 	live.Store(ep)
-	h := newRouter(routerOptions{live: live, ready: func() error { return nil }, gatherer: prometheus.NewRegistry(), metrics: m, logger: testLogger(t)})
-	body := amPayload("firing", map[string]any{"labels": labels("policy", "web")})
+	h := newRouter(routerOptions{live: live, ready: func() error { return nil }, gatherer: prometheus.NewRegistry(), metrics: m, logger: testenv.Logger(t)})
+	body := testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})
 	check := func(step string, accepted, refused string, failed float64) {
 		t.Helper()
 		if code, msg := post(t, h, "/v1/alertmanager", accepted, body); code != 200 {
@@ -275,31 +243,31 @@ func TestTokenFileRotation(t *testing.T) {
 		}
 	}
 	check("start", "first", "second", 0)
-	vol.write("second\n")
+	vol.Write("second\n")
 	check("rotated", "second", "first", 0)
-	vol.write("  \n")
+	vol.Write("  \n")
 	check("rotated to an empty file", "second", "", 1)
 	check("empty, again", "second", "", 1) // counted once per change, not per request
-	vol.write("third")
+	vol.Write("third")
 	check("rotated again", "third", "second", 1)
 	failed := 1.0
 	if os.Getuid() != 0 { // root reads a file of mode 0
-		if err := os.Chmod(filepath.Join(vol.dir, "..data", "token"), 0); err != nil {
+		if err := os.Chmod(filepath.Join(vol.Dir, "..data", "token"), 0); err != nil {
 			t.Fatal(err)
 		}
 		failed++
 		check("unreadable", "third", "", failed)
 	}
-	if err := os.Remove(filepath.Join(vol.dir, "..data")); err != nil {
+	if err := os.Remove(filepath.Join(vol.Dir, "..data")); err != nil {
 		t.Fatal(err)
 	}
 	failed++
 	check("absent", "third", "", failed)
 	check("absent, again", "third", "", failed)
-	vol.write("fourth") // the kubelet writes the volume anew
+	vol.Write("fourth") // the kubelet writes the volume anew
 	check("back", "fourth", "third", failed)
 
-	if _, err := newTokenFile(filepath.Join(vol.dir, "nope"), "webhook.bearer_token_file", testLogger(t), failures); err == nil ||
+	if _, err := newTokenFile(filepath.Join(vol.Dir, "nope"), "webhook.bearer_token_file", testenv.Logger(t), failures); err == nil ||
 		!strings.HasPrefix(err.Error(), "webhook.bearer_token_file: ") {
 		t.Errorf("absent at start: %v, want an error naming the field", err)
 	}
@@ -333,16 +301,16 @@ func (b *blockingScaler) Alerts(ctx context.Context, m *AlertmanagerMessage) ([]
 // Controller it started with; the next one is served by the new one, with the new tokens.
 func TestLiveSwap(t *testing.T) {
 	old := &blockingScaler{started: make(chan struct{}, 1), release: make(chan struct{})}
-	live := new(atomic.Pointer[endpoints])
-	live.Store(&endpoints{scaler: old, alertmanager: staticToken("old"), maxBodyBytes: 1 << 20, timeout: time.Second})
+	live := new(atomic.Pointer[Endpoints])
+	live.Store(&Endpoints{scaler: old, alertmanager: staticToken("old"), maxBodyBytes: 1 << 20, timeout: time.Second})
 	h := newRouter(routerOptions{live: live, ready: func() error { return nil }, gatherer: prometheus.NewRegistry(),
-		metrics: newMetrics(nil), logger: testLogger(t)})
-	body := amPayload("firing", map[string]any{"labels": labels("policy", "web")})
+		metrics: NewMetrics(nil), logger: testenv.Logger(t)})
+	body := testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})
 	done := make(chan int, 1)
 	go func() { code, _ := post(t, h, "/v1/alertmanager", "old", body); done <- code }()
 	<-old.started
 	next := &stubScaler{}
-	live.Store(&endpoints{scaler: next, alertmanager: staticToken("new"), maxBodyBytes: 1 << 20, timeout: time.Second})
+	live.Store(&Endpoints{scaler: next, alertmanager: staticToken("new"), maxBodyBytes: 1 << 20, timeout: time.Second})
 	if code, _ := post(t, h, "/v1/alertmanager", "old", body); code != 401 {
 		t.Errorf("old token after the swap: %d, want 401", code)
 	}
@@ -376,7 +344,7 @@ func TestAnswerNeverEmpty(t *testing.T) {
 	h := newRouter(routerOptions{scaler: unencodable{c}, maxBodyBytes: 1 << 20, timeout: time.Second,
 		ready: func() error { return nil }, gatherer: prometheusRegistry(), metrics: c.m, logger: c.log})
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/alertmanager", bytes.NewReader(amPayload("firing", map[string]any{"labels": labels("policy", "web")}))))
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/alertmanager", bytes.NewReader(testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")}))))
 	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "could not be encoded") {
 		t.Fatalf("answer %d %q, want 500 with a message", rec.Code, rec.Body.String())
 	}
@@ -396,7 +364,7 @@ func TestProbePaths(t *testing.T) {
 			map[string]int{"/-/healthy": 200, "/healthz": 200, "/-/ready": http.StatusServiceUnavailable, "/readyz": http.StatusServiceUnavailable}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newRouter(routerOptions{ready: tc.ready, gatherer: prometheus.NewRegistry(), metrics: newMetrics(nil), logger: testLogger(t)})
+			h := newRouter(routerOptions{ready: tc.ready, gatherer: prometheus.NewRegistry(), metrics: NewMetrics(nil), logger: testenv.Logger(t)})
 			for path, want := range tc.want {
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
@@ -414,7 +382,7 @@ func TestLifecycleFlag(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		reloads := 0
 		h := newRouter(routerOptions{reload: func() error { reloads++; return nil }, lifecycle: on,
-			ready: func() error { return nil }, gatherer: prometheus.NewRegistry(), metrics: newMetrics(prometheus.NewRegistry()), logger: slog.New(slog.DiscardHandler)})
+			ready: func() error { return nil }, gatherer: prometheus.NewRegistry(), metrics: NewMetrics(prometheus.NewRegistry()), logger: slog.New(slog.DiscardHandler)})
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/-/reload", nil))
 		want, wantN := http.StatusForbidden, 0

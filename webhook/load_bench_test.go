@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/testenv"
 )
 
 // BenchmarkNotificationsLoad sends Alertmanager notifications open-loop (at a fixed rate,
@@ -190,14 +191,14 @@ func runLoad(b *testing.B, o loadOptions) {
 	cfgText.WriteString("policies:\n")
 	for i := range names {
 		names[i] = fmt.Sprintf("p%02d", i)
-		e.deployment(b, e.ns, names[i], loadRight(loadLow))
+		e.Deployment(b, e.NS, names[i], loadRight(loadLow))
 		fmt.Fprintf(&cfgText, `  - name: %s
     target: {namespace: %s, name: %s}
     algorithm: debi
     model: naive
     request: 1
     scaling: {min_replicas: 2, max_replicas: 20, lower: 0.3, upper: 0.7, tolerance: 0.000001, window: 0s}
-`, names[i], e.ns, names[i])
+`, names[i], e.NS, names[i])
 	}
 	cfgText.WriteString(`webhook:
   mode: act
@@ -206,7 +207,7 @@ func runLoad(b *testing.B, o loadOptions) {
     load_replicas: 'debi_load_replicas{policy="{{.Policy}}"}'
 `)
 	cfg := testConfig(b, cfgText.String())
-	h := watchReplicas(b, e.kube, e.ns)
+	h := testenv.WatchReplicas(b, e.Kube, e.NS)
 
 	m := &loadModel{load: make([]float64, o.policies), up: true, cur: make([]int32, o.policies), decisions: make([][]loadDecision, o.policies)}
 	for i := range m.load {
@@ -234,7 +235,7 @@ func runLoad(b *testing.B, o loadOptions) {
 		return health(ctx, expr)
 	}
 
-	rc := rest.CopyConfig(e.rc)
+	rc := rest.CopyConfig(e.RC)
 	rc.QPS, rc.Burst = float32(o.qps), int(2*o.qps)
 	ka, err := NewKubeActuator(rc)
 	if err != nil {
@@ -267,7 +268,7 @@ func runLoad(b *testing.B, o loadOptions) {
 	url := "http://" + ln.Addr().String() + "/v1/alertmanager"
 	bodies := make([][]byte, o.policies)
 	for i, n := range names {
-		bodies[i] = amPayload("firing", map[string]any{"labels": labels("policy", n, "namespace", e.ns)})
+		bodies[i] = testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", n, "namespace", e.NS)})
 	}
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		MaxIdleConns: 0, MaxIdleConnsPerHost: 20000, IdleConnTimeout: time.Minute, DisableCompression: true}}
@@ -433,7 +434,7 @@ func runLoad(b *testing.B, o loadOptions) {
 	}
 	var dups, outOfOrder int
 	for i, n := range names {
-		got := h.sync(b, n)
+		got := h.Sync(b, n)
 		m.mu.Lock()
 		ds := slices.Clone(m.decisions[i])
 		m.mu.Unlock()

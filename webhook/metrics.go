@@ -1,13 +1,20 @@
 package webhook
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors/version"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/policy"
 )
 
-// metrics of the webhook, built on an injected registerer (nothing registers globally).
-type metrics struct {
+// Metrics are the webhook's series (debi_webhook_*), built on an injected registerer (nothing
+// registers globally): one set per process, shared by the Controllers of its reloads
+// (ControllerOptions.Metrics).
+type Metrics struct {
 	notifications        *prometheus.CounterVec
 	notificationDuration *prometheus.HistogramVec
 	decisions            *prometheus.CounterVec
@@ -44,13 +51,15 @@ type metrics struct {
 // finite bucket.
 var latencyBuckets = prometheus.ExponentialBuckets(0.0005, 2, 17)
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// NewMetrics registers the webhook's series and debi_webhook_build_info with reg (nil: a private
+// registry).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg == nil {
 		reg = prometheus.NewRegistry() // metrics go nowhere, but code paths stay the same
 	}
 	f := promauto.With(reg)
 	reg.MustRegister(version.NewCollector("debi_webhook"))
-	return &metrics{
+	return &Metrics{
 		admissions: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "debi_webhook_admission_reviews_total",
 			Help: "Validating admission reviews of ElasticScaler and Tidal objects, by kind and result (allowed, denied, unknown-kind).",
@@ -135,4 +144,56 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Unix time of the last successful configuration (re)load.",
 		}),
 	}
+}
+
+// Reloaded sets debi_webhook_config_last_reload_successful to ok and, when ok, its timestamp.
+func (m *Metrics) Reloaded(ok bool) {
+	if !ok {
+		m.configReloadSuccess.Set(0)
+		return
+	}
+	m.configReloadSuccess.Set(1)
+	m.configReloadTimestamp.SetToCurrentTime()
+}
+
+// Configured puts cfg's policies in debi_webhook_policy_info; old is the configuration cfg
+// replaces (nil at start): its policies' series that cfg no longer has are deleted — rather than
+// Reset, so that a scrape never sees the policies vanish — and so are the last-decision gauges
+// of its policies no longer configured, which would stay at their last value.
+func (m *Metrics) Configured(cfg, old *config.Config) {
+	info := policyInfo(cfg)
+	for _, l := range info {
+		m.policyInfo.WithLabelValues(l[:]...).Set(1)
+	}
+	if old == nil {
+		return
+	}
+	for _, l := range policyInfo(old) {
+		if !slices.Contains(info, l) {
+			m.policyInfo.DeleteLabelValues(l[:]...)
+		}
+	}
+	for _, p := range old.Policies {
+		if _, ok := cfg.PolicyByName(p.Name); ok {
+			continue
+		}
+		l := prometheus.Labels{"policy": p.Name}
+		for _, v := range []*prometheus.GaugeVec{m.lastReplicas, m.lastLoad, m.lastTarget, m.lastTimestamp, m.paused, m.pausedReplicas} {
+			v.DeletePartialMatch(l)
+		}
+	}
+}
+
+// policyInfo are the label values of debi_webhook_policy_info: policy, mode and algorithm (the
+// policy name normalised, as "naive-hpa").
+func policyInfo(cfg *config.Config) [][3]string {
+	var out [][3]string
+	for _, p := range cfg.Policies {
+		alg := p.Algorithm
+		if spec, err := policy.Parse(p.Algorithm, p.Model); err == nil {
+			alg = spec.Name
+		}
+		out = append(out, [3]string{p.Name, cfg.Webhook.ModeFor(p.Name), alg})
+	}
+	return out
 }

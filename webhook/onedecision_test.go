@@ -118,7 +118,7 @@ func (l *liveLoop) restartExporter() {
 		l.exp.Close()
 	}
 	l.reg = prometheus.NewRegistry()
-	e, err := exporter.New(l.cfg, l.cfg.Policies, l.querier(), testLogger(l.t), l.reg)
+	e, err := exporter.New(l.cfg, l.cfg.Policies, l.querier(), testenv.Logger(l.t), l.reg)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func (l *liveLoop) restartExporter() {
 }
 
 func (l *liveLoop) restartWebhook() {
-	c, err := NewController(l.cfg, ControllerOptions{Actuator: l.target, Query: l.query, Logger: testLogger(l.t),
+	c, err := NewController(l.cfg, ControllerOptions{Actuator: l.target, Query: l.query, Logger: testenv.Logger(l.t),
 		Registerer: prometheus.NewRegistry(), Now: func() time.Time { return l.now }})
 	if err != nil {
 		l.t.Fatal(err)
@@ -235,7 +235,7 @@ func (l *liveLoop) alert() Outcome {
 	return outs[0]
 }
 
-func labels1(kv ...string) map[string]string { return labels(kv...) }
+func labels1(kv ...string) map[string]string { return testenv.AlertLabels(kv...) }
 
 // query is the webhook's QueryFunc: Prometheus's engine at now.
 func (l *liveLoop) query(ctx context.Context, expr string) (float64, error) {

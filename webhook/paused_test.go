@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/debi-scaler/debi/internal/testenv"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -22,7 +23,7 @@ func TestPausedReplicas(t *testing.T) {
 	q := staticQuery(map[string]float64{qWebLoad: 0.9, qWebReplicas: 4})
 	alert := func(t *testing.T, c *Controller) Outcome {
 		t.Helper()
-		outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")})))
+		outs, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})))
 		if err != nil || len(outs) != 1 {
 			t.Fatalf("outcomes %+v, err %v", outs, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/debi-scaler/debi/internal/testenv"
 	"github.com/prometheus/client_golang/api"
 )
 
@@ -24,7 +25,7 @@ func promQuery(t testing.TB, url string, timeout time.Duration) QueryFunc {
 // negative or absurd value, a rejected query) is a data error, on which the webhook holds;
 // Prometheus failing is not, and may lead to the fallback.
 func TestPrometheusQueryErrors(t *testing.T) {
-	prom := fakePrometheus(t, map[string]float64{"good": 0.75, "neg": -1, "nan": nanValue(), "huge": 1e308})
+	prom := testenv.FakePrometheus(t, map[string]float64{"good": 0.75, "neg": -1, "nan": nanValue(), "huge": 1e308})
 	q := promQuery(t, prom.URL, time.Second)
 	if v, err := q(context.Background(), "good"); err != nil || v != 0.75 {
 		t.Errorf("good = %v, %v", v, err)
@@ -62,3 +63,5 @@ func TestPrometheusQueryErrors(t *testing.T) {
 		t.Errorf("Prometheus down: err = %v, want an outage (not a data error)", err)
 	}
 }
+
+func nanValue() float64 { var z float64; return z / z }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,9 +38,9 @@ func (c *Controller) notify(ps *policyState, trigger string, out Outcome, err er
 	c.observe(o)
 }
 
-// getObject reads the object t names, through the RESTMapper: the status writer's check of an
+// GetObject reads the object t names, through the RESTMapper: the status writer's check of an
 // ElasticScaler's targetRef. A reference to nothing served is an *elasticscaler.RefError.
-func (k *KubeActuator) getObject(ctx context.Context, t config.Target) (*unstructured.Unstructured, error) {
+func (k *KubeActuator) GetObject(ctx context.Context, t config.Target) (*unstructured.Unstructured, error) {
 	r, err := k.resource(t)
 	if err != nil {
 		var e *Error
@@ -52,20 +51,3 @@ func (k *KubeActuator) getObject(ctx context.Context, t config.Target) (*unstruc
 	}
 	return r.Get(ctx, t.Name, metav1.GetOptions{})
 }
-
-// file0 is the file's configuration in force (without the objects' policies): the status
-// writer's (its policies win any conflict).
-func (s *Server) file0() *config.Config {
-	if g := s.current.Load(); g != nil {
-		return g.file
-	}
-	return nil
-}
-
-// campaign runs fn while this replica holds the Lease le: the ElasticScaler actors' Leases.
-func (s *Server) campaign(ctx context.Context, le config.LeaderElectionConfig, logger *slog.Logger, leading func(bool), fn func(context.Context)) error {
-	return RunLeaderElected(ctx, s.act.Kube(), le, s.id, logger, leading, fn)
-}
-
-// observeDecision is the Controllers' Observe hook.
-func (s *Server) observeDecision(d elasticscaler.Decision) { s.scalers.Observe(d) }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/testenv"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -64,7 +65,7 @@ func TestHoldOnBadInputs(t *testing.T) {
 			act := newFakeActuator(map[string]int32{"web": 9})
 			reg := prometheusRegistry()
 			c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(vals), reg)
-			outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web"),
+			outs, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web"),
 				"annotations": map[string]string{"load": "0.1", "current_replicas": "9"}})))
 			if err != nil {
 				t.Fatal(err)
@@ -81,7 +82,7 @@ func TestHoldOnBadInputs(t *testing.T) {
 	// The same inputs, all good, do scale down: the holds above are the inputs' doing.
 	act := newFakeActuator(map[string]int32{"web": 9})
 	c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(good), nil)
-	outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")})))
+	outs, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})))
 	if err != nil || outs[0].After != 3 || !outs[0].Written {
 		t.Fatalf("good inputs: %+v %v, want 9 -> 3", outs, err)
 	}
@@ -115,7 +116,7 @@ func TestStatefulPolicyNeedsBounds(t *testing.T) {
 			}
 			act := newFakeActuator(map[string]int32{"db": 8})
 			c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(vals), nil)
-			outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "db")})))
+			outs, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "db")})))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,7 +162,7 @@ func TestOneDecisionAcrossReplicas(t *testing.T) {
 		mu.Lock()
 		vals[qDBLoad], vals[qDBBasis], vals[qDBFloor], vals[qDBCeil] = w, float64(cur), float64(lo), float64(hi)
 		mu.Unlock()
-		msg := mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "db")}))
+		msg := mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "db")}))
 		fresh := newTestController(t, testConfig(t, testConfigYAML), actC, q, nil)
 		var outs [3]Outcome
 		for j, c := range []*Controller{a, b, fresh} {
@@ -212,7 +213,7 @@ func TestPaused(t *testing.T) {
 			}
 			reg := prometheusRegistry()
 			c := newTestController(t, testConfig(t, tc.yaml), act, staticQuery(vals), reg)
-			outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")})))
+			outs, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -239,7 +240,7 @@ func TestActRefusedUnderAnHPA(t *testing.T) {
 	act := newFakeActuator(map[string]int32{"web": 4})
 	act.hpas["web"] = "web-hpa"
 	c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(map[string]float64{qWebLoad: 0.9, qWebReplicas: 4}), nil)
-	_, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")})))
+	_, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})))
 	if errorCode(err) != http.StatusConflict || !strings.Contains(err.Error(), "use") || !strings.Contains(err.Error(), "hpa-floor") || len(act.Writes()) != 0 {
 		t.Fatalf("err %v (code %d) writes %v: want 409 naming hpa-floor, nothing written", err, errorCode(err), act.Writes())
 	}
@@ -253,7 +254,7 @@ func TestConflictDecidesAgain(t *testing.T) {
 	act := newFakeActuator(map[string]int32{"web": 4})
 	act.conflicts, act.conflictSize = 1, 10
 	c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(map[string]float64{qWebLoad: 0.9, qWebReplicas: 4}), nil)
-	outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")})))
+	outs, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestConflictDecidesAgain(t *testing.T) {
 	act = newFakeActuator(map[string]int32{"web": 4})
 	act.conflicts, act.conflictSize = 1000, 4
 	c = newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(map[string]float64{qWebLoad: 0.9, qWebReplicas: 4}), nil)
-	_, err = c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")})))
+	_, err = c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})))
 	if errorCode(err) != http.StatusServiceUnavailable || len(act.Writes()) != 0 || act.conflicts != 1000-maxDecideAttempts {
 		t.Fatalf("err %v (code %d), writes %v, conflicts left %d", err, errorCode(err), act.Writes(), act.conflicts)
 	}
@@ -275,7 +276,7 @@ func TestConflictDecidesAgain(t *testing.T) {
 func TestCoalescing(t *testing.T) {
 	act := newFakeActuator(map[string]int32{"web": 4})
 	c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(map[string]float64{qWebLoad: 0.9, qWebReplicas: 4}), nil)
-	msg := amPayload("firing", map[string]any{"labels": labels("policy", "web")})
+	msg := testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})
 	var wg sync.WaitGroup
 	errs := make(chan error, 500)
 	for range 500 {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/testenv"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -43,7 +44,7 @@ func TestAlertDecisionFromPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web", "namespace", "shop"),
+	msg := mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web", "namespace", "shop"),
 		"annotations": map[string]string{"load": "5"}})) // stale annotation must not be used
 	outs, err := c.Alerts(context.Background(), msg)
 	if err != nil {
@@ -90,7 +91,7 @@ func TestAlertDecisionFromPrometheus(t *testing.T) {
 func TestLoadBasisConversion(t *testing.T) {
 	act := newFakeActuator(map[string]int32{"web": 4})
 	c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(map[string]float64{qWebLoad: 0.9, qWebReplicas: 2}), nil)
-	outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")})))
+	outs, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestLoadBasisConversion(t *testing.T) {
 
 func TestAnnotationFallback(t *testing.T) {
 	fire := func(ann map[string]string) []byte {
-		return amPayload("firing", map[string]any{"labels": labels("policy", "web"), "annotations": ann})
+		return testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web"), "annotations": ann})
 	}
 	t.Run("prometheus down, annotations used and labelled", func(t *testing.T) {
 		act := newFakeActuator(map[string]int32{"web": 4})
@@ -176,7 +177,7 @@ func TestAnnotationFallback(t *testing.T) {
 func TestResolvedWritesNothing(t *testing.T) {
 	act := newFakeActuator(map[string]int32{"web": 9})
 	c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(map[string]float64{qWebLoad: 0.1}), nil)
-	outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("resolved", map[string]any{"labels": labels("policy", "web")})))
+	outs, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("resolved", map[string]any{"labels": testenv.AlertLabels("policy", "web")})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestModes(t *testing.T) {
 		c := newTestController(t, testConfig(t, testConfigYAML), act,
 			staticQuery(map[string]float64{`debi_load_ratio{policy="batch",load="w"}`: 0.9, `debi_load_replicas{policy="batch"}`: 4}), reg)
 		// apa, target 0.5: 0.9/0.5 = 1.8 > 1.1, ceil(4·1.8) = 8 = the ×2 rate limit.
-		outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "batch")})))
+		outs, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "batch")})))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +208,7 @@ func TestModes(t *testing.T) {
 		act := newFakeActuator(map[string]int32{"web": 4})
 		cfg := testConfig(t, strings.Replace(testConfigYAML, "mode: act", "mode: hpa-floor", 1))
 		c := newTestController(t, cfg, act, staticQuery(map[string]float64{qWebLoad: 0.9, qWebReplicas: 4}), nil)
-		if _, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")}))); err != nil {
+		if _, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")}))); err != nil {
 			t.Fatal(err)
 		}
 		if got := act.Writes(); len(got) != 1 || got[0] != "hpa/web=6" || act.replicas["web"] != 4 {
@@ -222,17 +223,17 @@ func TestAlertSafety(t *testing.T) {
 		alerts []map[string]any
 		want   string
 	}{
-		{"no policy label", []map[string]any{{"labels": labels("namespace", "shop")}}, `alerts[0] has no "policy" label`},
-		{"unknown policy", []map[string]any{{"labels": labels("policy", "payments")}}, `alerts[0]: unknown policy "payments"`},
-		{"other namespace", []map[string]any{{"labels": labels("policy", "web", "namespace", "kube-system")}}, `label namespace="kube-system" does not match`},
-		{"other deployment", []map[string]any{{"labels": labels("policy", "web", "deployment", "coredns")}}, `label deployment="coredns" does not match`},
-		{"other kind", []map[string]any{{"labels": labels("policy", "web", "workload_type", "statefulset", "workload", "web")}}, `label workload_type="statefulset" does not match`},
-		{"one bad alert spoils the group", []map[string]any{{"labels": labels("policy", "web")}, {"labels": labels("policy", "db", "statefulset", "other")}}, `alerts[1] (policy db)`},
+		{"no policy label", []map[string]any{{"labels": testenv.AlertLabels("namespace", "shop")}}, `alerts[0] has no "policy" label`},
+		{"unknown policy", []map[string]any{{"labels": testenv.AlertLabels("policy", "payments")}}, `alerts[0]: unknown policy "payments"`},
+		{"other namespace", []map[string]any{{"labels": testenv.AlertLabels("policy", "web", "namespace", "kube-system")}}, `label namespace="kube-system" does not match`},
+		{"other deployment", []map[string]any{{"labels": testenv.AlertLabels("policy", "web", "deployment", "coredns")}}, `label deployment="coredns" does not match`},
+		{"other kind", []map[string]any{{"labels": testenv.AlertLabels("policy", "web", "workload_type", "statefulset", "workload", "web")}}, `label workload_type="statefulset" does not match`},
+		{"one bad alert spoils the group", []map[string]any{{"labels": testenv.AlertLabels("policy", "web")}, {"labels": testenv.AlertLabels("policy", "db", "statefulset", "other")}}, `alerts[1] (policy db)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			act := newFakeActuator(map[string]int32{"web": 4, "db": 1})
 			c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(map[string]float64{qWebLoad: 0.9}), nil)
-			_, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", tc.alerts...)))
+			_, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", tc.alerts...)))
 			if errorCode(err) != http.StatusUnprocessableEntity || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v (code %d), want 422 with %q", err, errorCode(err), tc.want)
 			}
@@ -329,12 +330,12 @@ func TestTidalPushIsATrigger(t *testing.T) {
 func TestUnknownTargetIsPermanentAndAPIErrorsRetry(t *testing.T) {
 	act := newFakeActuator(map[string]int32{}) // web does not exist
 	c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(map[string]float64{qWebLoad: 0.9}), nil)
-	_, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")})))
+	_, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})))
 	if errorCode(err) != http.StatusNotFound {
 		t.Fatalf("missing target: code %d (%v), want 404", errorCode(err), err)
 	}
 	act.err = errors.New("connection refused")
-	_, err = c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")})))
+	_, err = c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})))
 	if errorCode(err) != http.StatusInternalServerError {
 		t.Fatalf("API down: code %d (%v), want 500 (retry)", errorCode(err), err)
 	}
@@ -344,7 +345,7 @@ func TestMetricsLint(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	act := newFakeActuator(map[string]int32{"web": 4})
 	c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(map[string]float64{qWebLoad: 0.9, qWebReplicas: 4}), reg)
-	if _, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")}))); err != nil {
+	if _, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")}))); err != nil {
 		t.Fatal(err)
 	}
 	c.m.notifications.WithLabelValues("alertmanager", "200").Inc()
@@ -383,7 +384,7 @@ func TestWindowLoad(t *testing.T) {
 	cfg := testConfig(t, strings.Replace(testConfigYAML, "window: 0s", "window: 5m", 1))
 	c := newTestController(t, cfg, act, staticQuery(map[string]float64{qWebLoad: 0.9, qWebReplicas: 4,
 		`debi_load_ratio{policy="web",load="window"}`: 1.1}), nil)
-	outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")})))
+	outs, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +397,7 @@ func TestWindowLoad(t *testing.T) {
 func TestConcurrentNotificationsOneWrite(t *testing.T) {
 	act := newFakeActuator(map[string]int32{"web": 4})
 	c := newTestController(t, testConfig(t, testConfigYAML), act, staticQuery(map[string]float64{qWebLoad: 0.9, qWebReplicas: 4}), nil)
-	msg := mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")}))
+	msg := mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")}))
 	errs := make(chan error, 16)
 	for range 16 {
 		go func() {

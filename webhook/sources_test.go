@@ -15,6 +15,7 @@ import (
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/elasticscaler"
 	"github.com/debi-scaler/debi/internal/metricsapi"
+	"github.com/debi-scaler/debi/internal/testenv"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -74,7 +75,7 @@ func TestMetricsAPIStatus(t *testing.T) {
 	r := &stubReader{}
 	l.exp.SetMetricsAPI(r, nil, nil)
 	var obs []elasticscaler.Decision
-	c, err := NewController(l.cfg, ControllerOptions{Actuator: l.target, Query: l.query, Logger: testLogger(t),
+	c, err := NewController(l.cfg, ControllerOptions{Actuator: l.target, Query: l.query, Logger: testenv.Logger(t),
 		Registerer: prometheus.NewRegistry(), Now: func() time.Time { return l.now }, Observe: func(o elasticscaler.Decision) { obs = append(obs, o) }})
 	if err != nil {
 		t.Fatal(err)

@@ -3,29 +3,22 @@ package webhook
 // Integration tests of "a Tidal is a trigger, never a level-setter" (issue 20) on the real
 // kube-apiserver: the Tidal watch (informers, resyncs, the initial list of a restarted or newly
 // leading webhook) and pushed events, each test auditing the Deployment's whole replica history
-// as a watch saw it from the start (replicaHistory).
+// as a watch saw it from the start (testenv.ReplicaHistory).
 
 import (
 	"context"
 	"fmt"
-	"math"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/testenv"
 )
-
-var tidalGVR = schema.GroupVersionResource{Group: "tidal.io", Version: "v1alpha1", Resource: "tidals"}
 
 // tidalWatch is one webhook's Tidal watch: a Controller on a real actuator and its WatchTidals
 // (under a Lease when le is set), stopped by stop.
@@ -36,11 +29,11 @@ type tidalWatch struct {
 
 func startTidalWatch(t *testing.T, e *kubeEnv, q QueryFunc, resync time.Duration, le *config.LeaderElectionConfig, id string, leading func(bool)) *tidalWatch {
 	t.Helper()
-	act, err := NewKubeActuator(e.rc)
+	act, err := NewKubeActuator(e.RC)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := NewController(itConfig(t, e.ns, "act"), ControllerOptions{Actuator: act, Query: q, Logger: testLogger(t).With("webhook", id)})
+	c, err := NewController(itConfig(t, e.NS, "act"), ControllerOptions{Actuator: act, Query: q, Logger: testenv.Logger(t).With("webhook", id)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +46,7 @@ func startTidalWatch(t *testing.T, e *kubeEnv, q QueryFunc, resync time.Duration
 			c.WatchTidals(ctx, act.Dynamic(), tc)
 			return
 		}
-		if err := RunLeaderElected(ctx, e.kube, *le, id, testLogger(t), leading, func(ctx context.Context) { c.WatchTidals(ctx, act.Dynamic(), tc) }); err != nil {
+		if err := RunLeaderElected(ctx, e.Kube, *le, id, testenv.Logger(t), leading, func(ctx context.Context) { c.WatchTidals(ctx, act.Dynamic(), tc) }); err != nil {
 			t.Error(err)
 		}
 	}()
@@ -78,39 +71,22 @@ func (w *tidalWatch) syncs() float64 {
 // waitSyncs waits until the watch has synced n more times than it had at from.
 func (w *tidalWatch) waitSyncs(t *testing.T, from float64, n int, what string) {
 	t.Helper()
-	poll(t, 20*time.Second, fmt.Sprintf("%d Tidal syncs (%s)", n, what), func() bool { return w.syncs() >= from+float64(n) })
+	testenv.Poll(t, 20*time.Second, fmt.Sprintf("%d Tidal syncs (%s)", n, what), func() bool { return w.syncs() >= from+float64(n) })
 }
 
 func (w *tidalWatch) held() float64 {
 	return testutilCounter(w.c.m.decisions.WithLabelValues("web", "tidal", "held"))
 }
 
-func wantHistory(t *testing.T, h *replicaHistory, want ...int32) {
-	t.Helper()
-	if got := h.sync(t, "web"); !slices.Equal(got, want) {
-		t.Fatalf("web's replica history %v, want %v", got, want)
-	}
-}
-
 // editTidalSpec changes the Tidal's spec: metadata.generation goes up, the status stays.
 func (e *kubeEnv) editTidalSpec(t *testing.T, name, note string) int64 {
 	t.Helper()
-	u, err := e.dyn.Resource(tidalGVR).Namespace(e.ns).Patch(context.Background(), name, types.MergePatchType,
+	u, err := e.Dyn.Resource(testenv.TidalResource).Namespace(e.NS).Patch(context.Background(), name, types.MergePatchType,
 		fmt.Appendf(nil, `{"spec":{"note":%q}}`, note), metav1.PatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return u.GetGeneration()
-}
-
-func (e *kubeEnv) tidalApplied(t *testing.T, name string) (annotation string, generation, observed int64) {
-	t.Helper()
-	u, err := e.dyn.Resource(tidalGVR).Namespace(e.ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	observed, _, _ = unstructured.NestedInt64(u.Object, "status", "observedGeneration")
-	return u.GetAnnotations()["debi.io/applied"], u.GetGeneration(), observed
 }
 
 // loadQuery is Prometheus saying the load at 5 replicas asks for more: W = 0.9 at 5 (debi,
@@ -122,7 +98,7 @@ func loadQuery() QueryFunc {
 // loadScaleUp is the load policy's decision: an alert for web, decided and written by c.
 func loadScaleUp(t *testing.T, c *Controller) int32 {
 	t.Helper()
-	outs, err := c.Alerts(context.Background(), mustDecode(t, amPayload("firing", map[string]any{"labels": labels("policy", "web")})))
+	outs, err := c.Alerts(context.Background(), mustDecode(t, testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,50 +114,50 @@ func loadScaleUp(t *testing.T, c *Controller) int32 {
 // once. On main: [9 2] at the first status write.
 func TestTidalIntegrationStatusNotCurrent(t *testing.T) {
 	e := newKubeEnv(t)
-	e.crds(t)
-	e.deployment(t, e.ns, "web", 9)
-	h := watchReplicas(t, e.kube, e.ns)
+	e.CRDs(t)
+	e.Deployment(t, e.NS, "web", 9)
+	h := testenv.WatchReplicas(t, e.Kube, e.NS)
 	w := startTidalWatch(t, e, itQuery(), time.Second, nil, "a", nil)
-	poll(t, 20*time.Second, "the Tidal watch", func() bool { return testutilCounter(w.c.m.tidalWatchEnabled) == 1 })
-	bind := map[string]any{LabelScalerName: "web", LabelScalerNamespace: e.ns}
+	testenv.Poll(t, 20*time.Second, "the Tidal watch", func() bool { return testutilCounter(w.c.m.tidalWatchEnabled) == 1 })
+	bind := map[string]any{LabelScalerName: "web", LabelScalerNamespace: e.NS}
 	ref := map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
 
 	// Created with a status of no generation (0), its spec edited, then a status of the
 	// generation before (1): never current.
-	e.tidalObjectStatus(t, e.ns, "t", bind, ref, 2, 1, "True")
+	e.TidalObjectStatus(t, e.NS, "t", bind, ref, 2, 1, "True")
 	_ = e.editTidalSpec(t, "t", "edited")
-	e.tidalObjectStatus(t, e.ns, "t", bind, ref, 2, 1, "True")
-	if _, gen, obs := e.tidalApplied(t, "t"); gen != 2 || obs != 1 {
+	e.TidalObjectStatus(t, e.NS, "t", bind, ref, 2, 1, "True")
+	if _, gen, obs := e.TidalApplied(t, "t"); gen != 2 || obs != 1 {
 		t.Fatalf("generation %d observedGeneration %d, want 2 and 1", gen, obs)
 	}
 	// Resyncs replay the latest object: three of them, and every event before is processed.
 	w.waitSyncs(t, w.syncs(), 3, "the stale status")
-	wantHistory(t, h, 9)
+	testenv.WantHistory(t, h, 9)
 	if w.held() == 0 {
 		t.Fatal("the stale status was not held")
 	}
-	out, err := w.c.Tidal(context.Background(), &TidalEvent{Namespace: e.ns, Name: "t"})
+	out, err := w.c.Tidal(context.Background(), &TidalEvent{Namespace: e.NS, Name: "t"})
 	if err != nil || !strings.Contains(out.Held, "status.observedGeneration 1 is not metadata.generation 2") {
 		t.Fatalf("push of a stale Tidal: %+v %v", out, err)
 	}
 	// Ready=False for the current generation.
-	e.tidalObjectStatus(t, e.ns, "t", bind, ref, 2, 0, "False")
+	e.TidalObjectStatus(t, e.NS, "t", bind, ref, 2, 0, "False")
 	held := w.held()
 	w.waitSyncs(t, w.syncs(), 3, "Ready=False")
-	wantHistory(t, h, 9)
+	testenv.WantHistory(t, h, 9)
 	if w.held() < held+2 { // (a sync in flight at the first read may be counted once only)
 		t.Fatalf("held %v → %v: Ready=False not held at its syncs", held, w.held())
 	}
-	out, err = w.c.Tidal(context.Background(), &TidalEvent{Namespace: e.ns, Name: "t"})
+	out, err = w.c.Tidal(context.Background(), &TidalEvent{Namespace: e.NS, Name: "t"})
 	if err != nil || !strings.Contains(out.Held, "Ready=False") {
 		t.Fatalf("push of a Ready=False Tidal: %+v %v", out, err)
 	}
-	wantHistory(t, h, 9)
+	testenv.WantHistory(t, h, 9)
 
 	// Current and Ready: applied once.
-	e.tidalObjectStatus(t, e.ns, "t", bind, ref, 2, 0, "True")
-	poll(t, 20*time.Second, "web at 2", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 2 })
-	wantHistory(t, h, 9, 2)
+	e.TidalObjectStatus(t, e.NS, "t", bind, ref, 2, 0, "True")
+	testenv.Poll(t, 20*time.Second, "web at 2", func() bool { return e.Replicas(t, e.NS, "Deployment", "web") == 2 })
+	testenv.WantHistory(t, h, 9, 2)
 }
 
 // TestTidalIntegrationResyncAndRestart: web at 4; the Tidal's desiredReplicas 5 is applied
@@ -192,42 +168,42 @@ func TestTidalIntegrationStatusNotCurrent(t *testing.T) {
 // (the operator's 5 → 8 → 5), and 5 again after every load scale-up.
 func TestTidalIntegrationResyncAndRestart(t *testing.T) {
 	e := newKubeEnv(t)
-	e.crds(t)
-	e.deployment(t, e.ns, "web", 4)
-	h := watchReplicas(t, e.kube, e.ns)
+	e.CRDs(t)
+	e.Deployment(t, e.NS, "web", 4)
+	h := testenv.WatchReplicas(t, e.Kube, e.NS)
 	const resync = time.Second // client-go's shortest resync period
 	w := startTidalWatch(t, e, loadQuery(), resync, nil, "a", nil)
-	e.tidal(t, e.ns, "t", "web", 5)
-	poll(t, 20*time.Second, "web at 5", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 5 })
-	wantHistory(t, h, 4, 5)
+	e.Tidal(t, e.NS, "t", "web", 5)
+	testenv.Poll(t, 20*time.Second, "web at 5", func() bool { return e.Replicas(t, e.NS, "Deployment", "web") == 5 })
+	testenv.WantHistory(t, h, 4, 5)
 
 	up := loadScaleUp(t, w.c)
-	wantHistory(t, h, 4, 5, up)
+	testenv.WantHistory(t, h, 4, 5, up)
 	w.waitSyncs(t, w.syncs(), 3, "resyncs after the load scale-up")
-	wantHistory(t, h, 4, 5, up)
-	a, gen, obs := e.tidalApplied(t, "t")
-	if want := "1/5/web/" + e.ns + "/Deployment/web"; a != want || gen != 1 || obs != 1 {
+	testenv.WantHistory(t, h, 4, 5, up)
+	a, gen, obs := e.TidalApplied(t, "t")
+	if want := "1/5/web/" + e.NS + "/Deployment/web"; a != want || gen != 1 || obs != 1 {
 		t.Fatalf("debi.io/applied %q generation %d observedGeneration %d, want %q, 1, 1 (an annotation does not bump the generation)", a, gen, obs, want)
 	}
 
 	// A spec edit, evaluated by the controller, desiredReplicas still 5: not a change.
 	_ = e.editTidalSpec(t, "t", "rules edited")
-	e.tidal(t, e.ns, "t", "web", 5)
+	e.Tidal(t, e.NS, "t", "web", 5)
 	w.waitSyncs(t, w.syncs(), 3, "resyncs after the spec edit")
-	wantHistory(t, h, 4, 5, up)
+	testenv.WantHistory(t, h, 4, 5, up)
 
 	// Restart: the watch stops, a new webhook lists the Tidal and resyncs it.
 	w.stop()
 	w2 := startTidalWatch(t, e, loadQuery(), resync, nil, "a-restarted", nil)
 	w2.waitSyncs(t, 0, 4, "the restarted webhook's initial list and resyncs")
-	wantHistory(t, h, 4, 5, up)
+	testenv.WantHistory(t, h, 4, 5, up)
 
 	// A change: one write, recorded; resyncs after it write nothing.
-	e.tidal(t, e.ns, "t", "web", 3)
-	poll(t, 20*time.Second, "web at 3", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 3 })
+	e.Tidal(t, e.NS, "t", "web", 3)
+	testenv.Poll(t, 20*time.Second, "web at 3", func() bool { return e.Replicas(t, e.NS, "Deployment", "web") == 3 })
 	w2.waitSyncs(t, w2.syncs(), 3, "resyncs after the change")
-	wantHistory(t, h, 4, 5, up, 3)
-	if a, _, _ := e.tidalApplied(t, "t"); a != "2/3/web/"+e.ns+"/Deployment/web" {
+	testenv.WantHistory(t, h, 4, 5, up, 3)
+	if a, _, _ := e.TidalApplied(t, "t"); a != "2/3/web/"+e.NS+"/Deployment/web" {
 		t.Errorf("debi.io/applied %q after the change", a)
 	}
 }
@@ -240,31 +216,31 @@ func TestTidalIntegrationResyncAndRestart(t *testing.T) {
 // second morning lost.
 func TestTidalIntegrationRuleFiresAgain(t *testing.T) {
 	e := newKubeEnv(t)
-	e.crds(t)
-	e.deployment(t, e.ns, "web", 4)
-	h := watchReplicas(t, e.kube, e.ns)
+	e.CRDs(t)
+	e.Deployment(t, e.NS, "web", 4)
+	h := testenv.WatchReplicas(t, e.Kube, e.NS)
 	const resync = time.Second
 	const mon, tue = "2026-11-30T08:00:00Z", "2026-12-01T08:00:00Z"
 	w := startTidalWatch(t, e, loadQuery(), resync, nil, "a", nil)
-	e.tidalFired(t, e.ns, "t", "web", 5, mon)
-	poll(t, 20*time.Second, "web at 5", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 5 })
+	e.TidalFired(t, e.NS, "t", "web", 5, mon)
+	testenv.Poll(t, 20*time.Second, "web at 5", func() bool { return e.Replicas(t, e.NS, "Deployment", "web") == 5 })
 	up := loadScaleUp(t, w.c)
 	w.waitSyncs(t, w.syncs(), 3, "resyncs after the load scale-up")
-	wantHistory(t, h, 4, 5, up)
-	if a, _, _ := e.tidalApplied(t, "t"); a != "1/5/web/"+e.ns+"/Deployment/web@"+mon {
+	testenv.WantHistory(t, h, 4, 5, up)
+	if a, _, _ := e.TidalApplied(t, "t"); a != "1/5/web/"+e.NS+"/Deployment/web@"+mon {
 		t.Fatalf("debi.io/applied %q, want the firing recorded", a)
 	}
 
-	e.tidalFired(t, e.ns, "t", "web", 5, tue)
-	poll(t, 20*time.Second, "web back at 5", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 5 })
+	e.TidalFired(t, e.NS, "t", "web", 5, tue)
+	testenv.Poll(t, 20*time.Second, "web back at 5", func() bool { return e.Replicas(t, e.NS, "Deployment", "web") == 5 })
 	w.waitSyncs(t, w.syncs(), 3, "resyncs after the second firing")
-	wantHistory(t, h, 4, 5, up, 5)
+	testenv.WantHistory(t, h, 4, 5, up, 5)
 
 	w.stop()
 	w2 := startTidalWatch(t, e, loadQuery(), resync, nil, "a-restarted", nil)
 	w2.waitSyncs(t, 0, 4, "the restarted webhook's initial list and resyncs")
-	wantHistory(t, h, 4, 5, up, 5)
-	if a, _, _ := e.tidalApplied(t, "t"); a != "1/5/web/"+e.ns+"/Deployment/web@"+tue {
+	testenv.WantHistory(t, h, 4, 5, up, 5)
+	if a, _, _ := e.TidalApplied(t, "t"); a != "1/5/web/"+e.NS+"/Deployment/web@"+tue {
 		t.Errorf("debi.io/applied %q after the second firing", a)
 	}
 }
@@ -275,28 +251,28 @@ func TestTidalIntegrationRuleFiresAgain(t *testing.T) {
 // main: [4 5 8 5] at the new webhook's initial list.
 func TestTidalIntegrationRestart(t *testing.T) {
 	e := newKubeEnv(t)
-	e.crds(t)
-	e.deployment(t, e.ns, "web", 4)
-	h := watchReplicas(t, e.kube, e.ns)
+	e.CRDs(t)
+	e.Deployment(t, e.NS, "web", 4)
+	h := testenv.WatchReplicas(t, e.Kube, e.NS)
 	w := startTidalWatch(t, e, loadQuery(), time.Hour, nil, "a", nil)
-	e.tidal(t, e.ns, "t", "web", 5)
-	poll(t, 20*time.Second, "web at 5", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 5 })
-	if !eventually(5*time.Second, func() bool { a, _, _ := e.tidalApplied(t, "t"); return a != "" }) {
+	e.Tidal(t, e.NS, "t", "web", 5)
+	testenv.Poll(t, 20*time.Second, "web at 5", func() bool { return e.Replicas(t, e.NS, "Deployment", "web") == 5 })
+	if !eventually(5*time.Second, func() bool { a, _, _ := e.TidalApplied(t, "t"); return a != "" }) {
 		t.Error("no debi.io/applied on the Tidal")
 	}
 	up := loadScaleUp(t, w.c)
-	wantHistory(t, h, 4, 5, up)
+	testenv.WantHistory(t, h, 4, 5, up)
 
 	w.stop()
 	w2 := startTidalWatch(t, e, loadQuery(), time.Hour, nil, "a-restarted", nil)
 	w2.waitSyncs(t, 0, 1, "the restarted webhook's initial list")
-	wantHistory(t, h, 4, 5, up)
+	testenv.WantHistory(t, h, 4, 5, up)
 
 	before := w2.syncs()
-	e.tidal(t, e.ns, "t", "web", 3)
-	poll(t, 20*time.Second, "web at 3", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 3 })
+	e.Tidal(t, e.NS, "t", "web", 3)
+	testenv.Poll(t, 20*time.Second, "web at 3", func() bool { return e.Replicas(t, e.NS, "Deployment", "web") == 3 })
 	w2.waitSyncs(t, before, 2, "the change and the update of its record")
-	wantHistory(t, h, 4, 5, up, 3)
+	testenv.WantHistory(t, h, 4, 5, up, 3)
 }
 
 // eventually reports whether cond holds within timeout.
@@ -316,110 +292,36 @@ func eventually(timeout time.Duration, cond func() bool) bool {
 // desiredReplicas (3) is applied once by the new leader. On main: [4 5 8 5] at the handover.
 func TestTidalIntegrationLeaseHandover(t *testing.T) {
 	e := newKubeEnv(t)
-	e.crds(t)
-	e.deployment(t, e.ns, "web", 4)
-	h := watchReplicas(t, e.kube, e.ns)
-	le := &config.LeaderElectionConfig{Namespace: e.ns, Name: "debi-webhook", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	e.CRDs(t)
+	e.Deployment(t, e.NS, "web", 4)
+	h := testenv.WatchReplicas(t, e.Kube, e.NS)
+	le := &config.LeaderElectionConfig{Namespace: e.NS, Name: "debi-webhook", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
 	var leadA, leadB atomic.Bool
 	a := startTidalWatch(t, e, loadQuery(), time.Hour, le, "a", leadA.Store)
-	poll(t, 20*time.Second, "a to lead", leadA.Load)
+	testenv.Poll(t, 20*time.Second, "a to lead", leadA.Load)
 	b := startTidalWatch(t, e, loadQuery(), time.Hour, le, "b", leadB.Store)
-	e.tidal(t, e.ns, "t", "web", 5)
-	poll(t, 20*time.Second, "web at 5", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 5 })
-	if !eventually(5*time.Second, func() bool { v, _, _ := e.tidalApplied(t, "t"); return v != "" }) {
+	e.Tidal(t, e.NS, "t", "web", 5)
+	testenv.Poll(t, 20*time.Second, "web at 5", func() bool { return e.Replicas(t, e.NS, "Deployment", "web") == 5 })
+	if !eventually(5*time.Second, func() bool { v, _, _ := e.TidalApplied(t, "t"); return v != "" }) {
 		t.Error("no debi.io/applied on the Tidal")
 	}
 	up := loadScaleUp(t, b.c)
-	wantHistory(t, h, 4, 5, up)
+	testenv.WantHistory(t, h, 4, 5, up)
 	if leadB.Load() || b.syncs() != 0 {
 		t.Fatalf("b leads (%v) or watched (%v syncs) while a leads", leadB.Load(), b.syncs())
 	}
 
 	a.stop() // releases the Lease
-	poll(t, 20*time.Second, "b to take the Lease", leadB.Load)
+	testenv.Poll(t, 20*time.Second, "b to take the Lease", leadB.Load)
 	b.waitSyncs(t, 0, 1, "the new leader's initial list")
-	wantHistory(t, h, 4, 5, up)
+	testenv.WantHistory(t, h, 4, 5, up)
 
 	before := b.syncs()
-	e.tidal(t, e.ns, "t", "web", 3)
-	poll(t, 20*time.Second, "web at 3", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 3 })
+	e.Tidal(t, e.NS, "t", "web", 3)
+	testenv.Poll(t, 20*time.Second, "web at 3", func() bool { return e.Replicas(t, e.NS, "Deployment", "web") == 3 })
 	b.waitSyncs(t, before, 2, "the change and the update of its record")
-	wantHistory(t, h, 4, 5, up, 3)
-	if v, _, _ := e.tidalApplied(t, "t"); v != "1/3/web/"+e.ns+"/Deployment/web" {
+	testenv.WantHistory(t, h, 4, 5, up, 3)
+	if v, _, _ := e.TidalApplied(t, "t"); v != "1/3/web/"+e.NS+"/Deployment/web" {
 		t.Errorf("debi.io/applied %q after the change, written by the new leader", v)
-	}
-}
-
-// TestTidalIntegrationPausedThenUnpaused: a running webhook (its Tidal watch under the Lease,
-// resyncs every second) whose policy web is paused, web at 4, and a Tidal asking for 12. Paused
-// without a count (paused: true) the change is held; paused at 6 (paused_replicas: 6) web is
-// pinned at 6. Either way the Tidal's 12 is not applied, so nothing is recorded in debi.io/applied
-// and resyncs write nothing; a reload that lifts the pause restarts the watch, whose initial list
-// applies 12, once. Before the fix, paused_replicas recorded 12 as applied when the pin wrote 6:
-// [4 6] after the unpause, 12 lost.
-func TestTidalIntegrationPausedThenUnpaused(t *testing.T) {
-	for _, tc := range []struct {
-		name, pause string
-		pinned      []int32 // web's history while paused
-	}{
-		{"paused", "paused: true", []int32{4}},
-		{"paused_replicas", "paused_replicas: 6", []int32{4, 6}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newKubeEnv(t)
-			e.crds(t)
-			e.deployment(t, e.ns, "web", 4)
-			h := watchReplicas(t, e.kube, e.ns)
-			cfgFile := filepath.Join(t.TempDir(), "debi.yml")
-			file := fmt.Sprintf(`policies:
-  - name: web
-    target: {namespace: %[1]s, name: web}
-    algorithm: debi
-    model: naive
-    request: 1
-    scaling: {min_replicas: 2, max_replicas: 20, window: 0s}
-webhook:
-  mode: act
-  allow_unauthenticated: true
-  tidal: {enabled: true, resync_period: 1s}
-  leader_election: {namespace: %[1]s, lease_duration: 3s, renew_deadline: 2s, retry_period: 500ms}
-`, e.ns)
-			writeFile(t, cfgFile, file+"  policies:\n    - {name: web, "+tc.pause+"}\n")
-			reg := prometheus.NewRegistry()
-			srv, _ := runWebhookServer(t, Options{ConfigFile: cfgFile, RestConfig: e.rc}, reg)
-			syncs := func() float64 {
-				v := metricValue(t, reg, "debi_webhook_notifications_total", map[string]string{"endpoint": "watch", "code": "200"})
-				if math.IsNaN(v) {
-					return 0
-				}
-				return v
-			}
-			waitSyncs := func(n int, what string) {
-				t.Helper()
-				from := syncs()
-				poll(t, 30*time.Second, fmt.Sprintf("%d Tidal syncs (%s)", n, what), func() bool { return syncs() >= from+float64(n) })
-			}
-			want := tc.pinned[len(tc.pinned)-1]
-			poll(t, 20*time.Second, fmt.Sprintf("web at %d", want), func() bool { return e.replicas(t, e.ns, "Deployment", "web") == want })
-
-			e.tidal(t, e.ns, "t", "web", 12)
-			waitSyncs(3, "the Tidal while paused")
-			wantHistory(t, h, tc.pinned...)
-			if a, _, _ := e.tidalApplied(t, "t"); a != "" {
-				t.Errorf("debi.io/applied %q while paused (web at %d): the Tidal's 12 recorded as applied", a, want)
-			}
-
-			// Unpaused by a reload: the watch restarts and applies the pending 12, once.
-			writeFile(t, cfgFile, file)
-			if err := srv.Reload(); err != nil {
-				t.Fatal(err)
-			}
-			poll(t, 30*time.Second, "web at 12 once unpaused", func() bool { return e.replicas(t, e.ns, "Deployment", "web") == 12 })
-			waitSyncs(3, "resyncs after the unpause")
-			wantHistory(t, h, append(slices.Clone(tc.pinned), 12)...)
-			if a, _, _ := e.tidalApplied(t, "t"); a != "1/12/web/"+e.ns+"/Deployment/web" {
-				t.Errorf("debi.io/applied %q after the unpause", a)
-			}
-		})
 	}
 }

@@ -76,7 +76,7 @@ func (c *Controller) WatchTidals(ctx context.Context, dyn dynamic.Interface, tc 
 //
 // Only the resources the API server serves are watched: on a cluster without the Tidal CRD the
 // watch waits (debi_webhook_tidal_watch_enabled 0, one log line) and looks again every
-// discoveryRecheck, instead of logging a failed list forever.
+// DiscoveryRecheck, instead of logging a failed list forever.
 func (c *Controller) watchTidals(ctx context.Context, inf *kubepkg.Informers, tc config.TidalConfig) {
 	served := c.servedResources(ctx, tc.Resources)
 	for len(served) == 0 {
@@ -84,7 +84,7 @@ func (c *Controller) watchTidals(ctx context.Context, inf *kubepkg.Informers, tc
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(discoveryRecheck):
+		case <-time.After(DiscoveryRecheck):
 		}
 		served = c.servedResources(ctx, tc.Resources)
 	}
@@ -238,8 +238,9 @@ func errorCode(err error) int {
 	return http.StatusInternalServerError
 }
 
-// discoveryRecheck is how often the watch looks again for resources the API server did not serve.
-var discoveryRecheck = time.Minute
+// DiscoveryRecheck is how often the Tidal watch and the ElasticScaler source look again for
+// resources the API server did not serve (a variable: tests shorten it).
+var DiscoveryRecheck = time.Minute
 
 // servedResources are the resources of rs the API server's discovery lists; every resource when
 // the actuator cannot tell (fakes). A resource not served is logged once per policy set.
@@ -264,6 +265,26 @@ func (c *Controller) servedResources(ctx context.Context, rs []config.WatchResou
 		c.tidalMissingLogged.Store(false)
 	}
 	return out
+}
+
+// RunTidalWatch runs the Tidal watch of c's configuration (webhook.tidal) on the informers inf
+// until ctx ends, under the Lease webhook.leader_election (held as identity) when leader election
+// is on; debi_webhook_leader says whether this replica watches. It returns nil at once when the
+// watch is disabled.
+func (c *Controller) RunTidalWatch(ctx context.Context, inf *kubepkg.Informers, kube kubernetes.Interface, identity string) error {
+	wc := c.cfg.Webhook
+	if !wc.Tidal.IsEnabled() {
+		return nil
+	}
+	watch := func(ctx context.Context) { c.watchTidals(ctx, inf, wc.Tidal) }
+	if !wc.LeaderElection.IsEnabled() {
+		c.m.leader.Set(1)
+		defer c.m.leader.Set(0)
+		watch(ctx)
+		return nil
+	}
+	return RunLeaderElected(ctx, kube, wc.LeaderElection, identity, c.log,
+		func(b bool) { c.m.leader.Set(map[bool]float64{true: 1}[b]) }, watch)
 }
 
 // RunLeaderElected runs fn while this replica holds the Lease described by le, campaigning again

@@ -5,7 +5,6 @@ import (
 
 	"github.com/debi-scaler/debi/exporter"
 	"github.com/debi-scaler/debi/tidal/controller"
-	"github.com/debi-scaler/debi/webhook"
 )
 
 // The flags of the long-running subcommands, each filling its package's option struct: the
@@ -14,8 +13,8 @@ import (
 
 // webhookFlags declares the flags of `debi webhook` on cmd and returns the options they fill
 // when the command line is parsed.
-func webhookFlags(cmd *kingpin.CmdClause) *webhook.Options {
-	o := &webhook.Options{}
+func webhookFlags(cmd *kingpin.CmdClause) *webhookOptions {
+	o := &webhookOptions{}
 	cmd.Flag("config.file", "debi configuration file; reloaded on SIGHUP and POST|PUT /-/reload.").Default("debi.yml").StringVar(&o.ConfigFile)
 	cmd.Flag("web.enable-lifecycle", "Enable reload via HTTP request (POST|PUT /-/reload); SIGHUP always reloads.").Default("false").BoolVar(&o.EnableLifecycle)
 	cmd.Flag("kubeconfig", "Path to a kubeconfig; empty means $KUBECONFIG, then ~/.kube/config, then in-cluster configuration.").Default("").StringVar(&o.Kubeconfig)

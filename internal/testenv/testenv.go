@@ -2,6 +2,11 @@
 // whose server is not configured skips with a message saying how to run it — unless
 // DEBI_REQUIRE_INTEGRATION=1 (set by `make test` and CI), where a skip would hide a broken setup
 // and counts as a failure instead.
+//
+// It also holds the helpers the tests of several packages share — the clients and objects of a
+// test API server (KubeEnv), a replica-history watch, a fake Prometheus, Alertmanager payloads,
+// ElasticScaler objects, registry readers — written once here. It is test support only: no
+// non-test code may import it (it imports package testing).
 package testenv
 
 import (

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -32,7 +31,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -42,7 +40,6 @@ import (
 	tidalv1 "github.com/debi-scaler/debi/apis/tidal/v1alpha1"
 	"github.com/debi-scaler/debi/internal/testenv"
 	"github.com/debi-scaler/debi/tidal/controller"
-	"github.com/debi-scaler/debi/webhook"
 )
 
 var kubeconfigPath string // set by TestMain
@@ -120,37 +117,6 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// cronAt is a daily six-field UTC cron for t's second.
-func cronAt(t time.Time) string {
-	t = t.UTC()
-	return fmt.Sprintf("%d %d %d * * *", t.Second(), t.Minute(), t.Hour())
-}
-
-// createTidal creates a Tidal with two daily rules: "earlier", which fired ten minutes ago with
-// 2 replicas, and "soon" at fire with 7.
-func (e *env) createTidal(t *testing.T, name string, fire time.Time, labels map[string]string) {
-	t.Helper()
-	td := &tidalv1.Tidal{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "tidal.io/v1alpha1", Kind: "Tidal"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name, Labels: labels},
-		Spec: tidalv1.TidalSpec{
-			TargetRef: tidalv1.TargetRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", Namespace: e.ns},
-			Triggers: tidalv1.Triggers{Times: &tidalv1.TimeTriggers{Rules: []tidalv1.TimeRule{
-				{Name: "earlier", Cron: cronAt(fire.Add(-10 * time.Minute)), Replicas: 2},
-				{Name: "soon", Cron: cronAt(fire), Replicas: 7, Description: "a few seconds ahead"},
-			}}},
-		},
-	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(td)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.dyn.Resource(controller.TidalResource).Namespace(e.ns).Create(context.Background(), &unstructured.Unstructured{Object: m}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("Tidal %s/%s: earlier %q → 2, soon %q → 7 (fires at %s)", e.ns, name, cronAt(fire.Add(-10*time.Minute)), cronAt(fire), fire.UTC().Format("15:04:05"))
-}
-
 func (e *env) getTidal(t *testing.T, name string) *tidalv1.Tidal {
 	t.Helper()
 	u, err := e.dyn.Resource(controller.TidalResource).Namespace(e.ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -164,37 +130,6 @@ func (e *env) getTidal(t *testing.T, name string) *tidalv1.Tidal {
 	return td
 }
 
-// watchUntil watches ri's object name and returns the time the first event satisfying cond
-// arrived; it fails after timeout.
-func watchUntil(t *testing.T, ri dynamic.ResourceInterface, name string, timeout time.Duration, what string, cond func(*unstructured.Unstructured) bool) time.Time {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	u, err := ri.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cond(u) {
-		return time.Now()
-	}
-	w, err := ri.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: u.GetResourceVersion()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	for ev := range w.ResultChan() {
-		at := time.Now()
-		if ev.Type != watch.Modified && ev.Type != watch.Added {
-			continue
-		}
-		if obj, ok := ev.Object.(*unstructured.Unstructured); ok && cond(obj) {
-			return at
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-	return time.Time{}
-}
-
 func desired(u *unstructured.Unstructured) int64 {
 	v, ok, _ := unstructured.NestedInt64(u.Object, "status", "desiredReplicas")
 	if !ok {
@@ -202,9 +137,6 @@ func desired(u *unstructured.Unstructured) int64 {
 	}
 	return v
 }
-
-// fireIn is the start of the UTC second at least d ahead.
-func fireIn(d time.Duration) time.Time { return time.Now().Add(d + time.Second).Truncate(time.Second) }
 
 func (e *env) leaderElection(id string) controller.LeaderElection {
 	return controller.LeaderElection{
@@ -218,8 +150,8 @@ func (e *env) leaderElection(id string) controller.LeaderElection {
 // seconds ahead is written at its second (±1 s), with activeRule, lastScheduleTime and Ready.
 func TestIntegrationRuleAtItsSecond(t *testing.T) {
 	e := newEnv(t)
-	fire := fireIn(5 * time.Second)
-	e.createTidal(t, "tidal-soon", fire, nil)
+	fire := testenv.FireIn(5 * time.Second)
+	testenv.RuleTidal(t, e.dyn, e.ns, "tidal-soon", fire, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	reg := prometheus.NewRegistry()
@@ -235,7 +167,7 @@ func TestIntegrationRuleAtItsSecond(t *testing.T) {
 		}
 	}()
 	ri := e.dyn.Resource(controller.TidalResource).Namespace(e.ns)
-	at := watchUntil(t, ri, "tidal-soon", 10*time.Second, "desiredReplicas 2", func(u *unstructured.Unstructured) bool { return desired(u) == 2 })
+	at := testenv.WatchUntil(t, ri, "tidal-soon", 10*time.Second, "desiredReplicas 2", func(u *unstructured.Unstructured) bool { return desired(u) == 2 })
 	if !at.Before(fire) {
 		t.Fatalf("desiredReplicas 2 only at %s, after the next rule's second %s", at, fire)
 	}
@@ -245,7 +177,7 @@ func TestIntegrationRuleAtItsSecond(t *testing.T) {
 	}
 	t.Logf("at start (%.1f s before the rule): desiredReplicas 2, activeRule %s, lastScheduleTime %s", fire.Sub(at).Seconds(), td.Status.ActiveRule, td.Status.LastScheduleTime.UTC())
 
-	at = watchUntil(t, ri, "tidal-soon", 15*time.Second, "desiredReplicas 7", func(u *unstructured.Unstructured) bool { return desired(u) == 7 })
+	at = testenv.WatchUntil(t, ri, "tidal-soon", 15*time.Second, "desiredReplicas 7", func(u *unstructured.Unstructured) bool { return desired(u) == 7 })
 	late := at.Sub(fire)
 	t.Logf("desiredReplicas 7 seen by a watch %v after the rule's second", late)
 	if late < 0 || late > time.Second {
@@ -272,7 +204,7 @@ func TestIntegrationRuleAtItsSecond(t *testing.T) {
 	if _, err := ri.Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	watchUntil(t, ri, "tidal-soon", 10*time.Second, "InvalidRules", func(u *unstructured.Unstructured) bool {
+	testenv.WatchUntil(t, ri, "tidal-soon", 10*time.Second, "InvalidRules", func(u *unstructured.Unstructured) bool {
 		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 		for _, c := range conds {
 			if c.(map[string]any)["reason"] == controller.ReasonInvalidRules {
@@ -287,99 +219,6 @@ func TestIntegrationRuleAtItsSecond(t *testing.T) {
 		t.Errorf("status after a bad rule %+v", td.Status)
 	}
 	t.Logf("bad rule: Ready=%s %s %q, desiredReplicas still %d", cond.Status, cond.Reason, cond.Message, *td.Status.DesiredReplicas)
-}
-
-// TestIntegrationStateTriggerEndToEnd: the Tidal controller and the webhook (act mode, its Tidal
-// watch bound to the Tidal by the elasticscaler.io labels) both run; the Deployment goes to the
-// rule in force at start (2), then to 7 within ±2 s of the next rule's second.
-func TestIntegrationStateTriggerEndToEnd(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	two := int32(4)
-	lbl := map[string]string{"app": "web"}
-	if _, err := e.kube.AppsV1().Deployments(e.ns).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: e.ns},
-		Spec: appsv1.DeploymentSpec{Replicas: &two, Selector: &metav1.LabelSelector{MatchLabels: lbl},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: lbl},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/app:1"}}}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cfgFile := filepath.Join(dir, "debi.yml")
-	cfg := fmt.Sprintf(`policies:
-  - name: web
-    target: {namespace: %[1]s, name: web}
-    algorithm: debi
-    model: naive
-    request: 1
-    scaling: {min_replicas: 1, max_replicas: 20, window: 0s}
-webhook:
-  mode: act
-  allow_unauthenticated: true
-  leader_election: {namespace: %[1]s, name: debi-webhook, lease_duration: 3s, renew_deadline: 2s, retry_period: 500ms}
-  tidal: {resync_period: 1m}
-`, e.ns)
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	whReg := prometheus.NewRegistry()
-	wh, err := webhook.New(webhook.Options{ConfigFile: cfgFile, Listener: l, RestConfig: e.rc}, logger(t), whReg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	whCtx, whCancel := context.WithCancel(ctx)
-	whDone := make(chan error, 1)
-	go func() { whDone <- wh.Run(whCtx) }()
-	defer func() {
-		whCancel()
-		if err := <-whDone; err != nil {
-			t.Errorf("webhook Run: %v", err)
-		}
-	}()
-	// The webhook leads and watches before the Tidal exists.
-	deadline := time.Now().Add(20 * time.Second)
-	for gauge(t, whReg, "debi_webhook_tidal_watch_enabled") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the webhook's Tidal watch did not start")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-
-	fire := fireIn(6 * time.Second)
-	e.createTidal(t, "tidal-e2e", fire, map[string]string{webhook.LabelScalerName: "web", webhook.LabelScalerNamespace: e.ns})
-	cctx, ccancel := context.WithCancel(ctx)
-	cdone := make(chan error, 1)
-	go func() {
-		cdone <- controller.Run(cctx, controller.Options{Client: e.dyn, Namespaces: []string{e.ns}, Logger: logger(t),
-			LeaderElection: e.leaderElection("e2e")})
-	}()
-	defer func() {
-		ccancel()
-		if err := <-cdone; err != nil {
-			t.Error(err)
-		}
-	}()
-	deps := e.dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}).Namespace(e.ns)
-	specReplicas := func(u *unstructured.Unstructured) int64 {
-		v, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
-		return v
-	}
-	at := watchUntil(t, deps, "web", 10*time.Second, "web at 2", func(u *unstructured.Unstructured) bool { return specReplicas(u) == 2 })
-	if !at.Before(fire) {
-		t.Fatalf("web at 2 only at %s, after the next rule's second %s", at, fire)
-	}
-	t.Logf("web scaled 4 → 2 by the rule in force at start, %.1f s before the next rule", fire.Sub(at).Seconds())
-	at = watchUntil(t, deps, "web", 15*time.Second, "web at 7", func(u *unstructured.Unstructured) bool { return specReplicas(u) == 7 })
-	late := at.Sub(fire)
-	t.Logf("Deployment web spec.replicas 7 seen by a watch %v after the rule's second", late)
-	if late < -2*time.Second || late > 2*time.Second {
-		t.Errorf("web at 7 %v after the rule's second, want within ±2 s", late)
-	}
 }
 
 // TestIntegrationBinary builds debi and runs `debi tidal-controller` against the API server:
@@ -401,14 +240,14 @@ func TestIntegrationBinary(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	fire := fireIn(8 * time.Second)
-	e.createTidal(t, "tidal-bin", fire, nil)
+	fire := testenv.FireIn(8 * time.Second)
+	testenv.RuleTidal(t, e.dyn, e.ns, "tidal-bin", fire, nil)
 	testenv.Start(t, dir, "tidal-controller", bin, "tidal-controller", "--kubeconfig", kubeconfigPath,
 		"--namespace", e.ns, "--namespace", "elsewhere", "--leader-elect.namespace", e.ns, "--leader-elect.lease-name", "bin-lease",
 		"--web.listen-address", addr, "--log.level", "debug")
 	ri := e.dyn.Resource(controller.TidalResource).Namespace(e.ns)
-	watchUntil(t, ri, "tidal-bin", 20*time.Second, "desiredReplicas 2", func(u *unstructured.Unstructured) bool { return desired(u) == 2 })
-	at := watchUntil(t, ri, "tidal-bin", 20*time.Second, "desiredReplicas 7", func(u *unstructured.Unstructured) bool { return desired(u) == 7 })
+	testenv.WatchUntil(t, ri, "tidal-bin", 20*time.Second, "desiredReplicas 2", func(u *unstructured.Unstructured) bool { return desired(u) == 2 })
+	at := testenv.WatchUntil(t, ri, "tidal-bin", 20*time.Second, "desiredReplicas 7", func(u *unstructured.Unstructured) bool { return desired(u) == 7 })
 	late := at.Sub(fire)
 	t.Logf("binary: desiredReplicas 7 seen by a watch %v after the rule's second", late)
 	if late < 0 || late > 2*time.Second { // a separate process under a loaded CI: the issue's ±2 s

@@ -1,4 +1,4 @@
-package webhook
+package main
 
 import (
 	"context"
@@ -21,6 +21,8 @@ import (
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
 	"github.com/debi-scaler/debi/elasticscaler"
+	"github.com/debi-scaler/debi/internal/testenv"
+	"github.com/debi-scaler/debi/webhook"
 )
 
 // TestElasticScalerPausedReplicas, on a real kube-apiserver, KEDA's paused-replicas as
@@ -35,15 +37,15 @@ import (
 func TestElasticScalerPausedReplicas(t *testing.T) {
 	e := newKubeEnv(t)
 	ctx := context.Background()
-	e.applyFile(t, "../deploy/crds/elasticscaler.io_elasticscalers.yaml", "")
-	poll(t, 20*time.Second, "elasticscalers served", func() bool {
-		_, err := e.dyn.Resource(elasticscaler.Resource).Namespace(e.ns).List(ctx, metav1.ListOptions{})
+	e.ApplyFile(t, "../../deploy/crds/elasticscaler.io_elasticscalers.yaml", "")
+	testenv.Poll(t, 20*time.Second, "elasticscalers served", func() bool {
+		_, err := e.Dyn.Resource(elasticscaler.Resource).Namespace(e.NS).List(ctx, metav1.ListOptions{})
 		return err == nil
 	})
-	e.deployment(t, e.ns, "vllm", 2)
-	h := watchReplicas(t, e.kube, e.ns)
-	pol := e.ns + ".vllm-scaler"
-	prom := fakePrometheus(t, map[string]float64{
+	e.Deployment(t, e.NS, "vllm", 2)
+	h := testenv.WatchReplicas(t, e.Kube, e.NS)
+	pol := e.NS + ".vllm-scaler"
+	prom := testenv.FakePrometheus(t, map[string]float64{
 		`debi_load_ratio{policy="` + pol + `",load="w"}`:                            2.0,
 		`debi_current_replicas{policy="` + pol + `"}`:                               2,
 		`debi_policy_stale{policy="` + pol + `"}`:                                   0,
@@ -55,15 +57,15 @@ webhook:
   allow_unauthenticated: true
   tidal: {enabled: false}
   leader_election: {namespace: %s, lease_duration: 3s, renew_deadline: 2s, retry_period: 500ms}
-`, prom.URL, e.ns, e.ns)
+`, prom.URL, e.NS, e.NS)
 	if err := os.WriteFile(cfgFile, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	url := runWebhook(t, Options{ConfigFile: cfgFile, RestConfig: e.rc}, prometheus.NewRegistry())
-	es := e.dyn.Resource(elasticscaler.Resource).Namespace(e.ns)
+	url := runWebhook(t, webhookOptions{ConfigFile: cfgFile, RestConfig: e.RC}, prometheus.NewRegistry())
+	es := e.Dyn.Resource(elasticscaler.Resource).Namespace(e.NS)
 
 	obj := func(paused any) *unstructured.Unstructured {
-		o := esObject(e.ns, "vllm-scaler", "vllm", time.Now(), "")
+		o := testenv.ESObject(e.NS, "vllm-scaler", "vllm", time.Now(), "")
 		for _, f := range []string{"generation", "resourceVersion", "uid", "creationTimestamp"} {
 			unstructured.RemoveNestedField(o.Object, "metadata", f)
 		}
@@ -78,51 +80,51 @@ webhook:
 	if _, err := es.Create(ctx, obj(int64(3)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 30*time.Second, "the Deployment pinned at 3 with no alert", func() bool { return e.replicas(t, e.ns, "Deployment", "vllm") == 3 })
+	testenv.Poll(t, 30*time.Second, "the Deployment pinned at 3 with no alert", func() bool { return e.Replicas(t, e.NS, "Deployment", "vllm") == 3 })
 
-	alert := func() Outcome {
+	alert := func() webhook.Outcome {
 		t.Helper()
 		var code int
 		var body string
-		poll(t, 20*time.Second, "a decision for "+pol, func() bool {
-			code, body = request(t, "POST", url+"/v1/alertmanager", "",
-				string(amPayload("firing", map[string]any{"labels": map[string]string{"alertname": "DebiScaleRecommended", "policy": pol}})))
+		testenv.Poll(t, 20*time.Second, "a decision for "+pol, func() bool {
+			code, body = testenv.Request(t, "POST", url+"/v1/alertmanager", "",
+				string(testenv.AMPayload("firing", map[string]any{"labels": map[string]string{"alertname": "DebiScaleRecommended", "policy": pol}})))
 			return code == 200
 		})
-		var res struct{ Outcomes []Outcome }
+		var res struct{ Outcomes []webhook.Outcome }
 		if err := json.Unmarshal([]byte(body), &res); err != nil || len(res.Outcomes) != 1 {
 			t.Fatalf("answer %s: %v", body, err)
 		}
 		return res.Outcomes[0]
 	}
-	if o := alert(); o.After != 3 || o.Written || o.Reason != ReasonPausedReplicas || o.PausedReplicas == nil || *o.PausedReplicas != 3 {
-		t.Fatalf("notification while paused at 3: %+v; want 3, nothing written, reason %s", o, ReasonPausedReplicas)
+	if o := alert(); o.After != 3 || o.Written || o.Reason != webhook.ReasonPausedReplicas || o.PausedReplicas == nil || *o.PausedReplicas != 3 {
+		t.Fatalf("notification while paused at 3: %+v; want 3, nothing written, reason %s", o, webhook.ReasonPausedReplicas)
 	} else {
 		t.Logf("notification while paused: %d -> %d (%s), written %v", o.Before, o.After, o.Reason, o.Written)
 	}
-	scale, err := e.kube.AppsV1().Deployments(e.ns).GetScale(ctx, "vllm", metav1.GetOptions{})
+	scale, err := e.Kube.AppsV1().Deployments(e.NS).GetScale(ctx, "vllm", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	scale.Spec.Replicas = 5 // by hand
-	if _, err := e.kube.AppsV1().Deployments(e.ns).UpdateScale(ctx, "vllm", scale, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Kube.AppsV1().Deployments(e.NS).UpdateScale(ctx, "vllm", scale, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.sync(t, "vllm")
-	if o := alert(); o.Before != 5 || o.After != 3 || !o.Written || o.Reason != ReasonPausedReplicas {
+	h.Sync(t, "vllm")
+	if o := alert(); o.Before != 5 || o.After != 3 || !o.Written || o.Reason != webhook.ReasonPausedReplicas {
 		t.Fatalf("notification after a resize to 5: %+v; want 5 -> 3 written", o)
 	} else {
 		t.Logf("notification after a resize by hand: %d -> %d (%s), written %v", o.Before, o.After, o.Reason, o.Written)
 	}
 
 	var st esv1.ElasticScaler
-	poll(t, 30*time.Second, "status.pausedReplicas 3", func() bool {
+	testenv.Poll(t, 30*time.Second, "status.pausedReplicas 3", func() bool {
 		u, err := es.Get(ctx, "vllm-scaler", metav1.GetOptions{})
 		if err != nil || runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &st) != nil {
 			return false
 		}
 		c := meta.FindStatusCondition(st.Status.Conditions, esv1.ConditionScalingCalculated)
-		return st.Status.PausedReplicas != nil && *st.Status.PausedReplicas == 3 && c != nil && strings.Contains(c.Message, "desired 3 from current 5 ("+ReasonPausedReplicas+")")
+		return st.Status.PausedReplicas != nil && *st.Status.PausedReplicas == 3 && c != nil && strings.Contains(c.Message, "desired 3 from current 5 ("+webhook.ReasonPausedReplicas+")")
 	})
 	t.Logf("status: pausedReplicas %d, desiredReplicas %d, ScalingCalculated %q", *st.Status.PausedReplicas, *st.Status.DesiredReplicas,
 		meta.FindStatusCondition(st.Status.Conditions, esv1.ConditionScalingCalculated).Message)
@@ -147,15 +149,15 @@ webhook:
 	if _, err := es.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var o Outcome
-	poll(t, 30*time.Second, "a load decision once unpaused", func() bool {
+	var o webhook.Outcome
+	testenv.Poll(t, 30*time.Second, "a load decision once unpaused", func() bool {
 		o = alert()
-		return o.Reason != ReasonPausedReplicas
+		return o.Reason != webhook.ReasonPausedReplicas
 	})
 	if o.Before != 3 || o.After != 4 || !o.Written || o.PausedReplicas != nil {
 		t.Fatalf("unpaused: %+v; want 3 -> 4 written by the load", o)
 	}
-	if got, want := h.sync(t, "vllm"), []int32{2, 3, 5, 3, 4}; !slices.Equal(got, want) {
+	if got, want := h.Sync(t, "vllm"), []int32{2, 3, 5, 3, 4}; !slices.Equal(got, want) {
 		t.Errorf("write history %v, want %v", got, want)
 	}
 	getTable(t, e, "after the pause")

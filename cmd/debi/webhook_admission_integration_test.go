@@ -1,4 +1,4 @@
-package webhook
+package main
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,9 +17,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/debi-scaler/debi/elasticscaler"
+	"github.com/debi-scaler/debi/internal/testenv"
 )
 
-// TestAdmissionOnAPIServer registers the webhook (a Server, over TLS) as a validating admission
+// TestAdmissionOnAPIServer registers the webhook (a webhookServer, over TLS) as a validating admission
 // webhook of the real kube-apiserver for ElasticScaler and Tidal objects (the CRDs of
 // deploy/crds), scoped to the test's namespace: the guide's examples are created, each invalid
 // variant is refused by the API server with the webhook's field path, and kubectl's table shows
@@ -27,7 +29,7 @@ func TestAdmissionOnAPIServer(t *testing.T) {
 	e := newKubeEnv(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	certFile, keyFile := selfSigned(t, dir)
+	certFile, keyFile := testenv.SelfSigned(t, dir)
 	webCfg := filepath.Join(dir, "web.yml")
 	if err := os.WriteFile(webCfg, []byte("tls_server_config:\n  cert_file: "+certFile+"\n  key_file: "+keyFile+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -36,7 +38,7 @@ func TestAdmissionOnAPIServer(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte("webhook: {allow_unauthenticated: true, tidal: {enabled: false}}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	url := runWebhookTLS(t, Options{ConfigFile: cfgFile, WebConfigFile: webCfg, RestConfig: e.rc})
+	url := runWebhookTLS(t, webhookOptions{ConfigFile: cfgFile, WebConfigFile: webCfg, RestConfig: e.RC})
 	ca, err := os.ReadFile(certFile)
 	if err != nil {
 		t.Fatal(err)
@@ -46,40 +48,40 @@ func TestAdmissionOnAPIServer(t *testing.T) {
 	// test of this package shares (one API server): the one of deploy/crds would refuse the other
 	// tests' Tidal objects (apis' integration test covers it); the webhook validates the guide's
 	// Tidal either way.
-	e.crds(t)
-	e.applyFile(t, "../deploy/crds/elasticscaler.io_elasticscalers.yaml", "")
+	e.CRDs(t)
+	e.ApplyFile(t, "../../deploy/crds/elasticscaler.io_elasticscalers.yaml", "")
 	esGVR := schema.GroupVersionResource{Group: "elasticscaler.io", Version: "v1alpha1", Resource: "elasticscalers"}
 	tidalGVR := schema.GroupVersionResource{Group: "tidal.io", Version: "v1alpha1", Resource: "tidals"}
 	for _, gvr := range []schema.GroupVersionResource{esGVR, tidalGVR} {
-		poll(t, 20*time.Second, gvr.Resource+" served", func() bool {
-			_, err := e.dyn.Resource(gvr).Namespace(e.ns).List(ctx, metav1.ListOptions{})
+		testenv.Poll(t, 20*time.Second, gvr.Resource+" served", func() bool {
+			_, err := e.Dyn.Resource(gvr).Namespace(e.NS).List(ctx, metav1.ListOptions{})
 			return err == nil
 		})
 	}
 
-	name := "debi-admission-" + e.ns
+	name := "debi-admission-" + e.NS
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name:                    "validate.debi.io",
 			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: ptr.To(url + elasticscaler.AdmissionPath), CABundle: ca},
 			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{"CREATE", "UPDATE"}, Rule: admissionregistrationv1.Rule{APIGroups: []string{"elasticscaler.io", "tidal.io"}, APIVersions: []string{"v1alpha1"}, Resources: []string{"elasticscalers", "tidals"}}}},
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.ns}},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": e.NS}},
 			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 			AdmissionReviewVersions: []string{"v1"},
 			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
 			TimeoutSeconds:          ptr.To(int32(5)),
 		}},
 	}
-	if _, err := e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
+	if _, err := e.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = e.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = e.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 
 	guide := map[string]string{}
-	files, _ := filepath.Glob("../apis/testdata/guide-*.yaml")
+	files, _ := filepath.Glob("../../apis/testdata/guide-*.yaml")
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -93,14 +95,14 @@ func TestAdmissionOnAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		u := &unstructured.Unstructured{Object: m}
-		u.SetNamespace(e.ns)
+		u.SetNamespace(e.NS)
 		gvr := esGVR
 		if u.GetKind() == "Tidal" {
 			gvr = tidalGVR
 			// The guide's Tidal targets ai-inference; here the test's namespace.
-			_ = unstructured.SetNestedField(u.Object, e.ns, "spec", "targetRef", "namespace")
+			_ = unstructured.SetNestedField(u.Object, e.NS, "spec", "targetRef", "namespace")
 		}
-		_, err := e.dyn.Resource(gvr).Namespace(e.ns).Create(ctx, u, metav1.CreateOptions{})
+		_, err := e.Dyn.Resource(gvr).Namespace(e.NS).Create(ctx, u, metav1.CreateOptions{})
 		return err
 	}
 	// The webhook is registered once the API server calls it: a Tidal whose cron no schema can
@@ -113,7 +115,7 @@ func TestAdmissionOnAPIServer(t *testing.T) {
 			t.Logf("last answer to the probe: %v", last)
 		}
 	})
-	poll(t, 20*time.Second, "the API server calls the admission webhook", func() bool {
+	testenv.Poll(t, 20*time.Second, "the API server calls the admission webhook", func() bool {
 		last = create(bad)
 		return last != nil && strings.Contains(last.Error(), "denied the request")
 	})
@@ -151,7 +153,7 @@ func TestAdmissionOnAPIServer(t *testing.T) {
 	}
 
 	// kubectl get elasticscalers: the printer columns of the CRD, read as kubectl reads them.
-	res := e.kube.CoreV1().RESTClient().Get().AbsPath("/apis/elasticscaler.io/v1alpha1/namespaces", e.ns, "elasticscalers").
+	res := e.Kube.CoreV1().RESTClient().Get().AbsPath("/apis/elasticscaler.io/v1alpha1/namespaces", e.NS, "elasticscalers").
 		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Do(ctx)
 	raw, err := res.Raw()
 	if err != nil {
@@ -165,7 +167,7 @@ func TestAdmissionOnAPIServer(t *testing.T) {
 	for _, c := range table.ColumnDefinitions {
 		cols = append(cols, c.Name)
 	}
-	t.Logf("kubectl get elasticscalers -n %s: columns %v, %d rows", e.ns, cols, len(table.Rows))
+	t.Logf("kubectl get elasticscalers -n %s: columns %v, %d rows", e.NS, cols, len(table.Rows))
 	for _, want := range []string{"Name", "Target", "Algorithm", "Min", "Max", "Current", "Desired", "Validated", "Age"} {
 		found := false
 		for _, c := range cols {
@@ -181,8 +183,8 @@ func TestAdmissionOnAPIServer(t *testing.T) {
 }
 
 // runWebhookTLS starts a webhook (startWebhook) over TLS and returns its https URL.
-func runWebhookTLS(t *testing.T, opts Options) string {
+func runWebhookTLS(t *testing.T, opts webhookOptions) string {
 	t.Helper()
-	_, addr := startWebhook(t, opts, prometheusRegistry())
+	_, addr := startWebhook(t, opts, prometheus.NewRegistry())
 	return "https://" + addr
 }

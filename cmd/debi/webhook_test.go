@@ -1,18 +1,10 @@
-package webhook
+package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/json"
-	"encoding/pem"
 	"io"
 	"math"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -26,16 +18,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/rest"
+
+	"github.com/debi-scaler/debi/internal/testenv"
 )
 
-func nanValue() float64 { var z float64; return z / z }
-
-// TestRunTLSAndToken runs a Server with an exporter-toolkit web config (TLS) and a token file,
+// TestRunTLSAndToken runs a webhookServer with an exporter-toolkit web config (TLS) and a token file,
 // with an unreachable API server: it serves /healthz over TLS only, is not ready, and stops on
-// ctx. Without a token file New refuses it.
+// ctx. Without a token file newWebhookServer refuses it.
 func TestRunTLSAndToken(t *testing.T) {
 	dir := t.TempDir()
-	certFile, keyFile := selfSigned(t, dir)
+	certFile, keyFile := testenv.SelfSigned(t, dir)
 	webCfg := filepath.Join(dir, "web.yml")
 	_ = os.WriteFile(webCfg, []byte("tls_server_config:\n  cert_file: "+certFile+"\n  key_file: "+keyFile+"\n"), 0o600)
 	base := "policies:\n  - {name: web, target: {namespace: shop, name: web}, algorithm: hpa, request: 1}\nwebhook:\n  tidal: {enabled: false}\n"
@@ -43,7 +35,7 @@ func TestRunTLSAndToken(t *testing.T) {
 	_ = os.WriteFile(cfgFile, []byte(base), 0o600)
 	rc := &rest.Config{Host: "https://127.0.0.1:1", Timeout: 200 * time.Millisecond}
 
-	_, err := New(Options{ConfigFile: cfgFile, RestConfig: rc}, testLogger(t), nil)
+	_, err := newWebhookServer(webhookOptions{ConfigFile: cfgFile, RestConfig: rc}, testenv.Logger(t), nil)
 	if err == nil || !strings.Contains(err.Error(), "webhook.bearer_token_file: required") {
 		t.Fatalf("New without token = %v", err)
 	}
@@ -51,10 +43,10 @@ func TestRunTLSAndToken(t *testing.T) {
 	tokenFile := filepath.Join(dir, "token")
 	_ = os.WriteFile(tokenFile, []byte("tok\n"), 0o600)
 	_ = os.WriteFile(cfgFile, []byte(base+"  bearer_token_file: "+tokenFile+"\n"), 0o600)
-	_, addr := startWebhook(t, Options{ConfigFile: cfgFile, WebConfigFile: webCfg, RestConfig: rc}, prometheusRegistry())
+	_, addr := startWebhook(t, webhookOptions{ConfigFile: cfgFile, WebConfigFile: webCfg, RestConfig: rc}, prometheus.NewRegistry())
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	url := "https://" + addr
-	poll(t, 10*time.Second, "healthz over TLS", func() bool {
+	testenv.Poll(t, 10*time.Second, "healthz over TLS", func() bool {
 		resp, err := client.Get(url + "/healthz")
 		if err != nil {
 			return false
@@ -85,36 +77,16 @@ func TestRunTLSAndToken(t *testing.T) {
 	}
 }
 
-func selfSigned(t *testing.T, dir string) (string, string) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "debi-webhook"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	cert, keyf := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	_ = os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	_ = os.WriteFile(keyf, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
-	return cert, keyf
-}
-
-// startWebhook builds a Server listening on 127.0.0.1:0 (New, as `debi webhook` does) and runs
-// it until the test ends, when Run must return nil; addr is its address.
-func startWebhook(t *testing.T, opts Options, reg *prometheus.Registry) (s *Server, addr string) {
+// startWebhook builds a webhookServer listening on 127.0.0.1:0 (newWebhookServer, as `debi
+// webhook` does) and runs it until the test ends, when Run must return nil; addr is its address.
+func startWebhook(t *testing.T, opts webhookOptions, reg *prometheus.Registry) (s *webhookServer, addr string) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.Listener = l
-	if s, err = New(opts, testLogger(t), reg); err != nil {
+	if s, err = newWebhookServer(opts, testenv.Logger(t), reg); err != nil {
 		l.Close()
 		t.Fatal(err)
 	}
@@ -136,18 +108,18 @@ func startWebhook(t *testing.T, opts Options, reg *prometheus.Registry) (s *Serv
 }
 
 // runWebhook starts a webhook (startWebhook) and returns its base URL once /healthz answers.
-func runWebhook(t *testing.T, opts Options, reg *prometheus.Registry) string {
+func runWebhook(t *testing.T, opts webhookOptions, reg *prometheus.Registry) string {
 	t.Helper()
 	_, url := runWebhookServer(t, opts, reg)
 	return url
 }
 
-// runWebhookServer is runWebhook, with the Server.
-func runWebhookServer(t *testing.T, opts Options, reg *prometheus.Registry) (*Server, string) {
+// runWebhookServer is runWebhook, with the webhookServer.
+func runWebhookServer(t *testing.T, opts webhookOptions, reg *prometheus.Registry) (*webhookServer, string) {
 	t.Helper()
 	s, addr := startWebhook(t, opts, reg)
 	url := "http://" + addr
-	poll(t, 10*time.Second, "healthz", func() bool {
+	testenv.Poll(t, 10*time.Second, "healthz", func() bool {
 		resp, err := http.Get(url + "/healthz")
 		if err != nil {
 			return false
@@ -158,72 +130,6 @@ func runWebhookServer(t *testing.T, opts Options, reg *prometheus.Registry) (*Se
 	return s, url
 }
 
-// request sends method url with an optional bearer token and returns the status and the error
-// message of the answer (or its body).
-func request(t *testing.T, method, url, token string, body string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var e struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(b, &e) == nil && e.Error != "" {
-		return resp.StatusCode, e.Error
-	}
-	return resp.StatusCode, string(b)
-}
-
-// metricValue is the value of the series name{labels} in g, NaN when absent.
-func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			for k, v := range labels {
-				if got[k] != v {
-					continue series
-				}
-			}
-			switch {
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return math.NaN()
-}
-
-func writeFile(t *testing.T, name, content string) {
-	t.Helper()
-	if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestRunReload drives the reload of a running webhook: POST /-/reload and PUT /-/reload and
 // Reload (what `debi webhook` calls on SIGHUP) put a rewritten configuration in force (a new policy, a new mode, the push endpoint
 // with its own token); a configuration that does not load, or whose token file is missing,
@@ -232,63 +138,63 @@ func writeFile(t *testing.T, name, content string) {
 func TestRunReload(t *testing.T) {
 	dir := t.TempDir()
 	amToken, pushToken, cfgFile := filepath.Join(dir, "am-token"), filepath.Join(dir, "push-token"), filepath.Join(dir, "debi.yml")
-	writeFile(t, amToken, "am-1\n")
-	writeFile(t, pushToken, "push-1\n")
+	testenv.WriteFile(t, amToken, "am-1\n")
+	testenv.WriteFile(t, pushToken, "push-1\n")
 	policies := "policies:\n  - {name: web, target: {namespace: shop, name: web}, algorithm: hpa, request: 1}\n"
 	api := "  - {name: api, target: {namespace: shop, name: api}, algorithm: apa, request: 1}\n"
 	webhook := "webhook:\n  bearer_token_file: " + amToken + "\n  leader_election: {enabled: false}\n"
 	v1 := policies + webhook + "  tidal: {enabled: false}\n"
 	v2 := policies + api + webhook + "  mode: act\n  tidal: {enabled: false, push: {enabled: true, bearer_token_file: " + pushToken + "}}\n"
-	writeFile(t, cfgFile, v1)
-	reg := prometheusRegistry()
+	testenv.WriteFile(t, cfgFile, v1)
+	reg := prometheus.NewRegistry()
 	rc := &rest.Config{Host: "https://127.0.0.1:1", Timeout: 200 * time.Millisecond}
-	srv, url := runWebhookServer(t, Options{ConfigFile: cfgFile, RestConfig: rc, EnableLifecycle: true}, reg)
+	srv, url := runWebhookServer(t, webhookOptions{ConfigFile: cfgFile, RestConfig: rc, EnableLifecycle: true}, reg)
 
 	info := func(policy, mode, alg string) float64 {
-		return metricValue(t, reg, "debi_webhook_policy_info", map[string]string{"policy": policy, "mode": mode, "algorithm": alg})
+		return testenv.MetricValue(t, reg, "debi_webhook_policy_info", map[string]string{"policy": policy, "mode": mode, "algorithm": alg})
 	}
-	reloadOK := func() float64 { return metricValue(t, reg, "debi_webhook_config_last_reload_successful", nil) }
-	if info("web", "shadow", "hpa") != 1 || reloadOK() != 1 || !(metricValue(t, reg, "debi_webhook_config_last_reload_success_timestamp_seconds", nil) > 0) {
+	reloadOK := func() float64 { return testenv.MetricValue(t, reg, "debi_webhook_config_last_reload_successful", nil) }
+	if info("web", "shadow", "hpa") != 1 || reloadOK() != 1 || !(testenv.MetricValue(t, reg, "debi_webhook_config_last_reload_success_timestamp_seconds", nil) > 0) {
 		t.Fatalf("at start: policy_info %v, reload_successful %v", info("web", "shadow", "hpa"), reloadOK())
 	}
 	alert := func(policy string) string {
-		return string(amPayload("firing", map[string]any{"labels": labels("policy", policy)}))
+		return string(testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", policy)}))
 	}
 	tidal := `{"namespace":"shop","name":"t","labels":{"elasticscaler.io/name":"api"},"status":{"desiredReplicas":3}}`
-	if code, msg := request(t, "POST", url+"/v1/alertmanager", "am-1", alert("api")); code != 422 || !strings.Contains(msg, `unknown policy "api"`) {
+	if code, msg := testenv.Request(t, "POST", url+"/v1/alertmanager", "am-1", alert("api")); code != 422 || !strings.Contains(msg, `unknown policy "api"`) {
 		t.Errorf("v1, alert for api: %d %s, want 422 unknown policy", code, msg)
 	}
-	if code, msg := request(t, "POST", url+"/v1/tidal", "push-1", tidal); code != 404 || !strings.Contains(msg, "webhook.tidal.push.enabled") {
+	if code, msg := testenv.Request(t, "POST", url+"/v1/tidal", "push-1", tidal); code != 404 || !strings.Contains(msg, "webhook.tidal.push.enabled") {
 		t.Errorf("v1, push: %d %s, want 404 saying how to enable it", code, msg)
 	}
 
 	// A new configuration: a new Controller serves at once.
-	writeFile(t, cfgFile, v2)
-	if code, msg := request(t, "POST", url+"/-/reload", "", ""); code != 200 {
+	testenv.WriteFile(t, cfgFile, v2)
+	if code, msg := testenv.Request(t, "POST", url+"/-/reload", "", ""); code != 200 {
 		t.Fatalf("reload v2: %d %s", code, msg)
 	}
 	if info("api", "act", "apa") != 1 || info("web", "act", "hpa") != 1 || !math.IsNaN(info("web", "shadow", "hpa")) || reloadOK() != 1 {
 		t.Errorf("after v2: policy_info api %v, web act %v, web shadow %v (want gone)", info("api", "act", "apa"), info("web", "act", "hpa"), info("web", "shadow", "hpa"))
 	}
-	if code, msg := request(t, "POST", url+"/v1/alertmanager", "am-1", alert("api")); code == 422 || code == 401 {
+	if code, msg := testenv.Request(t, "POST", url+"/v1/alertmanager", "am-1", alert("api")); code == 422 || code == 401 {
 		t.Errorf("v2, alert for api: %d %s; want it decided (a 5xx here: the API server is down)", code, msg)
 	}
-	if code, msg := request(t, "POST", url+"/v1/tidal", "am-1", tidal); code != 401 {
+	if code, msg := testenv.Request(t, "POST", url+"/v1/tidal", "am-1", tidal); code != 401 {
 		t.Errorf("v2, push with Alertmanager's token: %d %s, want 401", code, msg)
 	}
-	if code, msg := request(t, "POST", url+"/v1/alertmanager", "push-1", alert("api")); code != 401 {
+	if code, msg := testenv.Request(t, "POST", url+"/v1/alertmanager", "push-1", alert("api")); code != 401 {
 		t.Errorf("v2, alert with the push token: %d %s, want 401", code, msg)
 	}
-	if code, msg := request(t, "POST", url+"/v1/tidal", "push-1", tidal); code == 404 || code == 401 {
+	if code, msg := testenv.Request(t, "POST", url+"/v1/tidal", "push-1", tidal); code == 404 || code == 401 {
 		t.Errorf("v2, push: %d %s; want it served", code, msg)
 	}
 
 	// The Alertmanager token rotated: the new one in, the old one out, without a reload.
-	writeFile(t, amToken, "am-2-rotated\n") // another size: coarse mtimes cannot hide the change
-	if code, msg := request(t, "POST", url+"/v1/alertmanager", "am-1", alert("api")); code != 401 {
+	testenv.WriteFile(t, amToken, "am-2-rotated\n") // another size: coarse mtimes cannot hide the change
+	if code, msg := testenv.Request(t, "POST", url+"/v1/alertmanager", "am-1", alert("api")); code != 401 {
 		t.Errorf("old token after rotation: %d %s, want 401", code, msg)
 	}
-	if code, msg := request(t, "POST", url+"/v1/alertmanager", "am-2-rotated", alert("api")); code == 401 {
+	if code, msg := testenv.Request(t, "POST", url+"/v1/alertmanager", "am-2-rotated", alert("api")); code == 401 {
 		t.Errorf("new token after rotation: %d %s", code, msg)
 	}
 
@@ -299,30 +205,30 @@ func TestRunReload(t *testing.T) {
 		{"missing push token file", strings.ReplaceAll(v2, pushToken, filepath.Join(dir, "nope")), "webhook.tidal.push.bearer_token_file"},
 		{"ElasticScaler watch turned on", "global: {elastic_scalers: {enabled: true, namespaces: [shop]}}\n" + v2, "global.elastic_scalers.enabled"},
 	} {
-		writeFile(t, cfgFile, bad.config)
-		if code, msg := request(t, "PUT", url+"/-/reload", "", ""); code != 500 || !strings.Contains(msg, bad.msg) {
+		testenv.WriteFile(t, cfgFile, bad.config)
+		if code, msg := testenv.Request(t, "PUT", url+"/-/reload", "", ""); code != 500 || !strings.Contains(msg, bad.msg) {
 			t.Errorf("%s: reload %d %s, want 500 naming %s", bad.name, code, msg, bad.msg)
 		}
 		if reloadOK() != 0 || info("api", "act", "apa") != 1 {
 			t.Errorf("%s: reload_successful %v, api still configured %v", bad.name, reloadOK(), info("api", "act", "apa"))
 		}
-		if code, msg := request(t, "POST", url+"/v1/alertmanager", "am-2-rotated", alert("api")); code == 422 || code == 401 {
+		if code, msg := testenv.Request(t, "POST", url+"/v1/alertmanager", "am-2-rotated", alert("api")); code == 422 || code == 401 {
 			t.Errorf("%s: the previous configuration is not in force: %d %s", bad.name, code, msg)
 		}
 	}
 
 	// Reload, as on SIGHUP (cmd/debi: TestWebhookSIGHUP): back to v1.
-	writeFile(t, cfgFile, v1)
+	testenv.WriteFile(t, cfgFile, v1)
 	if err := srv.Reload(); err != nil || reloadOK() != 1 {
 		t.Fatalf("Reload: %v, reload_successful %v", err, reloadOK())
 	}
 	if !math.IsNaN(info("api", "act", "apa")) || info("web", "shadow", "hpa") != 1 {
 		t.Errorf("after Reload: api %v (want gone), web %v", info("api", "act", "apa"), info("web", "shadow", "hpa"))
 	}
-	if code, msg := request(t, "POST", url+"/v1/tidal", "push-1", tidal); code != 404 {
+	if code, msg := testenv.Request(t, "POST", url+"/v1/tidal", "push-1", tidal); code != 404 {
 		t.Errorf("after Reload, push: %d %s, want 404", code, msg)
 	}
-	if code, _ := request(t, "GET", url+"/-/reload", "", ""); code != 404 && code != 405 {
+	if code, _ := testenv.Request(t, "GET", url+"/-/reload", "", ""); code != 404 && code != 405 {
 		t.Errorf("GET /-/reload = %d, want 404 or 405", code)
 	}
 	// The metrics were created once (a second registration would have panicked) and lint.
@@ -353,7 +259,7 @@ func TestRunKubeconfigFromEnv(t *testing.T) {
 	dir := t.TempDir()
 	kubeconfig := func(server, token string) string {
 		f := filepath.Join(dir, token+".kubeconfig")
-		writeFile(t, f, "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: '"+server+"', insecure-skip-tls-verify: true}}]\n"+
+		testenv.WriteFile(t, f, "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: '"+server+"', insecure-skip-tls-verify: true}}]\n"+
 			"users: [{name: u, user: {token: "+token+"}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n")
 		return f
 	}
@@ -362,19 +268,19 @@ func TestRunKubeconfigFromEnv(t *testing.T) {
 	t.Setenv("KUBECONFIG", kubeconfig(apiserver.URL, "env-token"))
 
 	// --kubeconfig wins over $KUBECONFIG; with neither, and outside a cluster, the error says where it looked.
-	if rc, err := restConfig(Options{Kubeconfig: kubeconfig("https://explicit:6443", "flag-token")}); err != nil || rc.Host != "https://explicit:6443" {
+	if rc, err := restConfig(webhookOptions{Kubeconfig: kubeconfig("https://explicit:6443", "flag-token")}); err != nil || rc.Host != "https://explicit:6443" {
 		t.Errorf("--kubeconfig: %v, %v", rc, err)
 	}
-	if rc, err := restConfig(Options{}); err != nil || rc.Host != apiserver.URL || rc.BearerToken != "env-token" {
+	if rc, err := restConfig(webhookOptions{}); err != nil || rc.Host != apiserver.URL || rc.BearerToken != "env-token" {
 		t.Errorf("$KUBECONFIG: %+v, %v", rc, err)
 	}
 
 	cfgFile := filepath.Join(dir, "debi.yml")
-	writeFile(t, cfgFile, "policies:\n  - {name: web, target: {namespace: shop, name: web}, algorithm: hpa, request: 1}\n"+
+	testenv.WriteFile(t, cfgFile, "policies:\n  - {name: web, target: {namespace: shop, name: web}, algorithm: hpa, request: 1}\n"+
 		"webhook:\n  allow_unauthenticated: true\n  tidal: {enabled: false}\n")
-	url := runWebhook(t, Options{ConfigFile: cfgFile}, prometheusRegistry())
-	poll(t, 10*time.Second, "readyz through $KUBECONFIG", func() bool {
-		code, _ := request(t, "GET", url+"/readyz", "", "")
+	url := runWebhook(t, webhookOptions{ConfigFile: cfgFile}, prometheus.NewRegistry())
+	testenv.Poll(t, 10*time.Second, "readyz through $KUBECONFIG", func() bool {
+		code, _ := testenv.Request(t, "GET", url+"/readyz", "", "")
 		return code == 200
 	})
 	mu.Lock()
@@ -384,7 +290,7 @@ func TestRunKubeconfigFromEnv(t *testing.T) {
 	}
 
 	t.Setenv("KUBECONFIG", filepath.Join(dir, "absent"))
-	if _, err := restConfig(Options{}); err == nil || !strings.Contains(err.Error(), "$KUBECONFIG") {
+	if _, err := restConfig(webhookOptions{}); err == nil || !strings.Contains(err.Error(), "$KUBECONFIG") {
 		t.Errorf("no kubeconfig anywhere: %v", err)
 	}
 }
@@ -399,39 +305,39 @@ func TestRunKubeconfigFromEnv(t *testing.T) {
 // the fix the rotated file was taken: the push token wrote through /v1/alertmanager.
 func TestRunTokenFileOtherEndpoint(t *testing.T) {
 	dir := t.TempDir()
-	amVol := &secretVolume{t: t, dir: filepath.Join(dir, "am")}
-	pushVol := &secretVolume{t: t, dir: filepath.Join(dir, "push")}
-	for _, v := range []*secretVolume{amVol, pushVol} {
-		if err := os.Mkdir(v.dir, 0o755); err != nil {
+	amVol := &testenv.SecretVolume{T: t, Dir: filepath.Join(dir, "am")}
+	pushVol := &testenv.SecretVolume{T: t, Dir: filepath.Join(dir, "push")}
+	for _, v := range []*testenv.SecretVolume{amVol, pushVol} {
+		if err := os.Mkdir(v.Dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	amVol.write("am-1\n")
-	pushVol.write("push-1\n")
+	amVol.Write("am-1\n")
+	pushVol.Write("push-1\n")
 	cfgFile := filepath.Join(dir, "debi.yml")
-	writeFile(t, cfgFile, "policies:\n  - {name: web, target: {namespace: shop, name: web}, algorithm: hpa, request: 1}\n"+
-		"webhook:\n  bearer_token_file: "+filepath.Join(amVol.dir, "token")+"\n  leader_election: {enabled: false}\n"+
-		"  tidal: {enabled: false, push: {enabled: true, bearer_token_file: "+filepath.Join(pushVol.dir, "token")+"}}\n")
-	reg := prometheusRegistry()
+	testenv.WriteFile(t, cfgFile, "policies:\n  - {name: web, target: {namespace: shop, name: web}, algorithm: hpa, request: 1}\n"+
+		"webhook:\n  bearer_token_file: "+filepath.Join(amVol.Dir, "token")+"\n  leader_election: {enabled: false}\n"+
+		"  tidal: {enabled: false, push: {enabled: true, bearer_token_file: "+filepath.Join(pushVol.Dir, "token")+"}}\n")
+	reg := prometheus.NewRegistry()
 	rc := &rest.Config{Host: "https://127.0.0.1:1", Timeout: 200 * time.Millisecond}
-	url := runWebhook(t, Options{ConfigFile: cfgFile, RestConfig: rc}, reg)
+	url := runWebhook(t, webhookOptions{ConfigFile: cfgFile, RestConfig: rc}, reg)
 
-	alert := string(amPayload("firing", map[string]any{"labels": labels("policy", "web")}))
+	alert := string(testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")}))
 	tidal := `{"namespace":"shop","name":"t","labels":{"elasticscaler.io/name":"web"},"status":{"desiredReplicas":3}}`
 	paths := map[string]string{"alertmanager": "/v1/alertmanager", "tidal": "/v1/tidal"}
 	bodies := map[string]string{"alertmanager": alert, "tidal": tidal}
 	failures := func(endpoint string) float64 {
-		return metricValue(t, reg, "debi_webhook_token_reload_failures_total", map[string]string{"endpoint": endpoint})
+		return testenv.MetricValue(t, reg, "debi_webhook_token_reload_failures_total", map[string]string{"endpoint": endpoint})
 	}
 	// check: on endpoint, accepted is taken (anything but 401: the decision itself fails, the
 	// API server is down) and refused is a 401; each endpoint's failures are as counted.
 	check := func(step, endpoint, accepted, refused string, amFailed, pushFailed float64) {
 		t.Helper()
 		for range 2 { // a refused file is counted once per change, not per request
-			if code, msg := request(t, "POST", url+paths[endpoint], accepted, bodies[endpoint]); code == 401 || code == 404 {
+			if code, msg := testenv.Request(t, "POST", url+paths[endpoint], accepted, bodies[endpoint]); code == 401 || code == 404 {
 				t.Errorf("%s: %s with %q: %d %s, want it taken", step, paths[endpoint], accepted, code, msg)
 			}
-			if code, msg := request(t, "POST", url+paths[endpoint], refused, bodies[endpoint]); code != 401 {
+			if code, msg := testenv.Request(t, "POST", url+paths[endpoint], refused, bodies[endpoint]); code != 401 {
 				t.Errorf("%s: %s with %q: %d %s, want 401", step, paths[endpoint], refused, code, msg)
 			}
 		}
@@ -442,19 +348,19 @@ func TestRunTokenFileOtherEndpoint(t *testing.T) {
 	check("start", "alertmanager", "am-1", "push-1", 0, 0)
 	check("start", "tidal", "push-1", "am-1", 0, 0)
 
-	amVol.write("push-1\n")
+	amVol.Write("push-1\n")
 	check("alertmanager file rotated to the push token", "alertmanager", "am-1", "push-1", 1, 0)
 	check("alertmanager file rotated to the push token", "tidal", "push-1", "am-1", 1, 0)
-	amVol.write("am-2\n")
+	amVol.Write("am-2\n")
 	check("alertmanager file rotated to a token of its own", "alertmanager", "am-2", "am-1", 1, 0)
 
-	pushVol.write("am-2\n")
+	pushVol.Write("am-2\n")
 	check("push file rotated to the alertmanager token", "tidal", "push-1", "am-2", 1, 1)
 	check("push file rotated to the alertmanager token", "alertmanager", "am-2", "push-1", 1, 1)
 
 	// The push file holds am-2, refused; the Alertmanager file moves on: am-2 is free, and the
 	// push file's token comes into force without another change of its file.
-	amVol.write("am-3\n")
+	amVol.Write("am-3\n")
 	check("alertmanager file rotated away", "alertmanager", "am-3", "am-2", 1, 1)
 	check("alertmanager file rotated away", "tidal", "am-2", "push-1", 1, 1)
 }

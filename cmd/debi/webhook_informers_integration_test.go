@@ -1,4 +1,4 @@
-package webhook
+package main
 
 import (
 	"context"
@@ -18,6 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+
+	"github.com/debi-scaler/debi/internal/testenv"
+	"github.com/debi-scaler/debi/webhook"
 )
 
 // apiCounter counts the LIST and WATCH requests of a client, by resource.
@@ -80,16 +83,16 @@ func (c *apiCounter) String() string {
 func TestWebhookOneWatchPerResource(t *testing.T) {
 	e := newKubeEnv(t)
 	ctx := context.Background()
-	e.applyFile(t, "../deploy/crds/elasticscaler.io_elasticscalers.yaml", "")
-	e.applyFile(t, "../deploy/crds/tidal.io_tidals.yaml", "")
+	e.ApplyFile(t, "../../deploy/crds/elasticscaler.io_elasticscalers.yaml", "")
+	e.ApplyFile(t, "../../deploy/crds/tidal.io_tidals.yaml", "")
 	esGVR := schema.GroupVersionResource{Group: "elasticscaler.io", Version: "v1alpha1", Resource: "elasticscalers"}
-	for _, gvr := range []schema.GroupVersionResource{esGVR, tidalGVR} {
-		poll(t, 20*time.Second, gvr.Resource+" served", func() bool {
-			_, err := e.dyn.Resource(gvr).Namespace(e.ns).List(ctx, metav1.ListOptions{})
+	for _, gvr := range []schema.GroupVersionResource{esGVR, testenv.TidalResource} {
+		testenv.Poll(t, 20*time.Second, gvr.Resource+" served", func() bool {
+			_, err := e.Dyn.Resource(gvr).Namespace(e.NS).List(ctx, metav1.ListOptions{})
 			return err == nil
 		})
 	}
-	e.deployment(t, e.ns, "web", 3)
+	e.Deployment(t, e.NS, "web", 3)
 	cfgFile := filepath.Join(t.TempDir(), "debi.yml")
 	file := fmt.Sprintf(`global: {elastic_scalers: {enabled: true, namespaces: [%[1]s]}}
 policies:
@@ -103,18 +106,18 @@ webhook:
   allow_unauthenticated: true
   tidal: {enabled: true, resync_period: 1s}
   leader_election: {namespace: %[1]s, lease_duration: 3s, renew_deadline: 2s, retry_period: 500ms}
-`, e.ns)
+`, e.NS)
 	if err := os.WriteFile(cfgFile, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var c apiCounter
-	rc := c.counted(e.rc, "elasticscalers", "tidals", "horizontalpodautoscalers")
+	rc := c.counted(e.RC, "elasticscalers", "tidals", "horizontalpodautoscalers")
 	reg := prometheus.NewRegistry()
-	url := runWebhook(t, Options{ConfigFile: cfgFile, RestConfig: rc, EnableLifecycle: true}, reg)
+	url := runWebhook(t, webhookOptions{ConfigFile: cfgFile, RestConfig: rc, EnableLifecycle: true}, reg)
 
 	es := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "elasticscaler.io/v1alpha1", "kind": "ElasticScaler",
-		"metadata": map[string]any{"name": "api-scaler", "namespace": e.ns},
+		"metadata": map[string]any{"name": "api-scaler", "namespace": e.NS},
 		"spec": map[string]any{
 			"targetRef":   map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"},
 			"minReplicas": int64(1), "maxReplicas": int64(10),
@@ -126,51 +129,51 @@ webhook:
 			}},
 		},
 	}}
-	if _, err := e.dyn.Resource(esGVR).Namespace(e.ns).Create(ctx, es, metav1.CreateOptions{}); err != nil {
+	if _, err := e.Dyn.Resource(esGVR).Namespace(e.NS).Create(ctx, es, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tidal := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "tidal.io/v1alpha1", "kind": "Tidal",
-		"metadata": map[string]any{"name": "web-tidal", "namespace": e.ns, "labels": map[string]any{LabelScalerName: "web"}},
+		"metadata": map[string]any{"name": "web-tidal", "namespace": e.NS, "labels": map[string]any{webhook.LabelScalerName: "web"}},
 		"spec": map[string]any{"targetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
 			"triggers": map[string]any{"times": map[string]any{"rules": []any{
 				map[string]any{"name": "night", "cron": "0 0 22 * * *", "replicas": int64(2)}}}}},
 	}}
-	if _, err := e.dyn.Resource(tidalGVR).Namespace(e.ns).Create(ctx, tidal, metav1.CreateOptions{}); err != nil {
+	if _, err := e.Dyn.Resource(testenv.TidalResource).Namespace(e.NS).Create(ctx, tidal, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	policy := `policy="` + e.ns + `.api-scaler"`
+	policy := `policy="` + e.NS + `.api-scaler"`
 	// Every consumer is running: the object's policy is in force (the ElasticScaler source;
 	// the Tidal watch restarted with it), the Tidal watch is on, the HPA owner watches debi's
 	// HPAs (after its ElasticScaler cache), the status writer wrote the object's status.
-	poll(t, 30*time.Second, "every consumer running", func() bool {
-		u, err := e.dyn.Resource(esGVR).Namespace(e.ns).Get(ctx, "api-scaler", metav1.GetOptions{})
+	testenv.Poll(t, 30*time.Second, "every consumer running", func() bool {
+		u, err := e.Dyn.Resource(esGVR).Namespace(e.NS).Get(ctx, "api-scaler", metav1.GetOptions{})
 		if err != nil {
 			return false
 		}
 		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 		return len(conds) > 0 && strings.Contains(metricsBody(url), policy) &&
-			gaugeValue(t, reg, "debi_webhook_tidal_watch_enabled") == 1 && c.get("horizontalpodautoscalers WATCH") >= 1
+			testenv.GaugeValue(t, reg, "debi_webhook_tidal_watch_enabled") == 1 && c.get("horizontalpodautoscalers WATCH") >= 1
 	})
 	// A change of the object (a new policy set: the Tidal watch restarts) and a reload (again).
-	u, err := e.dyn.Resource(esGVR).Namespace(e.ns).Get(ctx, "api-scaler", metav1.GetOptions{})
+	u, err := e.Dyn.Resource(esGVR).Namespace(e.NS).Get(ctx, "api-scaler", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = unstructured.SetNestedField(u.Object, "shadow", "spec", "debi", "mode")
-	if _, err := e.dyn.Resource(esGVR).Namespace(e.ns).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.Dyn.Resource(esGVR).Namespace(e.NS).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 20*time.Second, "mode shadow in force", func() bool {
+	testenv.Poll(t, 20*time.Second, "mode shadow in force", func() bool {
 		return strings.Contains(metricsBody(url), `mode="shadow",`+policy)
 	})
 	if err := os.WriteFile(cfgFile, []byte(file+"# changed\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, msg := request(t, "POST", url+"/-/reload", "", ""); code != 200 {
+	if code, msg := testenv.Request(t, "POST", url+"/-/reload", "", ""); code != 200 {
 		t.Fatalf("reload: %d %s", code, msg)
 	}
-	poll(t, 20*time.Second, "the Tidal watch again", func() bool { return gaugeValue(t, reg, "debi_webhook_tidal_watch_enabled") == 1 })
+	testenv.Poll(t, 20*time.Second, "the Tidal watch again", func() bool { return testenv.GaugeValue(t, reg, "debi_webhook_tidal_watch_enabled") == 1 })
 	time.Sleep(3 * time.Second) // room for any late list or watch (and a few Tidal watch resyncs)
 	t.Logf("LIST/WATCH requests of one webhook process: %s", c.String())
 	for _, r := range []string{"elasticscalers", "tidals"} {

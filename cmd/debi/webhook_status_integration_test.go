@@ -1,4 +1,4 @@
-package webhook
+package main
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 
 	esv1 "github.com/debi-scaler/debi/apis/elasticscaler/v1alpha1"
 	"github.com/debi-scaler/debi/elasticscaler"
+	"github.com/debi-scaler/debi/internal/testenv"
 )
 
 // TestElasticScalerStatus, on a real kube-apiserver: a running webhook reports Validated=False
@@ -34,13 +35,13 @@ import (
 func TestElasticScalerStatus(t *testing.T) {
 	e := newKubeEnv(t)
 	ctx := context.Background()
-	e.applyFile(t, "../deploy/crds/elasticscaler.io_elasticscalers.yaml", "")
-	poll(t, 20*time.Second, "elasticscalers served", func() bool {
-		_, err := e.dyn.Resource(elasticscaler.Resource).Namespace(e.ns).List(ctx, metav1.ListOptions{})
+	e.ApplyFile(t, "../../deploy/crds/elasticscaler.io_elasticscalers.yaml", "")
+	testenv.Poll(t, 20*time.Second, "elasticscalers served", func() bool {
+		_, err := e.Dyn.Resource(elasticscaler.Resource).Namespace(e.NS).List(ctx, metav1.ListOptions{})
 		return err == nil
 	})
-	pol := e.ns + ".vllm-scaler"
-	prom := fakePrometheus(t, map[string]float64{
+	pol := e.NS + ".vllm-scaler"
+	prom := testenv.FakePrometheus(t, map[string]float64{
 		`debi_load_ratio{policy="` + pol + `",load="w"}`:                            2.0, // utilization 200 % at 2 replicas
 		`debi_current_replicas{policy="` + pol + `"}`:                               2,
 		`debi_policy_stale{policy="` + pol + `"}`:                                   0,
@@ -52,16 +53,16 @@ webhook:
   allow_unauthenticated: true
   tidal: {enabled: false}
   leader_election: {namespace: %s, lease_duration: 3s, renew_deadline: 2s, retry_period: 500ms}
-`, prom.URL, e.ns, e.ns)
+`, prom.URL, e.NS, e.NS)
 	if err := os.WriteFile(cfgFile, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	url := runWebhook(t, Options{ConfigFile: cfgFile, RestConfig: e.rc}, prometheus.NewRegistry())
+	url := runWebhook(t, webhookOptions{ConfigFile: cfgFile, RestConfig: e.RC}, prometheus.NewRegistry())
 
-	es := e.dyn.Resource(elasticscaler.Resource).Namespace(e.ns)
+	es := e.Dyn.Resource(elasticscaler.Resource).Namespace(e.NS)
 	create := func(name string) {
 		t.Helper()
-		o := esObject(e.ns, name, "vllm", time.Now(), "")
+		o := testenv.ESObject(e.NS, name, "vllm", time.Now(), "")
 		unstructured.RemoveNestedField(o.Object, "metadata", "generation")
 		unstructured.RemoveNestedField(o.Object, "metadata", "resourceVersion")
 		unstructured.RemoveNestedField(o.Object, "metadata", "uid")
@@ -86,7 +87,7 @@ webhook:
 		t.Helper()
 		var last *esv1.ElasticScaler
 		start := time.Now()
-		poll(t, 30*time.Second, fmt.Sprintf("%s %s=%s %s %q", name, typ, status, reason, contains), func() bool {
+		testenv.Poll(t, 30*time.Second, fmt.Sprintf("%s %s=%s %s %q", name, typ, status, reason, contains), func() bool {
 			last = get(name)
 			c := meta.FindStatusCondition(last.Status.Conditions, typ)
 			return c != nil && c.Status == status && c.Reason == reason && strings.Contains(c.Message, contains)
@@ -98,17 +99,17 @@ webhook:
 
 	create("vllm-scaler")
 	waitCond("vllm-scaler", esv1.ConditionValidated, metav1.ConditionFalse, esv1.ReasonValidationFailed,
-		"spec.targetRef: apps/v1 Deployment "+e.ns+"/vllm not found")
-	e.waitEvent(t, e.ns, "vllm-scaler", "not found")
+		"spec.targetRef: apps/v1 Deployment "+e.NS+"/vllm not found")
+	e.WaitEvent(t, e.NS, "vllm-scaler", "not found")
 	getTable(t, e, "after creating vllm-scaler without its Deployment")
 
-	e.deployment(t, e.ns, "vllm", 2)
+	e.Deployment(t, e.NS, "vllm", 2)
 	waitCond("vllm-scaler", esv1.ConditionValidated, metav1.ConditionTrue, esv1.ReasonValid, "")
 
 	time.Sleep(1100 * time.Millisecond) // a later creationTimestamp (whole seconds)
 	create("vllm-scaler-2")
 	waitCond("vllm-scaler-2", esv1.ConditionValidated, metav1.ConditionFalse, esv1.ReasonValidationFailed,
-		"is already managed by ElasticScaler "+e.ns+"/vllm-scaler (older)")
+		"is already managed by ElasticScaler "+e.NS+"/vllm-scaler (older)")
 	if c := meta.FindStatusCondition(get("vllm-scaler").Status.Conditions, esv1.ConditionValidated); c.Status != metav1.ConditionTrue {
 		t.Fatalf("the older object lost: %+v", c)
 	}
@@ -116,13 +117,13 @@ webhook:
 	// A decision: an Alertmanager notification for the object's policy (act: 2 → 4).
 	var code int
 	var body string
-	poll(t, 20*time.Second, "a decision for "+pol, func() bool {
-		code, body = request(t, "POST", url+"/v1/alertmanager", "",
-			string(amPayload("firing", map[string]any{"labels": map[string]string{"alertname": "DebiScaleUp", "policy": pol}})))
+	testenv.Poll(t, 20*time.Second, "a decision for "+pol, func() bool {
+		code, body = testenv.Request(t, "POST", url+"/v1/alertmanager", "",
+			string(testenv.AMPayload("firing", map[string]any{"labels": map[string]string{"alertname": "DebiScaleUp", "policy": pol}})))
 		return code == 200
 	})
 	t.Logf("decision: %d %s", code, body)
-	if n := e.replicas(t, e.ns, "Deployment", "vllm"); n != 4 {
+	if n := e.Replicas(t, e.NS, "Deployment", "vllm"); n != 4 {
 		t.Fatalf("Deployment at %d replicas, want 4", n)
 	}
 	o := waitCond("vllm-scaler", esv1.ConditionScalingCalculated, metav1.ConditionTrue, esv1.ReasonScalingCalculated, "desired 4 from current 2")
@@ -133,7 +134,7 @@ webhook:
 	if c := meta.FindStatusCondition(o.Status.Conditions, esv1.ConditionMetricsPipeline); c == nil || c.Reason != esv1.ReasonMetricsAvailable {
 		t.Fatalf("MetricsPipeline %+v", c)
 	}
-	ev := e.waitEvent(t, e.ns, "vllm-scaler", "replicas 2 -> 4")
+	ev := e.WaitEvent(t, e.NS, "vllm-scaler", "replicas 2 -> 4")
 	if ev.Reason != esv1.EventScaled || ev.Type != "Normal" || ev.InvolvedObject.Kind != "ElasticScaler" {
 		t.Fatalf("event %+v", ev)
 	}
@@ -143,13 +144,13 @@ webhook:
 }
 
 // getTable logs what `kubectl get elasticscalers` prints: the Table the API server renders.
-func getTable(t *testing.T, e *kubeEnv, when string) {
+func getTable(t *testing.T, e *testenv.KubeEnv, when string) {
 	t.Helper()
-	hc, err := rest.HTTPClientFor(e.rc)
+	hc, err := rest.HTTPClientFor(e.RC)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest("GET", strings.TrimRight(e.rc.Host, "/")+"/apis/elasticscaler.io/v1alpha1/namespaces/"+e.ns+"/elasticscalers", nil)
+	req, _ := http.NewRequest("GET", strings.TrimRight(e.RC.Host, "/")+"/apis/elasticscaler.io/v1alpha1/namespaces/"+e.NS+"/elasticscalers", nil)
 	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -190,14 +191,14 @@ func getTable(t *testing.T, e *kubeEnv, when string) {
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	_ = tw.Flush()
-	t.Logf("kubectl get elasticscalers -n %s  (%s)\n%s", e.ns, when, sb.String())
+	t.Logf("kubectl get elasticscalers -n %s  (%s)\n%s", e.NS, when, sb.String())
 }
 
 // describe logs the conditions and Events `kubectl describe elasticscaler` shows.
-func describe(t *testing.T, e *kubeEnv, name string) {
+func describe(t *testing.T, e *testenv.KubeEnv, name string) {
 	t.Helper()
 	ctx := context.Background()
-	u, err := e.dyn.Resource(elasticscaler.Resource).Namespace(e.ns).Get(ctx, name, metav1.GetOptions{})
+	u, err := e.Dyn.Resource(elasticscaler.Resource).Namespace(e.NS).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func describe(t *testing.T, e *kubeEnv, name string) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, c.Message)
 	}
 	fmt.Fprintf(tw, "Events:\n  Type\tReason\tCount\tFrom\tMessage\n  ----\t------\t-----\t----\t-------\n")
-	evs, err := e.kube.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",involvedObject.kind=ElasticScaler"})
+	evs, err := e.Kube.CoreV1().Events(e.NS).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",involvedObject.kind=ElasticScaler"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,5 +233,5 @@ func describe(t *testing.T, e *kubeEnv, name string) {
 		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\n", ev.Type, ev.Reason, max(ev.Count, 1), ev.Source.Component, ev.Message)
 	}
 	_ = tw.Flush()
-	t.Logf("kubectl describe elasticscaler %s -n %s\n%s", name, e.ns, sb.String())
+	t.Logf("kubectl describe elasticscaler %s -n %s\n%s", name, e.NS, sb.String())
 }
