@@ -72,8 +72,8 @@ func postReview(t *testing.T, h http.Handler, body []byte) (int, *admissionv1.Ad
 // field path; deletions, kinds the webhook does not know and metrics-policy annotations that fall
 // back to defaults (a warning) are allowed; what is not an AdmissionReview is a 400.
 func TestAdmission(t *testing.T) {
-	h := newRouter(routerOptions{ready: func() error { return nil }, gatherer: prometheus.NewRegistry(),
-		metrics: NewMetrics(prometheus.NewRegistry()), logger: testenv.Logger(t)})
+	h := NewRouter(RouterOptions{Ready: func() error { return nil }, Gatherer: prometheus.NewRegistry(),
+		Metrics: NewMetrics(prometheus.NewRegistry()), Logger: testenv.Logger(t)})
 	files, err := filepath.Glob("../apis/testdata/guide-*.yaml")
 	if err != nil || len(files) != 5 {
 		t.Fatalf("guide fixtures: %v %v", files, err)

@@ -191,7 +191,7 @@ func badInputRouter(t *testing.T) (http.Handler, *badInputEnv) {
 		maxBodyBytes: c.cfg.Webhook.MaxBodyBytes, timeout: c.cfg.Webhook.DecisionTimeout}
 	live := new(atomic.Pointer[Endpoints])
 	live.Store(e.ep)
-	h := newRouter(routerOptions{live: live, ready: func() error { return nil }, gatherer: prometheus.NewRegistry(), metrics: c.m, logger: c.log})
+	h := NewRouter(RouterOptions{Live: live, Ready: func() error { return nil }, Gatherer: prometheus.NewRegistry(), Metrics: c.m, Logger: c.log})
 	return h, e
 }
 

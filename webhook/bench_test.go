@@ -74,8 +74,8 @@ webhook: {mode: act, allow_unauthenticated: true, queries: {load_replicas: none,
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(newRouter(routerOptions{scaler: c, token: "t", maxBodyBytes: config.DefaultWebhookMaxBodyBytes,
-		timeout: 10 * time.Second, ready: func() error { return nil }, gatherer: prometheusRegistry(), metrics: c.m, logger: c.log}))
+	srv := httptest.NewServer(NewRouter(RouterOptions{scaler: c, token: "t", maxBodyBytes: config.DefaultWebhookMaxBodyBytes,
+		timeout: 10 * time.Second, Ready: func() error { return nil }, Gatherer: prometheusRegistry(), Metrics: c.m, Logger: c.log}))
 	defer srv.Close()
 	body := testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "load", "namespace", ns)})
 	client := srv.Client()

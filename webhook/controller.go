@@ -1,22 +1,14 @@
 // Package webhook is debi's actuator: it decides and writes. The Controller decides the replica
-// count of the policy an Alertmanager notification or a Tidal event names — Algorithm 2 for debi
+// count of the policy an Alertmanager notification or a Tidal names — Algorithm 2 for debi
 // policies, the policy's own algorithm otherwise, a Tidal's desiredReplicas within the policy's
-// bounds — and writes it through the KubeActuator: the target's scale subresource (mode act), an
-// HPA's minReplicas (hpa-floor) or nowhere (shadow). Around it: the Tidal watch
-// (Controller.RunTidalWatch, under a Lease), the HTTP handlers (NewRouter: POST /v1/alertmanager,
-// POST /v1/tidal, admission, the probes, /metrics) on the Endpoints of the configuration in force,
-// and the Metrics.
-//
-// A notification is a trigger, not the data (METHOD §8): current replicas come from the scale
-// subresource and the load W from Prometheus at decision time; an alert's annotations are only a
-// labelled fallback. Every write is an absolute count, so Alertmanager's repeats are harmless.
-// The webhook acts only on the targets of its configuration: labels select a policy, never an
-// object. It imports neither package exporter nor anything of it: the two meet through
-// Prometheus and Alertmanager.
-//
-// The package runs no process and serves no port: cmd/debi (`debi webhook`) composes these parts
-// into one — flags, clients, the informer cache, the HTTP server, the reloads, the ElasticScaler
-// actors of internal/process.
+// bounds — and the KubeActuator writes it: the scale subresource (mode act), an HPA's
+// minReplicas (hpa-floor) or nowhere (shadow). Around them: the Tidal watch
+// (Controller.WatchTidals), the HTTP handlers (NewRouter) on the Endpoints of the configuration
+// in force, and the Metrics. A notification is a trigger, not the data (METHOD §8): the replicas
+// come from the scale subresource and the load from Prometheus at decision time, an alert's
+// annotations are only a fallback; every write is an absolute count. It acts only on the targets
+// of its configuration, and imports nothing of package exporter. It runs no process: cmd/debi
+// (`debi webhook`) composes these parts into one.
 package webhook
 
 // The Controller and its policies: each policy's stateless rule and the queries its decisions

@@ -141,9 +141,9 @@ func FuzzDecodeTidal(f *testing.F) {
 
 // pushTestRouter is testRouter with the push endpoint on, and no tokens.
 func pushTestRouter(c *Controller) http.Handler {
-	return newRouter(routerOptions{scaler: c, push: true, maxBodyBytes: c.cfg.Webhook.MaxBodyBytes,
-		timeout: c.cfg.Webhook.DecisionTimeout, ready: func() error { return nil }, gatherer: prometheusRegistry(),
-		metrics: c.m, logger: c.log})
+	return NewRouter(RouterOptions{scaler: c, push: true, maxBodyBytes: c.cfg.Webhook.MaxBodyBytes,
+		timeout: c.cfg.Webhook.DecisionTimeout, Ready: func() error { return nil }, Gatherer: prometheusRegistry(),
+		Metrics: c.m, Logger: c.log})
 }
 
 func reencode(t *testing.T, v any) []byte {

@@ -17,8 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/debi-scaler/debi/config"
+	kubepkg "github.com/debi-scaler/debi/internal/kube"
 )
 
 // testConfigYAML has a debi policy (web), an hpa policy (db) and a shadow one (batch).
@@ -234,9 +236,9 @@ func newTestController(t testing.TB, cfg *config.Config, act Actuator, q QueryFu
 }
 
 func testRouter(c *Controller, token string) http.Handler {
-	return newRouter(routerOptions{scaler: c, token: token, maxBodyBytes: c.cfg.Webhook.MaxBodyBytes,
-		timeout: c.cfg.Webhook.DecisionTimeout, ready: func() error { return nil }, gatherer: prometheus.NewRegistry(),
-		metrics: c.m, logger: c.log})
+	return NewRouter(RouterOptions{scaler: c, token: token, maxBodyBytes: c.cfg.Webhook.MaxBodyBytes,
+		timeout: c.cfg.Webhook.DecisionTimeout, Ready: func() error { return nil }, Gatherer: prometheus.NewRegistry(),
+		Metrics: c.m, Logger: c.log})
 }
 
 func prometheusRegistry() *prometheus.Registry { return prometheus.NewRegistry() }
@@ -246,4 +248,13 @@ func testutilCounter(c prometheus.Collector) float64 { return testutil.ToFloat64
 // apiStatus is an API server error with the given code and reason.
 func apiStatus(code int32, reason string) error {
 	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: code, Reason: metav1.StatusReason(reason), Message: reason}}
+}
+
+// watchTidals runs c's Tidal watch on an informer cache of its own (dyn's, in the policies'
+// namespaces), shut down when it returns.
+func watchTidals(ctx context.Context, c *Controller, dyn dynamic.Interface, tc config.TidalConfig) {
+	inf := kubepkg.NewInformers(dyn)
+	inf.Start(ctx)
+	defer inf.Shutdown()
+	c.WatchTidals(ctx, inf, tc)
 }

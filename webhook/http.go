@@ -27,10 +27,21 @@ import (
 // decoders and the Scaler, and maps errors onto Alertmanager's retry contract
 // (2xx done, 4xx permanent, 5xx retry).
 
-// routerOptions configure the HTTP layer. scaler, token, push, pushToken, maxBodyBytes and
-// timeout describe one configuration; when live is set it replaces them, and Run swaps it on
-// reload.
-type routerOptions struct {
+// RouterOptions configure NewRouter. Live holds the endpoints of the configuration in force, which
+// a reload swaps; without it, scaler, token, push, pushToken, maxBodyBytes and timeout describe
+// one configuration (tests).
+type RouterOptions struct {
+	Live *atomic.Pointer[Endpoints]
+	// Reload reloads the configuration (POST|PUT /-/reload; nil: 404), served only with
+	// Lifecycle (--web.enable-lifecycle); otherwise 403.
+	Reload    func() error
+	Lifecycle bool
+	// Ready is /-/ready's check; Gatherer is what /metrics serves.
+	Ready    func() error
+	Gatherer prometheus.Gatherer
+	Metrics  *Metrics
+	Logger   *slog.Logger
+
 	scaler Scaler
 	// token is the bearer token POST /v1/alertmanager must carry; empty disables the check.
 	token string
@@ -39,16 +50,6 @@ type routerOptions struct {
 	pushToken    string
 	maxBodyBytes int64
 	timeout      time.Duration
-	// live, when set, holds the endpoints of the configuration in force.
-	live *atomic.Pointer[Endpoints]
-	// reload reloads the configuration (POST|PUT /-/reload); nil answers 404. Served only with
-	// lifecycle (--web.enable-lifecycle); otherwise 403.
-	reload    func() error
-	lifecycle bool
-	ready     func() error
-	gatherer  prometheus.Gatherer
-	metrics   *Metrics
-	logger    *slog.Logger
 }
 
 // Endpoints is what one configuration makes of the notification endpoints (NewEndpoints). A reload replaces it
@@ -94,28 +95,6 @@ func NewEndpoints(cfg *config.Config, ctl *Controller, m *Metrics, logger *slog.
 	return ep, nil
 }
 
-// RouterOptions configure NewRouter.
-type RouterOptions struct {
-	// Live holds the endpoints of the configuration in force; a reload swaps them.
-	Live *atomic.Pointer[Endpoints]
-	// Reload reloads the configuration (POST|PUT /-/reload), served only with Lifecycle
-	// (--web.enable-lifecycle); otherwise 403.
-	Reload    func() error
-	Lifecycle bool
-	// Ready is /-/ready's check; Gatherer is what /metrics serves.
-	Ready    func() error
-	Gatherer prometheus.Gatherer
-	Metrics  *Metrics
-	Logger   *slog.Logger
-}
-
-// NewRouter is the webhook's HTTP layer: POST /v1/alertmanager and /v1/tidal on the live
-// endpoints, admission, /metrics, /-/healthy, /-/ready and /-/reload.
-func NewRouter(o RouterOptions) http.Handler {
-	return newRouter(routerOptions{live: o.Live, reload: o.Reload, lifecycle: o.Lifecycle, ready: o.Ready, gatherer: o.Gatherer,
-		metrics: o.Metrics, logger: o.Logger})
-}
-
 // errPushDisabled is the answer of POST /v1/tidal while webhook.tidal.push is off.
 const errPushDisabled = "POST /v1/tidal is disabled: set webhook.tidal.push.enabled: true and " +
 	"webhook.tidal.push.bearer_token_file (its own token, not Alertmanager's) to accept pushed Tidal events; " +
@@ -123,8 +102,10 @@ const errPushDisabled = "POST /v1/tidal is disabled: set webhook.tidal.push.enab
 
 func init() { gin.SetMode(gin.ReleaseMode) }
 
-func newRouter(o routerOptions) http.Handler {
-	if o.live == nil {
+// NewRouter is the webhook's HTTP layer: POST /v1/alertmanager and /v1/tidal on the live
+// endpoints, admission, /metrics, /-/healthy, /-/ready and /-/reload.
+func NewRouter(o RouterOptions) http.Handler {
+	if o.Live == nil {
 		ep := &Endpoints{scaler: o.scaler, push: o.push, maxBodyBytes: o.maxBodyBytes, timeout: o.timeout}
 		if o.token != "" {
 			ep.alertmanager = staticToken(o.token)
@@ -132,19 +113,19 @@ func newRouter(o routerOptions) http.Handler {
 		if o.pushToken != "" {
 			ep.tidal = staticToken(o.pushToken)
 		}
-		o.live = new(atomic.Pointer[Endpoints])
-		o.live.Store(ep)
+		o.Live = new(atomic.Pointer[Endpoints])
+		o.Live.Store(ep)
 	}
 	r := gin.New()
 	r.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, rec any) {
-		o.logger.Error("panic while handling a request", "path", c.Request.URL.Path, "panic", fmt.Sprint(rec))
+		o.Logger.Error("panic while handling a request", "path", c.Request.URL.Path, "panic", fmt.Sprint(rec))
 		c.AbortWithStatusJSON(http.StatusInternalServerError, gin.H{"error": "internal error"})
 	}))
 	// /-/healthy and /-/ready as the exporter and the rest of the Prometheus family; /healthz and
 	// /readyz are deprecated aliases, kept for one release.
 	healthy := func(c *gin.Context) { c.String(http.StatusOK, "ok") }
 	ready := func(c *gin.Context) {
-		if err := o.ready(); err != nil {
+		if err := o.Ready(); err != nil {
 			c.String(http.StatusServiceUnavailable, "not ready: %v", err)
 			return
 		}
@@ -154,14 +135,14 @@ func newRouter(o routerOptions) http.Handler {
 	r.GET("/-/ready", ready)
 	r.GET("/healthz", healthy)
 	r.GET("/readyz", ready)
-	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(o.gatherer, promhttp.HandlerOpts{})))
-	if o.reload != nil {
+	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{})))
+	if o.Reload != nil {
 		reload := func(c *gin.Context) {
-			if !o.lifecycle {
+			if !o.Lifecycle {
 				c.JSON(http.StatusForbidden, gin.H{"error": "Lifecycle API is not enabled."})
 				return
 			}
-			if err := o.reload(); err != nil {
+			if err := o.Reload(); err != nil {
 				c.JSON(http.StatusInternalServerError, gin.H{"error": "failed to reload config: " + err.Error()})
 				return
 			}
@@ -173,11 +154,11 @@ func newRouter(o routerOptions) http.Handler {
 
 	// Validating admission of ElasticScaler and Tidal objects: the API server calls it over TLS.
 	r.POST(elasticscaler.AdmissionPath, func(c *gin.Context) {
-		elasticscaler.Admit(c.Writer, c.Request, o.maxBodyBytes, o.metrics.admissions)
+		elasticscaler.Admit(c.Writer, c.Request, o.maxBodyBytes, o.Metrics.admissions)
 	})
 
 	r.POST("/v1/alertmanager", func(c *gin.Context) {
-		ep := o.live.Load()
+		ep := o.Live.Load()
 		if !o.authorized(c, ep.alertmanager, "alertmanager") {
 			return
 		}
@@ -190,9 +171,9 @@ func newRouter(o routerOptions) http.Handler {
 		})
 	})
 	r.POST("/v1/tidal", func(c *gin.Context) {
-		ep := o.live.Load()
+		ep := o.Live.Load()
 		if !ep.push {
-			o.metrics.notifications.WithLabelValues("tidal", "404").Inc()
+			o.Metrics.notifications.WithLabelValues("tidal", "404").Inc()
 			c.AbortWithStatusJSON(http.StatusNotFound, gin.H{"error": errPushDisabled, "retry": false})
 			return
 		}
@@ -216,7 +197,7 @@ func newRouter(o routerOptions) http.Handler {
 
 // authorized checks "Authorization: Bearer <token>" against cred, the scheme in any case
 // (RFC 7235 §2.1), and answers 401 when it does not match.
-func (o routerOptions) authorized(c *gin.Context, cred credential, endpoint string) bool {
+func (o RouterOptions) authorized(c *gin.Context, cred credential, endpoint string) bool {
 	if cred == nil {
 		return true
 	}
@@ -235,30 +216,30 @@ func (o routerOptions) authorized(c *gin.Context, cred credential, endpoint stri
 	default:
 		return true
 	}
-	o.metrics.notifications.WithLabelValues(endpoint, "401").Inc()
+	o.Metrics.notifications.WithLabelValues(endpoint, "401").Inc()
 	c.Header("WWW-Authenticate", `Bearer realm="debi-webhook"`)
 	c.AbortWithStatusJSON(http.StatusUnauthorized, gin.H{"error": msg, "retry": false})
 	return false
 }
 
 // handle reads at most maxBodyBytes, runs f under the decision timeout and answers.
-func (o routerOptions) handle(c *gin.Context, ep *Endpoints, endpoint string, f func(context.Context, []byte) (any, error)) {
+func (o RouterOptions) handle(c *gin.Context, ep *Endpoints, endpoint string, f func(context.Context, []byte) (any, error)) {
 	start := time.Now()
 	code, body := o.serve(c, ep, f)
 	// Encode before answering: a body that cannot be encoded (a value no JSON can hold) is a
 	// 500 with a message, never a status with an empty body.
 	b, err := json.Marshal(body)
 	if err != nil {
-		o.logger.Error("answer could not be encoded", "path", c.Request.URL.Path, "err", err)
+		o.Logger.Error("answer could not be encoded", "path", c.Request.URL.Path, "err", err)
 		code = http.StatusInternalServerError
 		b, _ = json.Marshal(gin.H{"error": "answer could not be encoded: " + err.Error(), "retry": true})
 	}
-	o.metrics.notifications.WithLabelValues(endpoint, fmt.Sprint(code)).Inc()
-	o.metrics.notificationDuration.WithLabelValues(endpoint).Observe(time.Since(start).Seconds())
+	o.Metrics.notifications.WithLabelValues(endpoint, fmt.Sprint(code)).Inc()
+	o.Metrics.notificationDuration.WithLabelValues(endpoint).Observe(time.Since(start).Seconds())
 	c.Data(code, "application/json; charset=utf-8", b)
 }
 
-func (o routerOptions) serve(c *gin.Context, ep *Endpoints, f func(context.Context, []byte) (any, error)) (int, any) {
+func (o RouterOptions) serve(c *gin.Context, ep *Endpoints, f func(context.Context, []byte) (any, error)) (int, any) {
 	if c.Request.ContentLength > ep.maxBodyBytes {
 		return http.StatusRequestEntityTooLarge, gin.H{"error": fmt.Sprintf("body of %d bytes exceeds the limit of %d", c.Request.ContentLength, ep.maxBodyBytes)}
 	}
@@ -276,9 +257,9 @@ func (o routerOptions) serve(c *gin.Context, ep *Endpoints, f func(context.Conte
 	if err != nil {
 		code := errorCode(err)
 		if code >= 500 {
-			o.logger.Warn("notification failed; the sender should retry", "path", c.Request.URL.Path, "code", code, "err", err)
+			o.Logger.Warn("notification failed; the sender should retry", "path", c.Request.URL.Path, "code", code, "err", err)
 		} else {
-			o.logger.Info("notification refused", "path", c.Request.URL.Path, "code", code, "err", err)
+			o.Logger.Info("notification refused", "path", c.Request.URL.Path, "code", code, "err", err)
 		}
 		return code, gin.H{"error": err.Error(), "retry": code >= 500, "outcomes": res}
 	}

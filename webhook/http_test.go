@@ -73,9 +73,9 @@ func (s *stubScaler) calls() (int, int) {
 // stubRouter serves s with Alertmanager token amToken and, when pushToken is not "-", the push
 // endpoint on pushToken.
 func stubRouter(s Scaler, amToken, pushToken string) http.Handler {
-	return newRouter(routerOptions{scaler: s, token: amToken, push: pushToken != "-", pushToken: strings.TrimPrefix(pushToken, "-"),
+	return NewRouter(RouterOptions{scaler: s, token: amToken, push: pushToken != "-", pushToken: strings.TrimPrefix(pushToken, "-"),
 		maxBodyBytes: config.DefaultWebhookMaxBodyBytes, timeout: config.DefaultWebhookDecisionTimeout,
-		ready: func() error { return nil }, gatherer: prometheus.NewRegistry(), metrics: NewMetrics(nil), logger: slog.New(slog.DiscardHandler)})
+		Ready: func() error { return nil }, Gatherer: prometheus.NewRegistry(), Metrics: NewMetrics(nil), Logger: slog.New(slog.DiscardHandler)})
 }
 
 func TestHTTPHappyPathAndProbes(t *testing.T) {
@@ -143,9 +143,9 @@ func TestBodyLimitOverHTTP(t *testing.T) {
 
 // pushRouter is testRouter with POST /v1/tidal enabled on its own token.
 func pushRouter(c *Controller, amToken, pushToken string) http.Handler {
-	return newRouter(routerOptions{scaler: c, token: amToken, push: true, pushToken: pushToken,
-		maxBodyBytes: c.cfg.Webhook.MaxBodyBytes, timeout: c.cfg.Webhook.DecisionTimeout, ready: func() error { return nil },
-		gatherer: prometheus.NewRegistry(), metrics: c.m, logger: c.log})
+	return NewRouter(RouterOptions{scaler: c, token: amToken, push: true, pushToken: pushToken,
+		maxBodyBytes: c.cfg.Webhook.MaxBodyBytes, timeout: c.cfg.Webhook.DecisionTimeout, Ready: func() error { return nil },
+		Gatherer: prometheus.NewRegistry(), Metrics: c.m, Logger: c.log})
 }
 
 func postAuth(t testing.TB, h http.Handler, path, authorization string, body []byte) int {
@@ -226,7 +226,7 @@ func TestTokenFileRotation(t *testing.T) {
 	ep := &Endpoints{scaler: &stubScaler{}, alertmanager: tf, maxBodyBytes: config.DefaultWebhookMaxBodyBytes, timeout: time.Second}
 	live := new(atomic.Pointer[Endpoints])
 	live.Store(ep)
-	h := newRouter(routerOptions{live: live, ready: func() error { return nil }, gatherer: prometheus.NewRegistry(), metrics: m, logger: testenv.Logger(t)})
+	h := NewRouter(RouterOptions{Live: live, Ready: func() error { return nil }, Gatherer: prometheus.NewRegistry(), Metrics: m, Logger: testenv.Logger(t)})
 	body := testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})
 	check := func(step string, accepted, refused string, failed float64) {
 		t.Helper()
@@ -303,8 +303,8 @@ func TestLiveSwap(t *testing.T) {
 	old := &blockingScaler{started: make(chan struct{}, 1), release: make(chan struct{})}
 	live := new(atomic.Pointer[Endpoints])
 	live.Store(&Endpoints{scaler: old, alertmanager: staticToken("old"), maxBodyBytes: 1 << 20, timeout: time.Second})
-	h := newRouter(routerOptions{live: live, ready: func() error { return nil }, gatherer: prometheus.NewRegistry(),
-		metrics: NewMetrics(nil), logger: testenv.Logger(t)})
+	h := NewRouter(RouterOptions{Live: live, Ready: func() error { return nil }, Gatherer: prometheus.NewRegistry(),
+		Metrics: NewMetrics(nil), Logger: testenv.Logger(t)})
 	body := testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")})
 	done := make(chan int, 1)
 	go func() { code, _ := post(t, h, "/v1/alertmanager", "old", body); done <- code }()
@@ -341,8 +341,8 @@ func (unencodable) Alerts(context.Context, *AlertmanagerMessage) ([]Outcome, err
 // with an empty body (a +Inf load once did that).
 func TestAnswerNeverEmpty(t *testing.T) {
 	c := newTestController(t, testConfig(t, testConfigYAML), newFakeActuator(nil), nil, nil)
-	h := newRouter(routerOptions{scaler: unencodable{c}, maxBodyBytes: 1 << 20, timeout: time.Second,
-		ready: func() error { return nil }, gatherer: prometheusRegistry(), metrics: c.m, logger: c.log})
+	h := NewRouter(RouterOptions{scaler: unencodable{c}, maxBodyBytes: 1 << 20, timeout: time.Second,
+		Ready: func() error { return nil }, Gatherer: prometheusRegistry(), Metrics: c.m, Logger: c.log})
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/alertmanager", bytes.NewReader(testenv.AMPayload("firing", map[string]any{"labels": testenv.AlertLabels("policy", "web")}))))
 	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "could not be encoded") {
@@ -364,7 +364,7 @@ func TestProbePaths(t *testing.T) {
 			map[string]int{"/-/healthy": 200, "/healthz": 200, "/-/ready": http.StatusServiceUnavailable, "/readyz": http.StatusServiceUnavailable}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newRouter(routerOptions{ready: tc.ready, gatherer: prometheus.NewRegistry(), metrics: NewMetrics(nil), logger: testenv.Logger(t)})
+			h := NewRouter(RouterOptions{Ready: tc.ready, Gatherer: prometheus.NewRegistry(), Metrics: NewMetrics(nil), Logger: testenv.Logger(t)})
 			for path, want := range tc.want {
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
@@ -381,8 +381,8 @@ func TestProbePaths(t *testing.T) {
 func TestLifecycleFlag(t *testing.T) {
 	for _, on := range []bool{false, true} {
 		reloads := 0
-		h := newRouter(routerOptions{reload: func() error { reloads++; return nil }, lifecycle: on,
-			ready: func() error { return nil }, gatherer: prometheus.NewRegistry(), metrics: NewMetrics(prometheus.NewRegistry()), logger: slog.New(slog.DiscardHandler)})
+		h := NewRouter(RouterOptions{Reload: func() error { reloads++; return nil }, Lifecycle: on,
+			Ready: func() error { return nil }, Gatherer: prometheus.NewRegistry(), Metrics: NewMetrics(prometheus.NewRegistry()), Logger: slog.New(slog.DiscardHandler)})
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/-/reload", nil))
 		want, wantN := http.StatusForbidden, 0

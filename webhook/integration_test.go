@@ -48,6 +48,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/process"
 	"github.com/debi-scaler/debi/internal/testenv"
 )
 
@@ -340,7 +341,7 @@ func TestTidalWatchWithoutCRD(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	missing := config.TidalConfig{Resources: []config.WatchResource{{Group: "nope.example.com", Version: "v1", Resource: "tidals"}}, ResyncPeriod: time.Minute}
-	go func() { c.WatchTidals(ctx, act.Dynamic(), missing); close(done) }()
+	go func() { watchTidals(ctx, c, act.Dynamic(), missing); close(done) }()
 	time.Sleep(time.Second)
 	if v := testenv.GaugeValue(t, reg, "debi_webhook_tidal_watch_enabled"); v != 0 {
 		t.Errorf("tidal_watch_enabled = %v without the resource, want 0", v)
@@ -355,7 +356,7 @@ func TestTidalWatchWithoutCRD(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	served := config.TidalConfig{Resources: []config.WatchResource{{Group: "tidal.io", Version: "v1alpha1", Resource: "tidals"}}, ResyncPeriod: time.Minute}
-	go c.WatchTidals(ctx, act.Dynamic(), served)
+	go watchTidals(ctx, c, act.Dynamic(), served)
 	e.Tidal(t, e.NS, "tw", "web", 5)
 	testenv.Poll(t, 20*time.Second, "the watch to scale web to 5", func() bool { return e.Replicas(t, e.NS, "Deployment", "web") == 5 })
 	if v := testenv.GaugeValue(t, reg, "debi_webhook_tidal_watch_enabled"); v != 1 {
@@ -425,7 +426,7 @@ func TestRBAC(t *testing.T) {
 	le := config.LeaderElectionConfig{Namespace: "debi-system", Name: "debi-webhook-rbac-" + e.NS, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
 	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
 	var led atomic.Bool
-	_ = RunLeaderElected(lctx, saKube, le, "rbac-test", testenv.Logger(t), func(bool) {}, func(ctx context.Context) { led.Store(true); lcancel() })
+	_ = process.RunLeaderElected(lctx, saKube, le, "rbac-test", testenv.Logger(t), func(bool) {}, func(ctx context.Context) { led.Store(true); lcancel() })
 	lcancel()
 	if !led.Load() {
 		t.Error("the ServiceAccount could not take the Lease")

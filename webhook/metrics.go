@@ -156,6 +156,9 @@ func (m *Metrics) Reloaded(ok bool) {
 	m.configReloadTimestamp.SetToCurrentTime()
 }
 
+// SetLeader sets debi_webhook_leader: whether this replica holds the Lease and watches Tidals.
+func (m *Metrics) SetLeader(leading bool) { m.leader.Set(map[bool]float64{true: 1}[leading]) }
+
 // Configured puts cfg's policies in debi_webhook_policy_info; old is the configuration cfg
 // replaces (nil at start): its policies' series that cfg no longer has are deleted — rather than
 // Reset, so that a scrape never sees the policies vanish — and so are the last-decision gauges

@@ -17,10 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/debi-scaler/debi/config"
+	"github.com/debi-scaler/debi/internal/process"
 	"github.com/debi-scaler/debi/internal/testenv"
 )
 
-// tidalWatch is one webhook's Tidal watch: a Controller on a real actuator and its WatchTidals
+// tidalWatch is one webhook's Tidal watch: a Controller on a real actuator and its watchTidals
 // (under a Lease when le is set), stopped by stop.
 type tidalWatch struct {
 	c    *Controller
@@ -43,10 +44,10 @@ func startTidalWatch(t *testing.T, e *kubeEnv, q QueryFunc, resync time.Duration
 	go func() {
 		defer close(done)
 		if le == nil {
-			c.WatchTidals(ctx, act.Dynamic(), tc)
+			watchTidals(ctx, c, act.Dynamic(), tc)
 			return
 		}
-		if err := RunLeaderElected(ctx, e.Kube, *le, id, testenv.Logger(t), leading, func(ctx context.Context) { c.WatchTidals(ctx, act.Dynamic(), tc) }); err != nil {
+		if err := process.RunLeaderElected(ctx, e.Kube, *le, id, testenv.Logger(t), leading, func(ctx context.Context) { watchTidals(ctx, c, act.Dynamic(), tc) }); err != nil {
 			t.Error(err)
 		}
 	}()

@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"sort"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -56,16 +53,7 @@ func TidalFromUnstructured(u *unstructured.Unstructured) *TidalEvent {
 	return e
 }
 
-// WatchTidals runs c.watchTidals on an informer cache of its own (dyn's, in the policies'
-// namespaces), shut down when it returns.
-func (c *Controller) WatchTidals(ctx context.Context, dyn dynamic.Interface, tc config.TidalConfig) {
-	inf := kubepkg.NewInformers(dyn)
-	inf.Start(ctx)
-	defer inf.Shutdown()
-	c.watchTidals(ctx, inf, tc)
-}
-
-// watchTidals watches the configured resources in the namespaces of the policies on the
+// WatchTidals watches the configured resources in the namespaces of the policies on the
 // process's informer cache inf (a namespace inf's scope does not cover gets a namespaced
 // informer of its own there: a Role per namespace suffices), keeps the objects labelled
 // elasticscaler.io/name, and feeds their status to the controller through a rate-limited work
@@ -77,7 +65,7 @@ func (c *Controller) WatchTidals(ctx context.Context, dyn dynamic.Interface, tc 
 // Only the resources the API server serves are watched: on a cluster without the Tidal CRD the
 // watch waits (debi_webhook_tidal_watch_enabled 0, one log line) and looks again every
 // DiscoveryRecheck, instead of logging a failed list forever.
-func (c *Controller) watchTidals(ctx context.Context, inf *kubepkg.Informers, tc config.TidalConfig) {
+func (c *Controller) WatchTidals(ctx context.Context, inf *kubepkg.Informers, tc config.TidalConfig) {
 	served := c.servedResources(ctx, tc.Resources)
 	for len(served) == 0 {
 		c.m.tidalWatchEnabled.Set(0)
@@ -265,33 +253,4 @@ func (c *Controller) servedResources(ctx context.Context, rs []config.WatchResou
 		c.tidalMissingLogged.Store(false)
 	}
 	return out
-}
-
-// RunTidalWatch runs the Tidal watch of c's configuration (webhook.tidal) on the informers inf
-// until ctx ends, under the Lease webhook.leader_election (held as identity) when leader election
-// is on; debi_webhook_leader says whether this replica watches. It returns nil at once when the
-// watch is disabled.
-func (c *Controller) RunTidalWatch(ctx context.Context, inf *kubepkg.Informers, kube kubernetes.Interface, identity string) error {
-	wc := c.cfg.Webhook
-	if !wc.Tidal.IsEnabled() {
-		return nil
-	}
-	watch := func(ctx context.Context) { c.watchTidals(ctx, inf, wc.Tidal) }
-	if !wc.LeaderElection.IsEnabled() {
-		c.m.leader.Set(1)
-		defer c.m.leader.Set(0)
-		watch(ctx)
-		return nil
-	}
-	return RunLeaderElected(ctx, kube, wc.LeaderElection, identity, c.log,
-		func(b bool) { c.m.leader.Set(map[bool]float64{true: 1}[b]) }, watch)
-}
-
-// RunLeaderElected runs fn while this replica holds the Lease described by le, campaigning again
-// after losing it, until ctx ends.
-func RunLeaderElected(ctx context.Context, kube kubernetes.Interface, le config.LeaderElectionConfig, identity string,
-	logger *slog.Logger, leading func(bool), fn func(context.Context)) error {
-	return kubepkg.RunLeaderElected(ctx, kubepkg.Lease{Client: kube.CoordinationV1(), Namespace: le.Namespace, Name: le.Name,
-		Identity: identity, Elector: "debi-webhook", LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline,
-		RetryPeriod: le.RetryPeriod}, logger.With("acting_on", "watches"), leading, func(ctx context.Context) error { fn(ctx); return nil })
 }

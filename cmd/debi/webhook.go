@@ -380,7 +380,7 @@ func (s *webhookServer) superviseWatch(ctx context.Context) error {
 		g := s.current.Load()
 		wctx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func() { done <- g.ctl.RunTidalWatch(wctx, s.informers, s.act.Kube(), s.id) }()
+		go func() { done <- s.watch(wctx, g) }()
 		select {
 		case <-ctx.Done():
 			stop()
@@ -407,6 +407,22 @@ func (s *webhookServer) superviseWatch(ctx context.Context) error {
 	}
 }
 
+// watch runs g's Tidal watch, under the Lease when leader election is on, until ctx ends.
+func (s *webhookServer) watch(ctx context.Context, g *generation) error {
+	wc := g.cfg.Webhook
+	if !wc.Tidal.IsEnabled() {
+		return nil
+	}
+	watch := func(ctx context.Context) { g.ctl.WatchTidals(ctx, s.informers, wc.Tidal) }
+	if !wc.LeaderElection.IsEnabled() {
+		s.m.SetLeader(true)
+		defer s.m.SetLeader(false)
+		watch(ctx)
+		return nil
+	}
+	return process.RunLeaderElected(ctx, s.act.Kube(), wc.LeaderElection, s.id, s.logger, s.m.SetLeader, watch)
+}
+
 // file0 is the file's configuration in force (without the objects' policies): the status
 // writer's (its policies win any conflict).
 func (s *webhookServer) file0() *config.Config {
@@ -418,7 +434,7 @@ func (s *webhookServer) file0() *config.Config {
 
 // campaign runs fn while this replica holds the Lease le: the ElasticScaler actors' Leases.
 func (s *webhookServer) campaign(ctx context.Context, le config.LeaderElectionConfig, logger *slog.Logger, leading func(bool), fn func(context.Context)) error {
-	return webhook.RunLeaderElected(ctx, s.act.Kube(), le, s.id, logger, leading, fn)
+	return process.RunLeaderElected(ctx, s.act.Kube(), le, s.id, logger, leading, fn)
 }
 
 // observeDecision is the Controllers' Observe hook.

@@ -28,7 +28,7 @@ type ElasticScalerOptions struct {
 	// <name>-hpa, the status writer for <name>-status (Leases of their own: the Tidal watch's
 	// campaign restarts on every reload).
 	LeaderElection config.LeaderElectionConfig
-	// Campaign runs fn while this replica holds the Lease le (the webhook's RunLeaderElected).
+	// Campaign runs fn while this replica holds the Lease le (RunLeaderElected).
 	Campaign func(ctx context.Context, le config.LeaderElectionConfig, logger *slog.Logger, leading func(bool), fn func(context.Context)) error
 	// Get, Recorder, File and Recheck are the status writer's (elasticscaler.StatusOptions).
 	Get      func(ctx context.Context, t config.Target) (*unstructured.Unstructured, error)
