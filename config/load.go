@@ -23,6 +23,12 @@ func LoadFile(name string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	return LoadFileContent(name, b)
+}
+
+// LoadFileContent validates b, the content of the configuration file name (as LoadFile, for a
+// file already read).
+func LoadFileContent(name string, b []byte) (*Config, error) {
 	c, err := Load(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"reflect"
 	"strings"
 	"time"
@@ -23,7 +24,6 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	commoncfg "github.com/prometheus/common/config"
 	"k8s.io/client-go/rest"
@@ -100,7 +100,11 @@ func NewServer(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*S
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		gatherer = g
 	}
-	cfg, err := config.LoadFile(opts.ConfigFile)
+	raw, err := os.ReadFile(opts.ConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := config.LoadFileContent(opts.ConfigFile, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -133,17 +137,13 @@ func NewServer(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*S
 	}
 	r := &reloader{opts: opts, e: e, log: logger, global: cfg.Global, reqs: make(chan chan error),
 		file: cfg, scalers: cfg.Global.ElasticScalers, updates: make(chan elasticscaler.Update)}
-	f := promauto.With(reg)
-	r.ok = f.NewGauge(prometheus.GaugeOpts{
-		Name: "debi_exporter_config_last_reload_successful",
-		Help: "1 when the last configuration load succeeded, 0 when a reload failed and the previous configuration is still in use.",
-	})
-	r.last = f.NewGauge(prometheus.GaugeOpts{
-		Name: "debi_exporter_config_last_reload_success_timestamp_seconds",
-		Help: "Time of the last successful configuration load, start-up included.",
-	})
-	r.ok.Set(1)
-	r.last.SetToCurrentTime()
+	r.rl = process.NewReloader(process.ReloaderOptions{File: opts.ConfigFile, Raw: raw, Component: "exporter", Registerer: reg,
+		SuccessHelp:   "1 when the last configuration load succeeded, 0 when a reload failed and the previous configuration is still in use.",
+		TimestampHelp: "Time of the last successful configuration load, start-up included.",
+		Apply:         r.load,
+		Failed: func(err error) {
+			logger.Error("configuration reload failed; the previous configuration stays in use", "config", opts.ConfigFile, "err", err)
+		}})
 	return &Server{opts: opts, logger: logger, e: e, r: r, gatherer: gatherer, reg: reg, global: cfg.Global,
 		stopped: make(chan struct{})}, nil
 }
@@ -191,7 +191,7 @@ func (s *Server) Run(ctx context.Context) error {
 				logger.Info("configuration reloader stopped")
 				return nil
 			case errc := <-r.reqs:
-				errc <- r.reload()
+				errc <- r.rl.Reload()
 			case u := <-r.updates:
 				r.applyObjects(u)
 			}
@@ -259,12 +259,13 @@ func newQuerier(g config.Global) (Querier, error) {
 // change while running, leaves the configuration in use as it is and says so in the log and in
 // debi_exporter_config_last_reload_successful.
 type reloader struct {
-	opts     Options
-	e        *Exporter
-	log      *slog.Logger
-	global   config.Global // of the configuration in use, to tell when the client must change
-	reqs     chan chan error
-	ok, last prometheus.Gauge
+	opts   Options
+	e      *Exporter
+	log    *slog.Logger
+	global config.Global // of the configuration in use, to tell when the client must change
+	reqs   chan chan error
+	// rl is the exporter's reload path (its gauges, its serialisation); Run's reloader calls it.
+	rl *process.Reloader
 
 	// file is the configuration file as last loaded, without the objects' policies.
 	file *config.Config
@@ -302,19 +303,9 @@ func (r *reloader) applyObjects(u elasticscaler.Update) {
 		"kept", st.kept, "rebuilt", st.rebuilt, "added", st.added, "removed", st.removed)
 }
 
-func (r *reloader) reload() error {
-	if err := r.load(); err != nil {
-		r.ok.Set(0)
-		r.log.Error("configuration reload failed; the previous configuration stays in use", "config", r.opts.ConfigFile, "err", err)
-		return err
-	}
-	r.ok.Set(1)
-	r.last.SetToCurrentTime()
-	return nil
-}
-
-func (r *reloader) load() error {
-	file, err := config.LoadFile(r.opts.ConfigFile)
+// load validates raw, the file's new content, and applies it between two steps.
+func (r *reloader) load(raw []byte) error {
+	file, err := config.LoadFileContent(r.opts.ConfigFile, raw)
 	if err != nil {
 		return err
 	}

@@ -38,9 +38,6 @@ type Metrics struct {
 	// tokenReloadFailures counts token files that changed into something unusable (unreadable,
 	// empty, or the other endpoint's token).
 	tokenReloadFailures *prometheus.CounterVec
-	// configReloadSuccess and configReloadTimestamp say how the last reload went.
-	configReloadSuccess   prometheus.Gauge
-	configReloadTimestamp prometheus.Gauge
 	// admissions counts the validating admission reviews by kind and result.
 	admissions *prometheus.CounterVec
 }
@@ -135,34 +132,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "debi_webhook_token_reload_failures_total",
 			Help: "Bearer token files that changed but could not be used (unreadable, empty, or the token of the other endpoint); the last good token stays in force. By endpoint (alertmanager, tidal).",
 		}, []string{"endpoint"}),
-		configReloadSuccess: f.NewGauge(prometheus.GaugeOpts{
-			Name: "debi_webhook_config_last_reload_successful",
-			Help: "1 when the last configuration (re)load succeeded, 0 when it failed and the previous configuration stays in force.",
-		}),
-		configReloadTimestamp: f.NewGauge(prometheus.GaugeOpts{
-			Name: "debi_webhook_config_last_reload_success_timestamp_seconds",
-			Help: "Unix time of the last successful configuration (re)load.",
-		}),
 	}
-}
-
-// Reloaded sets debi_webhook_config_last_reload_successful to ok and, when ok, its timestamp.
-func (m *Metrics) Reloaded(ok bool) {
-	if !ok {
-		m.configReloadSuccess.Set(0)
-		return
-	}
-	m.configReloadSuccess.Set(1)
-	m.configReloadTimestamp.SetToCurrentTime()
 }
 
 // SetLeader sets debi_webhook_leader: whether this replica holds the Lease and watches Tidals.
 func (m *Metrics) SetLeader(leading bool) { m.leader.Set(map[bool]float64{true: 1}[leading]) }
 
-// Configured puts cfg's policies in debi_webhook_policy_info; old is the configuration cfg
-// replaces (nil at start): its policies' series that cfg no longer has are deleted — rather than
-// Reset, so that a scrape never sees the policies vanish — and so are the last-decision gauges
-// of its policies no longer configured, which would stay at their last value.
+// Configured puts cfg's policies in debi_webhook_policy_info; of old, the configuration cfg
+// replaces (nil at start), the series cfg lacks are deleted (not Reset: a scrape never sees the
+// policies vanish), with the last-decision gauges of its policies no longer configured.
 func (m *Metrics) Configured(cfg, old *config.Config) {
 	info := policyInfo(cfg)
 	for _, l := range info {
@@ -175,14 +153,10 @@ func (m *Metrics) Configured(cfg, old *config.Config) {
 		if !slices.Contains(info, l) {
 			m.policyInfo.DeleteLabelValues(l[:]...)
 		}
-	}
-	for _, p := range old.Policies {
-		if _, ok := cfg.PolicyByName(p.Name); ok {
-			continue
-		}
-		l := prometheus.Labels{"policy": p.Name}
-		for _, v := range []*prometheus.GaugeVec{m.lastReplicas, m.lastLoad, m.lastTarget, m.lastTimestamp, m.paused, m.pausedReplicas} {
-			v.DeletePartialMatch(l)
+		if _, ok := cfg.PolicyByName(l[0]); !ok {
+			for _, v := range []*prometheus.GaugeVec{m.lastReplicas, m.lastLoad, m.lastTarget, m.lastTimestamp, m.paused, m.pausedReplicas} {
+				v.DeletePartialMatch(prometheus.Labels{"policy": l[0]})
+			}
 		}
 	}
 }

@@ -226,8 +226,7 @@ func errorCode(err error) int {
 	return http.StatusInternalServerError
 }
 
-// DiscoveryRecheck is how often the Tidal watch and the ElasticScaler source look again for
-// resources the API server did not serve (a variable: tests shorten it).
+// DiscoveryRecheck is how often the watches look again for resources the API server did not serve.
 var DiscoveryRecheck = time.Minute
 
 // servedResources are the resources of rs the API server's discovery lists; every resource when

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -102,7 +100,8 @@ type webhookServer struct {
 	handler http.Handler
 	ready   process.Readiness
 
-	reloadMu sync.Mutex
+	// reloader serialises the reloads and the ElasticScaler policies' changes.
+	reloader *process.Reloader
 	current  atomic.Pointer[generation]
 	live     atomic.Pointer[webhook.Endpoints]
 	// restart tells the watch to start again with the configuration in force.
@@ -123,7 +122,11 @@ func newWebhookServer(opts webhookOptions, logger *slog.Logger, reg prometheus.R
 	if logger == nil {
 		logger = slog.Default()
 	}
-	raw, cfg, err := loadConfig(opts.ConfigFile, logger)
+	raw, err := os.ReadFile(opts.ConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := loadConfig(opts.ConfigFile, raw, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +175,16 @@ func newWebhookServer(opts webhookOptions, logger *slog.Logger, reg prometheus.R
 	}
 	gen.file = cfg
 	s.install(gen, nil)
-	s.m.Reloaded(true)
+	s.reloader = process.NewReloader(process.ReloaderOptions{File: s.file, Raw: raw, Component: "webhook", Registerer: reg,
+		SuccessHelp:   "1 when the last configuration (re)load succeeded, 0 when it failed and the previous configuration stays in force.",
+		TimestampHelp: "Unix time of the last successful configuration (re)load.",
+		Apply:         s.apply,
+		// Token files are read again on change by themselves; restarting the watch would only
+		// hand the Lease over for nothing.
+		Unchanged: func() { logger.Info("configuration unchanged", "file", s.file) },
+		Failed: func(err error) {
+			logger.Error("configuration reload failed; the previous configuration stays in force", "file", s.file, "err", err)
+		}})
 	s.handler = webhook.NewRouter(webhook.RouterOptions{
 		Live: &s.live, Reload: s.Reload, Lifecycle: opts.EnableLifecycle, Gatherer: gatherer, Metrics: s.m, Logger: logger,
 		Ready: s.ready.Err,
@@ -235,28 +247,23 @@ func restConfig(opts webhookOptions) (*rest.Config, error) {
 	return kube.RestConfig(opts.RestConfig, opts.Kubeconfig, "debi-webhook", 50, 100)
 }
 
-// loadConfig reads and validates the configuration file; raw is its content, so that a reload
-// of an unchanged file can be told apart.
-func loadConfig(file string, logger *slog.Logger) ([]byte, *config.Config, error) {
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		return nil, nil, err
-	}
+// loadConfig validates raw, the content of the configuration file.
+func loadConfig(file string, raw []byte, logger *slog.Logger) (*config.Config, error) {
 	cfg, err := config.Load(raw)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", file, err)
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	for _, w := range cfg.Warnings() {
 		logger.Warn("configuration setting replaced by its default", "warning", w)
 	}
-	return raw, cfg, nil
+	return cfg, nil
 }
 
 // applyObjects puts a new set of ElasticScalers' policies (n objects') in force beside the
 // file's, as a reload does: a new Controller, the Tidal watch restarted with it.
-func (s *webhookServer) applyObjects(n int) {
-	s.reloadMu.Lock()
-	defer s.reloadMu.Unlock()
+func (s *webhookServer) applyObjects(n int) { s.reloader.Do(func() { s.applyObjectsLocked(n) }) }
+
+func (s *webhookServer) applyObjectsLocked(n int) {
 	old := s.current.Load()
 	cfg := s.scalers.With(old.file)
 	g, err := s.build(old.raw, cfg)
@@ -325,34 +332,19 @@ func (s *webhookServer) install(g *generation, old *generation) {
 	s.m.Configured(g.cfg, prev)
 }
 
-// Reload reads the configuration file again and puts it in force; on error the configuration in
-// force stays (see Run). Reloads are serialised; webhookCommand calls it on SIGHUP, the router
-// on POST|PUT /-/reload.
-func (s *webhookServer) Reload() error {
-	s.reloadMu.Lock()
-	defer s.reloadMu.Unlock()
-	err := s.reloadLocked()
-	if err != nil {
-		s.m.Reloaded(false)
-		s.logger.Error("configuration reload failed; the previous configuration stays in force", "file", s.file, "err", err)
-		return err
-	}
-	s.m.Reloaded(true)
-	return nil
-}
+// Reload reads the configuration file again and puts it in force (apply); on error the
+// configuration in force stays (see Run). It is the webhook's one reload path
+// (process.Reloader): webhookCommand calls it on SIGHUP, the router on POST|PUT /-/reload.
+func (s *webhookServer) Reload() error { return s.reloader.Reload() }
 
-func (s *webhookServer) reloadLocked() error {
-	raw, file, err := loadConfig(s.file, s.logger)
+// apply puts raw, the file's new content, in force: a new Controller and endpoints, the Tidal
+// watch restarted with them.
+func (s *webhookServer) apply(raw []byte) error {
+	file, err := loadConfig(s.file, raw, s.logger)
 	if err != nil {
 		return err
 	}
 	old := s.current.Load()
-	if bytes.Equal(raw, old.raw) {
-		// Token files are read again on change by themselves; restarting the watch would only
-		// hand the Lease over for nothing.
-		s.logger.Info("configuration unchanged", "file", s.file)
-		return nil
-	}
 	if err := s.start.Global.ElasticScalers.ReloadError(file.Global.ElasticScalers); err != nil {
 		return fmt.Errorf("%s: %w", s.file, err)
 	}
