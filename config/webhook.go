@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/debi-scaler/debi/internal/kube"
 	"github.com/debi-scaler/debi/policy"
 	"github.com/debi-scaler/debi/scaling"
 )
@@ -439,15 +440,7 @@ func (w *WebhookConfig) validateLeaderElection(errs *errList) {
 	if le.Name == "" {
 		le.Name = "debi-webhook"
 	}
-	if le.LeaseDuration == 0 {
-		le.LeaseDuration = 15 * time.Second
-	}
-	if le.RenewDeadline == 0 {
-		le.RenewDeadline = 10 * time.Second
-	}
-	if le.RetryPeriod == 0 {
-		le.RetryPeriod = 2 * time.Second
-	}
+	kube.LeaseDefaults(&le.LeaseDuration, &le.RenewDeadline, &le.RetryPeriod)
 	renewOK := true
 	if le.RetryPeriod < 0 {
 		errs.addField("webhook.leader_election.retry_period", fmt.Sprintf("must be positive, got %v", le.RetryPeriod))

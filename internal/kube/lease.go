@@ -11,6 +11,26 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
+// The timings of a Lease when none are configured (client-go's recommended ones): the
+// webhook's webhook.leader_election and the Tidal controller's.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+)
+
+// LeaseDefaults sets each zero timing to its default.
+func LeaseDefaults(leaseDuration, renewDeadline, retryPeriod *time.Duration) {
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{leaseDuration, DefaultLeaseDuration}, {renewDeadline, DefaultRenewDeadline}, {retryPeriod, DefaultRetryPeriod}} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+}
+
 // Lease is a leader election on a coordination.k8s.io Lease.
 type Lease struct {
 	Client          coordinationv1.LeasesGetter

@@ -145,15 +145,7 @@ func (o *Options) defaults() error {
 			host, _ := os.Hostname()
 			le.Identity = host + "_" + uuid.NewString()
 		}
-		if le.LeaseDuration == 0 {
-			le.LeaseDuration = 15 * time.Second
-		}
-		if le.RenewDeadline == 0 {
-			le.RenewDeadline = 10 * time.Second
-		}
-		if le.RetryPeriod == 0 {
-			le.RetryPeriod = 2 * time.Second
-		}
+		kube.LeaseDefaults(&le.LeaseDuration, &le.RenewDeadline, &le.RetryPeriod)
 	}
 	return nil
 }
