@@ -130,8 +130,8 @@ policies:
 	done := make(chan error, 1)
 	logs := &testenv.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
-	srv := newServer(t, Options{ConfigFile: cfgFile, Querier: f, Listener: l, RestConfig: rc}, logger, reg)
-	go func() { done <- srv.Run(rctx) }()
+	srv := newServer(t, Options{ConfigFile: cfgFile, Querier: f, RestConfig: rc}, logger, reg)
+	go func() { done <- serveAndRun(rctx, srv, l) }()
 	defer func() {
 		stop()
 		select {

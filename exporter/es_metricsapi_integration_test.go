@@ -59,10 +59,10 @@ exporter: {batch_queries: false}
 	}}
 	l := listen(t)
 	logs := &testenv.Buffer{}
-	srv := newServer(t, Options{ConfigFile: cfgFile, Querier: f, Listener: l, RestConfig: rc}, slog.New(slog.NewTextHandler(logs, nil)), prometheus.NewRegistry())
+	srv := newServer(t, Options{ConfigFile: cfgFile, Querier: f, RestConfig: rc}, slog.New(slog.NewTextHandler(logs, nil)), prometheus.NewRegistry())
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- srv.Run(rctx) }()
+	go func() { done <- serveAndRun(rctx, srv, l) }()
 	defer func() {
 		stop()
 		<-done

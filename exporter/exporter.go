@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -39,10 +38,6 @@ import (
 type Options struct {
 	// ConfigFile is the YAML configuration (--config.file).
 	ConfigFile string
-	// ListenAddress serves /metrics (--web.listen-address, default :9107).
-	ListenAddress string
-	// WebConfigFile is exporter-toolkit's TLS and basic-auth file (--web.config.file).
-	WebConfigFile string
 	// Shard selects this exporter's policies (--shard=i/n).
 	Shard Shard
 	// EnableLifecycle serves POST|PUT /-/reload (--web.enable-lifecycle, as Prometheus's flag);
@@ -52,8 +47,6 @@ type Options struct {
 	// Querier replaces the Prometheus client built from global.prometheus_url and
 	// global.http_config (embedding, tests); a reload keeps it.
 	Querier Querier
-	// Listener replaces listening on ListenAddress (tests pass a 127.0.0.1:0 listener).
-	Listener net.Listener
 	// Kubeconfig is the kubeconfig of the ElasticScaler watch and of the metrics APIs
 	// (--kubeconfig; empty: $KUBECONFIG, ~/.kube/config, then in-cluster), used only when
 	// global.elastic_scalers.enabled or a policy has a metric read from a metrics API.
@@ -70,15 +63,14 @@ type Options struct {
 
 // Server is the exporter of one process: the loop of the policies it runs (its shard of the
 // file's and, with global.elastic_scalers, the ElasticScalers'), the configuration reloader and
-// the HTTP endpoints. cmd/debi owns the process around it: the flags, client-go's klog, the
-// registry and the signals (SIGHUP calls Reload).
+// the HTTP endpoints (Handler). cmd/debi owns the process around it: the flags, the HTTP server
+// that serves the Handler, client-go's klog, the registry and the signals (SIGHUP calls Reload).
 type Server struct {
-	opts     Options
-	logger   *slog.Logger
-	e        *Exporter
-	r        *reloader
-	gatherer prometheus.Gatherer
-	reg      prometheus.Registerer
+	opts    Options
+	logger  *slog.Logger
+	e       *Exporter
+	r       *reloader
+	handler http.Handler
 	// globals are the file's at start-up: the ElasticScaler watch runs with them.
 	global config.Global
 	// stopped is closed when Run returns.
@@ -144,28 +136,27 @@ func NewServer(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*S
 		Failed: func(err error) {
 			logger.Error("configuration reload failed; the previous configuration stays in use", "config", opts.ConfigFile, "err", err)
 		}})
-	return &Server{opts: opts, logger: logger, e: e, r: r, gatherer: gatherer, reg: reg, global: cfg.Global,
-		stopped: make(chan struct{})}, nil
+	s := &Server{opts: opts, logger: logger, e: e, r: r, global: cfg.Global, stopped: make(chan struct{})}
+	s.handler = e.handler(gatherer, reg, r.handler(s.stopped))
+	return s, nil
 }
 
+// Handler is the HTTP layer: /metrics, /-/healthy, /-/ready, /-/reload, Go's profiles under
+// /debug/pprof/ and the index. A reload it asks for waits for Run's reloader.
+func (s *Server) Handler() http.Handler { return s.handler }
+
 // Run checks every query once (a policy whose query is at fault is marked failed; the others
-// run), and runs the HTTP server, the loop, the configuration reloader (Reload, POST /-/reload)
-// and, with global.elastic_scalers, the ElasticScaler watch in a run group until ctx is done
-// (then it returns nil) or one of them fails. It may be called once.
+// run), and runs the loop, the configuration reloader (Reload, POST /-/reload) and, with
+// global.elastic_scalers, the ElasticScaler watch in a run group until ctx is done (then it
+// returns nil) or one of them fails. It may be called once; the Handler is served beside it.
 func (s *Server) Run(ctx context.Context) error {
 	defer close(s.stopped)
 	opts, logger, e, r := s.opts, s.logger, s.e, s.r
 	// The failed policies are marked and logged; the others run.
 	_ = e.CheckQueries(ctx, time.Now())
 
-	hs := process.HTTP{Listener: opts.Listener, Address: opts.ListenAddress, WebConfigFile: opts.WebConfigFile, Logger: logger}
-	l, err := hs.Listen()
-	if err != nil {
-		return err
-	}
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
-	hs.Handler = e.handler(s.gatherer, s.reg, r.handler(rctx))
 
 	var g run.Group
 	{
@@ -218,7 +209,6 @@ func (s *Server) Run(ctx context.Context) error {
 				})
 		}, func(error) { cancel() })
 	}
-	hs.Add(&g, l)
 	return g.Run()
 }
 
@@ -335,7 +325,7 @@ func (r *reloader) load(raw []byte) error {
 
 // handler serves /-/reload as Prometheus does: POST or PUT reloads, 200 when the new
 // configuration is in use, 500 with the error when the previous one still is.
-func (r *reloader) handler(ctx context.Context) http.HandlerFunc {
+func (r *reloader) handler(stopped <-chan struct{}) http.HandlerFunc {
 	return func(w http.ResponseWriter, req *http.Request) {
 		if !r.opts.EnableLifecycle {
 			http.Error(w, "Lifecycle API is not enabled.", http.StatusForbidden)
@@ -351,7 +341,7 @@ func (r *reloader) handler(ctx context.Context) http.HandlerFunc {
 		case r.reqs <- errc:
 		case <-req.Context().Done():
 			return
-		case <-ctx.Done():
+		case <-stopped:
 			http.Error(w, "the exporter is shutting down", http.StatusServiceUnavailable)
 			return
 		}

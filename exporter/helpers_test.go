@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +28,21 @@ func newServer(t *testing.T, opts Options, logger *slog.Logger, reg prometheus.R
 		t.Fatal(err)
 	}
 	return s
+}
+
+// serveAndRun serves srv's Handler on l beside srv.Run(ctx), as `debi exporter` does, and
+// returns Run's error once the server has stopped too.
+func serveAndRun(ctx context.Context, srv *Server, l net.Listener) error {
+	hs := &http.Server{Handler: srv.Handler()}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = hs.Serve(l)
+	}()
+	err := srv.Run(ctx)
+	_ = hs.Close()
+	<-served
+	return err
 }
 
 // testModel is a parameter-free forecaster (the last value plus the mean step of the last

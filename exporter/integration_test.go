@@ -208,10 +208,10 @@ policies:
 	// depend on when it started); the values the reference sees it queries itself.
 	rec := &recordingQuerier{Querier: prom}
 	logger := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv := newServer(t, Options{ConfigFile: cfgFile, Listener: expL, Querier: rec}, logger, prometheus.NewRegistry())
+	srv := newServer(t, Options{ConfigFile: cfgFile, Querier: rec}, logger, prometheus.NewRegistry())
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
-	go func() { runErr <- srv.Run(ctx) }()
+	go func() { runErr <- serveAndRun(ctx, srv, expL) }()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("exporter log:\n%s", logBuf.String())

@@ -126,10 +126,10 @@ webhook:
 	var logBuf testenv.Buffer
 	logger := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	reg := prometheus.NewRegistry()
-	srv := newServer(t, Options{ConfigFile: cfgFile, Listener: expL, Querier: prom, RestConfig: rc}, logger, reg)
+	srv := newServer(t, Options{ConfigFile: cfgFile, Querier: prom, RestConfig: rc}, logger, reg)
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
-	go func() { runErr <- srv.Run(ctx) }()
+	go func() { runErr <- serveAndRun(ctx, srv, expL) }()
 	t.Cleanup(func() {
 		cancel()
 		<-runErr

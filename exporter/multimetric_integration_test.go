@@ -138,10 +138,10 @@ webhook:
 	prom := v1.NewAPI(client)
 	var logBuf testenv.Buffer
 	logger := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv := newServer(t, Options{ConfigFile: cfgFile, Listener: expL, Querier: prom}, logger, prometheus.NewRegistry())
+	srv := newServer(t, Options{ConfigFile: cfgFile, Querier: prom}, logger, prometheus.NewRegistry())
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)
-	go func() { runErr <- srv.Run(ctx) }()
+	go func() { runErr <- serveAndRun(ctx, srv, expL) }()
 	t.Cleanup(func() {
 		cancel()
 		<-runErr

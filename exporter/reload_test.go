@@ -57,8 +57,8 @@ func TestReload(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	srv := newServer(t, Options{ConfigFile: cfgFile, Querier: f, Listener: l, EnableLifecycle: true}, nil, reg)
-	go func() { done <- srv.Run(ctx) }()
+	srv := newServer(t, Options{ConfigFile: cfgFile, Querier: f, EnableLifecycle: true}, nil, reg)
+	go func() { done <- serveAndRun(ctx, srv, l) }()
 
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	do := func(method string) (int, string) {
@@ -215,7 +215,7 @@ func TestLifecycleFlag(t *testing.T) {
 			}
 		}()
 		w := httptest.NewRecorder()
-		r.handler(context.Background())(w, httptest.NewRequest(http.MethodPost, "/-/reload", nil))
+		r.handler(make(chan struct{}))(w, httptest.NewRequest(http.MethodPost, "/-/reload", nil))
 		want := http.StatusForbidden
 		if on {
 			want = http.StatusOK

@@ -49,8 +49,8 @@ policies:
 	if !shard.Owns("web") || shard.Owns("other-shard") {
 		t.Fatal("test assumes web in shard 1/2 and other-shard not")
 	}
-	srv := newServer(t, Options{ConfigFile: cfgFile, Querier: f, Listener: l, Shard: shard}, nil, reg)
-	go func() { done <- srv.Run(ctx) }()
+	srv := newServer(t, Options{ConfigFile: cfgFile, Querier: f, Shard: shard}, nil, reg)
+	go func() { done <- serveAndRun(ctx, srv, l) }()
 
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	get := func(path string) (int, string) {

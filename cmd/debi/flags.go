@@ -3,7 +3,6 @@ package main
 import (
 	kingpin "github.com/alecthomas/kingpin/v2"
 
-	"github.com/debi-scaler/debi/exporter"
 	"github.com/debi-scaler/debi/tidal/controller"
 )
 
@@ -25,8 +24,8 @@ func webhookFlags(cmd *kingpin.CmdClause) *webhookOptions {
 
 // exporterFlags declares the flags of `debi exporter` on cmd and returns the options they fill
 // when the command line is parsed.
-func exporterFlags(cmd *kingpin.CmdClause) *exporter.Options {
-	o := &exporter.Options{}
+func exporterFlags(cmd *kingpin.CmdClause) *exporterOptions {
+	o := &exporterOptions{}
 	cmd.Flag("config.file", "debi configuration file; reloaded on SIGHUP and POST|PUT /-/reload.").Default("debi.yml").StringVar(&o.ConfigFile)
 	cmd.Flag("web.enable-lifecycle", "Enable reload via HTTP request (POST|PUT /-/reload); SIGHUP always reloads.").Default("false").BoolVar(&o.EnableLifecycle)
 	cmd.Flag("shard", "Run only the policies whose name hashes (FNV-1a) to i modulo n, as i/n (0/1: all).").Default("0/1").SetValue(&o.Shard)

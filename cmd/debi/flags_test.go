@@ -21,7 +21,7 @@ func TestWebhookFlags(t *testing.T) {
 }
 
 func TestExporterFlags(t *testing.T) {
-	parse := func(args ...string) (*exporter.Options, error) {
+	parse := func(args ...string) (*exporterOptions, error) {
 		app := kingpin.New("debi", "")
 		app.Terminate(nil)
 		o := exporterFlags(app.Command("exporter", ""))
