@@ -36,6 +36,19 @@ func (e *Endpoint) UnmarshalYAML(unmarshal func(any) error) error {
 	return nil
 }
 
+// clone is a copy of e with its own HTTP client configuration (nil for nil).
+func (e *Endpoint) clone() *Endpoint {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	if e.HTTPConfig != nil {
+		h := *e.HTTPConfig
+		c.HTTPConfig = &h
+	}
+	return &c
+}
+
 // String is the endpoint as logs and errors name it: its URL without a password.
 func (e *Endpoint) String() string {
 	if e == nil {

@@ -148,6 +148,27 @@ func (c *Config) WithPolicies(extra []ObjectPolicy) (*Config, []error) {
 	}
 }
 
+// clone is p with its own copy of what validation fills in or replaces in place: the metrics
+// list, the endpoints and the metrics' sources.
+func (p Policy) clone() Policy {
+	p.Queries.Endpoint = p.Queries.Endpoint.clone()
+	p.Metrics.List = slices.Clone(p.Metrics.List)
+	for i := range p.Metrics.List {
+		m := &p.Metrics.List[i]
+		m.Endpoint = m.Endpoint.clone()
+		m.External, m.Object, m.Pods = clonePtr(m.External), clonePtr(m.Object), clonePtr(m.Pods)
+	}
+	return p
+}
+
+func clonePtr[T any](v *T) *T {
+	if v == nil {
+		return nil
+	}
+	c := *v
+	return &c
+}
+
 // addOneByOne adds the extras in order, keeping each that validates with those kept before it.
 func (c *Config) addOneByOne(ext []ObjectPolicy, rejected []error) (*Config, []error) {
 	var kept []ObjectPolicy
@@ -203,7 +224,10 @@ func (c *Config) validateWith(ext []ObjectPolicy) (*Config, []error, error) {
 		n = &cp
 	}
 	for _, op := range ext {
-		n.Policies = append(n.Policies, op.Policy)
+		// A copy of its own: validation fills in and replaces the metrics list's and the
+		// endpoints' parts, and the caller's policies stay as given (the ElasticScaler source
+		// compares each translation with the last).
+		n.Policies = append(n.Policies, op.Policy.clone())
 		if op.Mode != "" {
 			n.Webhook.Policies = append(n.Webhook.Policies, WebhookPolicy{Name: op.Policy.Name, Mode: op.Mode, Paused: op.Paused, PausedReplicas: op.PausedReplicas})
 		}

@@ -238,13 +238,13 @@ spec:
           externalServer:
             metricsName: demand
             target: "%[3]g"
-            endpoint: http://prometheus.invalid:9090/api/v1/query
+            endpoint: %[4]s/api/v1/query
             query: max(debi_e2e_demand_cores{namespace="%[2]s",deployment="%[1]s"})
   debi:
     mode: act
     historyStep: 1s
     leadTime: 4s
-`, esMetricsName, e2eNS, esPerPod))
+`, esMetricsName, e2eNS, esPerPod, promURL))
 	policy := `policy="` + e2eNS + "." + esMetricsName + `"`
 	waitUntil(t, 15*time.Second, "the MetricsTrigger policy in the exporter and the webhook", func() bool {
 		return metricValue(t, expURL, "debi_policy_info", policy) == 1 && metricValue(t, whURL, "debi_webhook_policy_info", policy) == 1

@@ -4,7 +4,9 @@ package elasticscaler
 // conditions and fields the status writer sets from it and from validation.
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -107,6 +109,34 @@ func setValidated(s *esv1.ElasticScalerStatus, msgs []string, gen int64) {
 	meta.SetStatusCondition(&s.Conditions, c)
 }
 
+// withEndpoints is m with each failed input of a metric on its own endpoint naming it ("load@qps:
+// no series (metric qps reads endpoint http://…)"; eps by metric name, "" for a single metric)
+// and, when the policy is stale, its metrics on their own endpoints: the exporter publishes
+// nothing of a metric whose endpoint does not answer, and the endpoint is where to look.
+func (m MetricsRead) withEndpoints(eps map[string]string) *MetricsRead {
+	if len(eps) == 0 {
+		return &m
+	}
+	failed := make([]string, len(m.Failed))
+	for i, f := range m.Failed {
+		failed[i] = f
+		input, _, _ := strings.Cut(f, ":")
+		_, metric, _ := strings.Cut(input, "@")
+		if ep, ok := eps[metric]; ok {
+			failed[i] = fmt.Sprintf("%s (metric %s reads endpoint %s)", f, cmp.Or(metric, "of the policy"), ep)
+		}
+	}
+	m.Failed = failed
+	if m.Stale != "" {
+		var parts []string
+		for _, name := range slices.Sorted(maps.Keys(eps)) {
+			parts = append(parts, fmt.Sprintf("metric %s reads endpoint %s", cmp.Or(name, "of the policy"), eps[name]))
+		}
+		m.Stale += "; " + strings.Join(parts, ", ")
+	}
+	return &m
+}
+
 // MetricsCondition is the MetricsPipeline condition of what a decision read.
 func MetricsCondition(m *MetricsRead, gen int64) metav1.Condition {
 	c := metav1.Condition{Type: esv1.ConditionMetricsPipeline, ObservedGeneration: gen, Status: metav1.ConditionFalse}
@@ -144,9 +174,9 @@ func MetricsCondition(m *MetricsRead, gen int64) metav1.Condition {
 
 // applyDecision sets MetricsPipeline (when the decision read metrics), ScalingCalculated and
 // the decision's fields.
-func applyDecision(s *esv1.ElasticScalerStatus, o *Decision, gen int64) {
+func applyDecision(s *esv1.ElasticScalerStatus, o *Decision, gen int64, endpoints map[string]string) {
 	if o.Metrics != nil {
-		meta.SetStatusCondition(&s.Conditions, MetricsCondition(o.Metrics, gen))
+		meta.SetStatusCondition(&s.Conditions, MetricsCondition(o.Metrics.withEndpoints(endpoints), gen))
 	}
 	out := o
 	c := metav1.Condition{Type: esv1.ConditionScalingCalculated, ObservedGeneration: gen}

@@ -547,7 +547,7 @@ func (w *StatusWriter) sync(ctx context.Context, o *object, valid *[]string) {
 			s.ObservedGeneration = gen
 		}
 		if obs != nil {
-			applyDecision(s, obs, gen)
+			applyDecision(s, obs, gen, objectEndpoints(&o.es))
 		}
 	}
 	want := *o.es.Status.DeepCopy()

@@ -142,7 +142,7 @@ func TestStatusApplyDecision(t *testing.T) {
 	var s esv1.ElasticScalerStatus
 	applyDecision(&s, &Decision{Policy: "shop.web", Mode: config.ModeAct, Algorithm: "apa", Trigger: "firing", Time: now,
 		Before: 2, After: 4, W: &w, Target: 0.6, Reason: "scale-up", Written: true, Source: "prometheus",
-		Metrics: &MetricsRead{Inputs: 3}}, 3)
+		Metrics: &MetricsRead{Inputs: 3}}, 3, nil)
 	c := meta.FindStatusCondition(s.Conditions, esv1.ConditionScalingCalculated)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != esv1.ReasonScalingCalculated {
 		t.Fatalf("ScalingCalculated %+v", c)
@@ -155,13 +155,13 @@ func TestStatusApplyDecision(t *testing.T) {
 		t.Fatalf("MetricsPipeline %+v", c)
 	}
 	// A held decision keeps desiredReplicas and lastScaleTime; a Tidal decision leaves MetricsPipeline.
-	applyDecision(&s, &Decision{Mode: config.ModeAct, Before: 4, After: 4, Held: "inputs missing"}, 3)
+	applyDecision(&s, &Decision{Mode: config.ModeAct, Before: 4, After: 4, Held: "inputs missing"}, 3, nil)
 	c = meta.FindStatusCondition(s.Conditions, esv1.ConditionScalingCalculated)
 	if c.Status != metav1.ConditionFalse || c.Reason != esv1.ReasonScalingHeld || !strings.Contains(c.Message, "inputs missing") ||
 		*s.DesiredReplicas != 4 || !s.LastScaleTime.Time.Equal(now) {
 		t.Fatalf("held: %+v %+v", c, s)
 	}
-	applyDecision(&s, &Decision{Mode: config.ModeAct, Err: errors.New("boom")}, 3)
+	applyDecision(&s, &Decision{Mode: config.ModeAct, Err: errors.New("boom")}, 3, nil)
 	if c = meta.FindStatusCondition(s.Conditions, esv1.ConditionScalingCalculated); c.Reason != esv1.ReasonScaleFailed || c.Message != "boom" {
 		t.Fatalf("failed: %+v", c)
 	}
@@ -295,5 +295,41 @@ func TestStatusHPAProblems(t *testing.T) {
 	}
 	if _, ok := got["shop/gone"]; ok {
 		t.Errorf("a problem of an object that does not exist was reported: %v", got)
+	}
+}
+
+// TestMetricsConditionNamesEndpoint: the MetricsPipeline condition of an object whose
+// ExternalServer metric on its own endpoint is missing names the metric and the endpoint
+// (password redacted, the query API's path dropped); a stale policy names its metrics on their
+// own endpoints; a metric on the global Prometheus is named as before.
+func TestMetricsConditionNamesEndpoint(t *testing.T) {
+	es := guideScaler(t, "guide-custom-algorithm.yaml")
+	mt := es.Spec.Trigger.MetricsTrigger
+	mt.Metrics[0].ExternalServer.Endpoint = "https://debi:pw@prometheus-b:9090/api/v1/query"
+	mt.Metrics[0].ExternalServer.Protocol = "https"
+	eps := objectEndpoints(es)
+	if len(eps) != 1 || eps[""] != "https://debi:xxxxx@prometheus-b:9090" {
+		t.Fatalf("endpoints of the single-metric object %v", eps)
+	}
+	c := MetricsCondition(MetricsRead{Inputs: 4, Failed: []string{"load: no series"}}.withEndpoints(eps), 1)
+	if !strings.Contains(c.Message, "load: no series (metric of the policy reads endpoint https://debi:xxxxx@prometheus-b:9090)") || strings.Contains(c.Message, "pw@") {
+		t.Errorf("message %q: want the metric's endpoint, its password redacted", c.Message)
+	}
+	// Two metrics, one on its own endpoint.
+	second := mt.Metrics[0]
+	second.ExternalServer = second.ExternalServer.DeepCopy()
+	second.ExternalServer.MetricsName = "qps"
+	first := mt.Metrics[0]
+	first.ExternalServer = nil
+	first.Type = "Resource"
+	mt.Metrics = append(mt.Metrics[:0], first, second)
+	eps = objectEndpoints(es)
+	c = MetricsCondition(MetricsRead{Inputs: 4, Failed: []string{"load@qps: no series", "load@cpu: no series"}, Stale: "stale"}.withEndpoints(eps), 1)
+	if !strings.Contains(c.Message, "load@qps: no series (metric qps reads endpoint https://debi:xxxxx@prometheus-b:9090)") ||
+		strings.Contains(c.Message, "metric cpu reads") || !strings.HasSuffix(c.Message, "stale; metric qps reads endpoint https://debi:xxxxx@prometheus-b:9090") {
+		t.Errorf("message %q", c.Message)
+	}
+	if m := (MetricsRead{Inputs: 2, Failed: []string{"load: no series"}}).withEndpoints(nil); m.Failed[0] != "load: no series" {
+		t.Errorf("a metric on the global Prometheus: %q", m.Failed[0])
 	}
 }

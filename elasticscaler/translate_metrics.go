@@ -2,6 +2,7 @@ package elasticscaler
 
 import (
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -113,11 +114,11 @@ func (t *esTranslation) listMetricOf(i int, m esv1.MetricSpec) (listMetric, stri
 		return resourceListMetric(mp, m.Resource)
 	case esv1.ExternalServerMetricSourceType:
 		x := m.ExternalServer
-		t.warn(mp+".externalServer.endpoint", "not queried: debi runs the query on global.prometheus_url (%s)", x.Endpoint)
 		return listMetric{
-			metric: config.Metric{Name: metricLabel(x.MetricsName, i), Unit: "items", Query: x.Query,
+			metric: config.Metric{Name: metricLabel(x.MetricsName, i), Unit: "items", Query: x.Query, Endpoint: externalEndpoint(x),
 				Target: config.MetricTarget{Type: config.TargetAverageValue, AverageValue: strings.TrimSpace(x.Target)}},
-			target: mp + ".externalServer.target",
+			target:  mp + ".externalServer.target",
+			sources: map[string]string{"query": mp + ".externalServer.query", "endpoint": mp + ".externalServer.endpoint", "endpoint.url": mp + ".externalServer.endpoint"},
 		}, ""
 	case esv1.ExternalMetricSourceType:
 		x := m.External
@@ -253,7 +254,36 @@ func (t *esTranslation) externalServerDemand(mp string, x *esv1.ExternalServerMe
 	t.op.Paths["queries.demand"] = mp + ".externalServer.query"
 	t.op.Paths["request"] = mp + ".externalServer.target"
 	t.op.Paths["scaling.target"] = mp + ".externalServer.target"
-	t.warn(mp+".externalServer.endpoint", "not queried: debi runs the query on global.prometheus_url (%s)", x.Endpoint)
+	p.Queries.Endpoint = externalEndpoint(x)
+	t.op.Paths["queries.endpoint"] = mp + ".externalServer.endpoint"
+	t.op.Paths["queries.endpoint.url"] = mp + ".externalServer.endpoint"
+}
+
+// apiPaths are the paths of Prometheus's query API that an ExternalServer endpoint may name
+// (the guide's http://prometheus.monitoring.svc:9090/api/v1/query): the client adds them.
+var apiPaths = []string{"/api/v1/query_range", "/api/v1/query", "/api/v1/", "/api/v1"}
+
+// externalEndpoint is the endpoint the ExternalServer metric's query goes to: its endpoint's
+// URL without the query API's path, in its protocol (Validate: http or https, the URL's scheme
+// when both are set). It has the default HTTP client: an object's endpoint gets none of
+// global.http_config's credentials, and global.prometheus_url itself is the global endpoint
+// (config.Load).
+func externalEndpoint(x *esv1.ExternalServerMetricSource) *config.Endpoint {
+	u, err := url.Parse(strings.TrimSpace(x.Endpoint))
+	if err != nil {
+		return &config.Endpoint{URL: x.Endpoint} // reported by the file's validation at its path
+	}
+	for _, p := range apiPaths {
+		if s, ok := strings.CutSuffix(u.Path, p); ok {
+			u.Path = s
+			break
+		}
+	}
+	u.RawPath, u.RawQuery, u.Fragment = "", "", ""
+	if pr := strings.ToLower(x.Protocol); pr == "http" || pr == "https" {
+		u.Scheme = pr
+	}
+	return &config.Endpoint{URL: u.String()}
 }
 
 // apiTarget is the target of an External or Custom metric: Value or AverageValue, as
@@ -304,4 +334,26 @@ func metricLabel(name string, i int) string {
 		return fmt.Sprintf("metric%d", i)
 	}
 	return strings.TrimRight(b.String(), "_")
+}
+
+// objectEndpoints are the endpoints of the object's ExternalServer metrics, by the metric's name
+// in its policy ("" for the only metric of the single-metric form), as the MetricsPipeline
+// condition names them.
+func objectEndpoints(es *esv1.ElasticScaler) map[string]string {
+	mt := es.Spec.Trigger.MetricsTrigger
+	if mt == nil {
+		return nil
+	}
+	out := map[string]string{}
+	for i, m := range mt.Metrics {
+		if m.ExternalServer == nil {
+			continue
+		}
+		name := metricLabel(m.ExternalServer.MetricsName, i)
+		if len(mt.Metrics) == 1 {
+			name = ""
+		}
+		out[name] = externalEndpoint(m.ExternalServer).String()
+	}
+	return out
 }

@@ -151,8 +151,12 @@ func TestGuideCustomAlgorithm(t *testing.T) {
 	if p.Metrics.Window != 120*time.Second || p.Metrics.Aggregation != scaling.AggMax {
 		t.Fatalf("metrics %+v", p.Metrics)
 	}
-	if len(warns) != 1 || !strings.Contains(warns[0], "metrics[0].externalServer.endpoint: not queried") {
+	if len(warns) != 0 {
 		t.Fatalf("warnings %q", warns)
+	}
+	// The endpoint without the query API's path: the query goes there.
+	if e := p.Queries.Endpoint; e == nil || e.URL != "http://prometheus.monitoring.svc:9090" || e.HTTPConfig != nil {
+		t.Fatalf("queries.endpoint %+v, want http://prometheus.monitoring.svc:9090 with the default client", e)
 	}
 	c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
 	if len(errs) != 0 {
@@ -161,6 +165,43 @@ func TestGuideCustomAlgorithm(t *testing.T) {
 	got, _ := c.PolicyByName(p.Name)
 	if got.Queries.Request != "" || got.Request != 100 || got.Queries.Demand != p.Queries.Demand || got.Queries.Replicas == "" {
 		t.Fatalf("after defaults: request %v %q demand %q replicas %q", got.Request, got.Queries.Request, got.Queries.Demand, got.Queries.Replicas)
+	}
+	if m := got.ScaleMetrics()[0]; m.Endpoint == nil || m.Endpoint.URL != "http://prometheus.monitoring.svc:9090" || m.Endpoint.HTTPConfig.Authorization != nil {
+		t.Fatalf("metric endpoint %+v, want its own with the default client", m.Endpoint)
+	}
+}
+
+// TestExternalServerEndpoint: an ExternalServer's endpoint and protocol map onto the metric's
+// endpoint (the query API's path dropped); global.prometheus_url itself is the global endpoint;
+// a bad endpoint is reported at the object's field.
+func TestExternalServerEndpoint(t *testing.T) {
+	for _, tc := range []struct{ endpoint, protocol, want string }{
+		{"http://prometheus.monitoring.svc:9090/api/v1/query", "", "http://prometheus.monitoring.svc:9090"},
+		{"https://thanos.example/prefix/api/v1/query_range?x=1", "https", "https://thanos.example/prefix"},
+		{"http://vm:8428/select/0/prometheus", "HTTP", "http://vm:8428/select/0/prometheus"},
+	} {
+		got := externalEndpoint(&esv1.ExternalServerMetricSource{Endpoint: tc.endpoint, Protocol: tc.protocol})
+		if got.URL != tc.want {
+			t.Errorf("%s (%s): %s, want %s", tc.endpoint, tc.protocol, got.URL, tc.want)
+		}
+	}
+	// Two metrics: one on global.prometheus_url (the file's http://prometheus:9090), one on another.
+	es := guideScaler(t, "guide-custom-algorithm.yaml")
+	x := es.Spec.Trigger.MetricsTrigger.Metrics[0].ExternalServer
+	x.Endpoint = "http://prometheus:9090/api/v1/query"
+	y := *x
+	y.MetricsName, y.Endpoint = "tenant_qps", "http://prometheus-b:9090/api/v1/query"
+	es.Spec.Trigger.MetricsTrigger.Metrics = append(es.Spec.Trigger.MetricsTrigger.Metrics,
+		esv1.MetricSpec{Type: esv1.ExternalServerMetricSourceType, ExternalServer: &y})
+	op, _ := translate(t, es)
+	c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	got, _ := c.PolicyByName(op.Policy.Name)
+	ms := got.ScaleMetrics()
+	if len(ms) != 2 || ms[0].Endpoint != nil || ms[1].Endpoint == nil || ms[1].Endpoint.URL != "http://prometheus-b:9090" {
+		t.Fatalf("metrics %+v: want the first on the global endpoint, the second on prometheus-b", ms)
 	}
 }
 
@@ -666,3 +707,25 @@ func TestAnyKindTarget(t *testing.T) {
 	}
 }
 
+// TestMergeLeavesTranslationsAlone: putting objects' policies beside the file's
+// (config.WithPolicies: defaults filled in, endpoints resolved) never changes the translations
+// it is given. The source compares each translation with the last one; a translation changed
+// in place by the merge differed from the next, identical one, so every status write re-applied
+// the objects (and re-pinned a paused policy over the last decision).
+func TestMergeLeavesTranslationsAlone(t *testing.T) {
+	for _, file := range []string{"guide-hpa.yaml", "guide-custom-algorithm.yaml", "guide-metrics-policy.yaml"} {
+		t.Run(file, func(t *testing.T) {
+			a, _ := translate(t, guideScaler(t, file))
+			b, _ := translate(t, guideScaler(t, file))
+			if !reflect.DeepEqual(a, b) {
+				t.Fatal("two translations of one object differ")
+			}
+			if _, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{a}); len(errs) != 0 {
+				t.Fatalf("rejected: %v", errs)
+			}
+			if !reflect.DeepEqual(a, b) {
+				t.Errorf("the merge changed the translation it was given:\n%+v\nwas\n%+v", a.Policy, b.Policy)
+			}
+		})
+	}
+}

@@ -45,7 +45,7 @@ func TestElasticScalerSeveralMetrics(t *testing.T) {
 
 	cfgFile := filepath.Join(t.TempDir(), "debi.yml")
 	if err := os.WriteFile(cfgFile, []byte(`
-global: {interval: 1s, elastic_scalers: {enabled: true}}
+global: {interval: 1s, prometheus_url: 'http://prometheus:9090', elastic_scalers: {enabled: true}}
 exporter: {batch_queries: false}
 `), 0o644); err != nil {
 		t.Fatal(err)
