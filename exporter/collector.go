@@ -226,6 +226,33 @@ func init() {
 	}
 }
 
+// collectTarget emits the lead time (the policy's and the measured one) and, for a target of
+// any kind, its pods and size.
+func (p *policySnap) collectTarget(gauge, counter func(d *prometheus.Desc, v float64, extra ...string)) {
+	if p.model != "" { // a policy without a forecast sizes for now, whatever its lead_time
+		gauge(descPolicyLeadTime, p.leadTime)
+	}
+	for _, c := range []struct {
+		name string
+		q    *[3]float64
+		n    float64
+	}{{"startup", &p.startup, p.startups}, {"path", &p.path, p.paths}} {
+		if c.n > 0 {
+			for i, q := range leadQuantiles {
+				gauge(descLeadTime, c.q[i], c.name, q)
+			}
+			gauge(descLeadSamples, c.n, c.name)
+		}
+	}
+	if p.scalePods {
+		for _, pod := range p.targetPods {
+			gauge(descTargetPod, 1, pod)
+		}
+		gauge(descTargetReplicas, p.targetReplicas)
+		counter(descTargetErrors, p.targetPodsErrors)
+	}
+}
+
 // collector emits the latest snapshot.
 type collector struct{ e *Exporter }
 
@@ -269,28 +296,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descHistory, p.historyPoints)
 		counter(descQueryErrors, p.sizeErrors[0], "", queryNames[qReplicas])
 		counter(descQueryErrors, p.sizeErrors[1], "", queryNames[qReady])
-		if p.model != "" { // a policy without a forecast sizes for now, whatever its lead_time
-			gauge(descPolicyLeadTime, p.leadTime)
-		}
-		for _, c := range []struct {
-			name string
-			q    *[3]float64
-			n    float64
-		}{{"startup", &p.startup, p.startups}, {"path", &p.path, p.paths}} {
-			if c.n > 0 {
-				for i, q := range leadQuantiles {
-					gauge(descLeadTime, c.q[i], c.name, q)
-				}
-				gauge(descLeadSamples, c.n, c.name)
-			}
-		}
-		if p.scalePods {
-			for _, pod := range p.targetPods {
-				gauge(descTargetPod, 1, pod)
-			}
-			gauge(descTargetReplicas, p.targetReplicas)
-			counter(descTargetErrors, p.targetPodsErrors)
-		}
+		p.collectTarget(gauge, counter)
 		if p.model != "" {
 			gauge(descTrainDuration, p.trainDuration)
 			gauge(descLastTrain, p.lastTrain)
