@@ -105,18 +105,9 @@ webhook:
   tidal: {resync_period: 1m}
 `, promURL, e2eNS, token))
 	writeServerConfigs(t, dir, fmt.Sprintf("http://127.0.0.1:%d", whPort), token, amPort, simL.Addr().String(), expPort, whPort)
-	startProc(t, dir, "alertmanager", filepath.Join(amDir, "alertmanager"), "--config.file="+filepath.Join(dir, "alertmanager.yml"),
-		"--storage.path="+filepath.Join(dir, "am"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", amPort), "--cluster.listen-address=")
-	startProc(t, dir, "prometheus", filepath.Join(promDir, "prometheus"), "--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort),
-		"--rules.alert.resend-delay=1s")
-	startProc(t, dir, "webhook", debi, "webhook", "--config.file="+filepath.Join(dir, "debi.yml"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", whPort), "--kubeconfig="+kubeconfig)
+	startLoopServers(t, dir, amDir, promDir, debi, kubeconfig, amPort, promPort, whPort)
 	startProc(t, dir, "exporter", debi, "exporter", "--config.file="+filepath.Join(dir, "debi.yml"),
 		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", expPort), "--kubeconfig="+kubeconfig)
-	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/-/ready", amPort), 30*time.Second)
-	waitHTTP(t, promURL+"/-/ready", 30*time.Second)
-	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", whPort), 30*time.Second)
 	waitHTTP(t, expURL, 30*time.Second)
 
 	// The Tidal controller, in process (as `debi tidal-controller --no-leader-elect` runs it).

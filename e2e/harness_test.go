@@ -129,6 +129,23 @@ func killProc(t *testing.T, cmd *exec.Cmd) {
 	_ = cmd.Wait() // "signal: killed"
 }
 
+// startLoopServers starts the closed loop's Alertmanager and Prometheus (their configurations
+// written by writeServerConfigs into dir) and `debi webhook` (dir/debi.yml, the API server of
+// kubeconfig, webhookArgs added) on 127.0.0.1 at their ports, and waits until each answers.
+func startLoopServers(t *testing.T, dir, amDir, promDir, debi, kubeconfig string, amPort, promPort, whPort int, webhookArgs ...string) {
+	t.Helper()
+	startProc(t, dir, "alertmanager", filepath.Join(amDir, "alertmanager"), "--config.file="+filepath.Join(dir, "alertmanager.yml"),
+		"--storage.path="+filepath.Join(dir, "am"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", amPort), "--cluster.listen-address=")
+	startProc(t, dir, "prometheus", filepath.Join(promDir, "prometheus"), "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort),
+		"--rules.alert.resend-delay=1s")
+	startProc(t, dir, "webhook", debi, append([]string{"webhook", "--config.file=" + filepath.Join(dir, "debi.yml"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", whPort), "--kubeconfig=" + kubeconfig}, webhookArgs...)...)
+	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/-/ready", amPort), 30*time.Second)
+	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/-/ready", promPort), 30*time.Second)
+	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/-/healthy", whPort), 30*time.Second)
+}
+
 // writeServerConfigs writes the closed loop's alertmanager.yml (DebiScaleRecommended routed to
 // the webhook at whURL with the token file, fast grouping) and prometheus.yml (1 s scrapes of the
 // simulated workload, the exporter and the webhook; rules/ evaluated; alerts to Alertmanager).

@@ -123,16 +123,7 @@ webhook:
 `, promURL, llmNS, relabel("deployment", "prefill"), relabel("modelrole", "decode"), llmPerPod, llmPerReq, filepath.Join(dir, "token")))
 	writeServerConfigs(t, dir, fmt.Sprintf("http://127.0.0.1:%d", whPort), filepath.Join(dir, "token"), amPort, simL.Addr().String(), expPort, whPort)
 
-	startProc(t, dir, "alertmanager", filepath.Join(amDir, "alertmanager"), "--config.file="+filepath.Join(dir, "alertmanager.yml"),
-		"--storage.path="+filepath.Join(dir, "am"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", amPort), "--cluster.listen-address=")
-	startProc(t, dir, "prometheus", filepath.Join(promDir, "prometheus"), "--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", promPort),
-		"--rules.alert.resend-delay=1s")
-	startProc(t, dir, "webhook", debi, "webhook", "--config.file="+filepath.Join(dir, "debi.yml"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", whPort), "--kubeconfig="+kubeconfig, "--log.level=debug")
-	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/-/ready", amPort), 30*time.Second)
-	waitHTTP(t, promURL+"/-/ready", 30*time.Second)
-	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/-/healthy", whPort), 30*time.Second)
+	startLoopServers(t, dir, amDir, promDir, debi, kubeconfig, amPort, promPort, whPort, "--log.level=debug")
 
 	simDone := make(chan error, 1)
 	go func() { simDone <- sim.Run(ctx, time.Second) }()
