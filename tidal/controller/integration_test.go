@@ -268,14 +268,29 @@ func TestIntegrationBinary(t *testing.T) {
 	if code, _ := get("/-/healthy"); code != 200 {
 		t.Errorf("/-/healthy %d", code)
 	}
-	_, body := get("/metrics")
-	for _, want := range []string{
+	wants := []string{
 		"debi_tidal_leader 1",
 		`debi_tidal_rules_evaluations_total{result="ok"}`,
 		`debi_tidal_status_writes_total{result="success"} 2`,
 		fmt.Sprintf(`debi_tidal_next_activation_timestamp_seconds{name="tidal-bin",namespace=%q}`, e.ns),
 		"debi_tidal_activation_write_lateness_seconds_count 1",
-	} {
+	}
+	// A watch can see the write before the controller's Update call has
+	// returned and counted it, so /metrics is read until it agrees (or 5 s).
+	var body string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, body = get("/metrics")
+		missing := 0
+		for _, want := range wants {
+			if !strings.Contains(body, want) {
+				missing++
+			}
+		}
+		if missing == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range wants {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
