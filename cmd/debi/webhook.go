@@ -104,8 +104,9 @@ type webhookServer struct {
 	reloader *process.Reloader
 	current  atomic.Pointer[generation]
 	live     atomic.Pointer[webhook.Endpoints]
-	// restart tells the watch to start again with the configuration in force.
-	restart chan struct{}
+	// restart tells the watch to start again with the configuration in force; reloaded tells
+	// the campaign (lead) that a configuration was put in force.
+	restart, reloaded chan struct{}
 
 	// scalers are the ElasticScaler actors: HPA owner, source, status writer (nil without
 	// global.elastic_scalers at start-up); their policies are merged into every configuration
@@ -150,7 +151,7 @@ func newWebhookServer(opts webhookOptions, logger *slog.Logger, reg prometheus.R
 	s := &webhookServer{
 		opts: opts, file: opts.ConfigFile, act: act, logger: logger, m: webhook.NewMetrics(reg), id: host + "_" + uuid.NewString(),
 		events: events, recorder: events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "debi-webhook"}),
-		start: cfg, restart: make(chan struct{}, 1),
+		start: cfg, restart: make(chan struct{}, 1), reloaded: make(chan struct{}, 1),
 	}
 	// One informer cache for the process (internal/kube): the ElasticScalers and Tidals are
 	// listed and watched once, for the status writer, the ElasticScaler source, the HPA owner and
@@ -166,8 +167,8 @@ func newWebhookServer(opts webhookOptions, logger *slog.Logger, reg prometheus.R
 	s.informers = kube.NewInformers(act.Dynamic(), scope...)
 	if cfg.Global.ElasticScalers.Enabled {
 		s.scalers = process.NewElasticScalers(process.ElasticScalerOptions{Dynamic: act.Dynamic(), Kube: act.Kube(), Informers: s.informers,
-			Namespaces: cfg.Global.ElasticScalers.Namespaces, LeaderElection: cfg.Webhook.LeaderElection, Campaign: s.campaign,
-			Get: act.GetObject, Recorder: s.recorder, File: s.file0, Recheck: webhook.DiscoveryRecheck, Apply: s.applyObjects, Logger: logger})
+			Namespaces: cfg.Global.ElasticScalers.Namespaces,
+			Get:        act.GetObject, Recorder: s.recorder, File: s.file0, Recheck: webhook.DiscoveryRecheck, Apply: s.applyObjects, Logger: logger})
 	}
 	gen, err := s.build(raw, cfg)
 	if err != nil {
@@ -223,15 +224,12 @@ func (s *webhookServer) Run(ctx context.Context) error {
 	hs.Add(&g, l)
 	// readiness: the API server answers with our credentials
 	s.ready.Add(ctx, &g, act.Kube().Discovery().ServerVersion, logger)
-	{ // Tidal watch of the configuration in force, on the leader only; restarted on reload
-		wctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error { return s.superviseWatch(wctx) }, func(error) {
-			cancel()
-			logger.Info("tidal watch stopped")
-		})
+	{ // the process's one Lease: its holder runs the Tidal watch, the HPA owner and validation
+		lctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { return s.lead(lctx) }, func(error) { cancel() })
 	}
-	// ElasticScaler actors (global.elastic_scalers): the HPA owner and the status writer's
-	// validation under Leases of their own, the source on every replica.
+	// ElasticScaler actors on every replica (global.elastic_scalers): the source and the status
+	// writer.
 	s.scalers.Add(ctx, &g)
 	wc := s.start.Webhook
 	logger.Info("starting debi webhook", "mode", wc.Mode, "policies", len(s.start.Policies), "tidal_watch", wc.Tidal.IsEnabled(),
@@ -273,10 +271,7 @@ func (s *webhookServer) applyObjectsLocked(n int) {
 	}
 	g.file = old.file
 	s.install(g, old)
-	select {
-	case s.restart <- struct{}{}:
-	default:
-	}
+	s.signalReload()
 	s.logger.Info("ElasticScaler policies applied", "objects", n, "policies", len(cfg.Policies))
 }
 
@@ -355,64 +350,11 @@ func (s *webhookServer) apply(raw []byte) error {
 	}
 	g.file = file
 	s.install(g, old)
-	select {
-	case s.restart <- struct{}{}:
-	default: // a restart is already pending; it will pick up this generation
-	}
+	s.signalReload()
 	wc := cfg.Webhook
 	s.logger.Info("configuration reloaded", "file", s.file, "mode", wc.Mode, "policies", len(cfg.Policies),
 		"tidal_watch", wc.Tidal.IsEnabled(), "tidal_push", wc.Tidal.Push.Enabled)
 	return nil
-}
-
-// superviseWatch runs the Tidal watch of the configuration in force until ctx ends, and starts
-// it again after each reload.
-func (s *webhookServer) superviseWatch(ctx context.Context) error {
-	for {
-		g := s.current.Load()
-		wctx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- s.watch(wctx, g) }()
-		select {
-		case <-ctx.Done():
-			stop()
-			return <-done
-		case err := <-done:
-			stop()
-			if err != nil {
-				return err
-			}
-			// The watch ended by itself (disabled, or its resources not served): wait for a
-			// reload or the end.
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-s.restart:
-			}
-		case <-s.restart:
-			stop()
-			if err := <-done; err != nil {
-				return err
-			}
-			s.logger.Info("restarting the tidal watch with the reloaded configuration")
-		}
-	}
-}
-
-// watch runs g's Tidal watch, under the Lease when leader election is on, until ctx ends.
-func (s *webhookServer) watch(ctx context.Context, g *generation) error {
-	wc := g.cfg.Webhook
-	if !wc.Tidal.IsEnabled() {
-		return nil
-	}
-	watch := func(ctx context.Context) { g.ctl.WatchTidals(ctx, s.informers, wc.Tidal) }
-	if !wc.LeaderElection.IsEnabled() {
-		s.m.SetLeader(true)
-		defer s.m.SetLeader(false)
-		watch(ctx)
-		return nil
-	}
-	return process.RunLeaderElected(ctx, s.act.Kube(), wc.LeaderElection, s.id, s.logger, s.m.SetLeader, watch)
 }
 
 // file0 is the file's configuration in force (without the objects' policies): the status
@@ -422,11 +364,6 @@ func (s *webhookServer) file0() *config.Config {
 		return g.file
 	}
 	return nil
-}
-
-// campaign runs fn while this replica holds the Lease le: the ElasticScaler actors' Leases.
-func (s *webhookServer) campaign(ctx context.Context, le config.LeaderElectionConfig, logger *slog.Logger, leading func(bool), fn func(context.Context)) error {
-	return process.RunLeaderElected(ctx, s.act.Kube(), le, s.id, logger, leading, fn)
 }
 
 // observeDecision is the Controllers' Observe hook.

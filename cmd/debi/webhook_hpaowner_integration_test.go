@@ -118,8 +118,13 @@ func TestWebhookRunsHPAOwner(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, err := kube.CoordinationV1().Leases("debi-system").Get(ctx, "debi-webhook-hpa", metav1.GetOptions{}); err != nil {
-		t.Fatalf("the HPA owner's Lease: %v", err)
+	if _, err := kube.CoordinationV1().Leases("debi-system").Get(ctx, "debi-webhook", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the process's Lease: %v", err)
+	}
+	for _, old := range []string{"debi-webhook-hpa", "debi-webhook-status"} { // one Lease per process
+		if _, err := kube.CoordinationV1().Leases("debi-system").Get(ctx, old, metav1.GetOptions{}); err == nil {
+			t.Errorf("Lease %s exists: the webhook campaigns for one Lease, debi-webhook", old)
+		}
 	}
 	const shadow = `debi_webhook_policy_info{algorithm="hpa",mode="shadow",policy="ai-inference.hpa-scaling-example"} 1`
 	var body string

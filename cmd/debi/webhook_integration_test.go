@@ -20,9 +20,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 
 	"github.com/debi-scaler/debi/internal/testenv"
 )
@@ -160,6 +162,7 @@ func TestRunTidalWatchAndLeaderElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	type inst struct {
+		srv    *webhookServer
 		url    string
 		done   chan error
 		reg    *prometheus.Registry
@@ -179,7 +182,7 @@ func TestRunTidalWatchAndLeaderElection(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		in := &inst{url: "http://" + l.Addr().String(), done: make(chan error, 1), reg: reg, cancel: cancel}
+		in := &inst{srv: s, url: "http://" + l.Addr().String(), done: make(chan error, 1), reg: reg, cancel: cancel}
 		go func() { in.done <- s.Run(ctx) }()
 		insts = append(insts, in)
 	}
@@ -280,11 +283,38 @@ func TestRunTidalWatchAndLeaderElection(t *testing.T) {
 		t.Error("/metrics lacks debi_webhook_build_info")
 	}
 
-	// Failover: stop the leader; the other replica takes the released Lease and follows the Tidal.
 	leader, follower := insts[0], insts[1]
 	if testenv.GaugeValue(t, leader.reg, "debi_webhook_leader") != 1 {
 		leader, follower = follower, leader
 	}
+	// A reload of the leader keeps the Lease (one campaign per process, not one per
+	// configuration): same holder, no transition, and the restarted watch follows the Tidal.
+	before, err := e.Kube.CoordinationV1().Leases(e.NS).Get(context.Background(), "debi-webhook", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgFile, []byte(cfgText+"\n# reloaded\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.srv.Reload(); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	e.Tidal(t, e.NS, "tidal-frequent-test", "web", 6)
+	testenv.Poll(t, 20*time.Second, "the reloaded leader to scale web to 6", func() bool { return e.Replicas(t, e.NS, "Deployment", "web") == 6 })
+	after, err := e.Kube.CoordinationV1().Leases(e.NS).Get(context.Background(), "debi-webhook", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := func(l *coordinationv1.Lease) (string, int32) {
+		return ptr.Deref(l.Spec.HolderIdentity, ""), ptr.Deref(l.Spec.LeaseTransitions, 0)
+	}
+	h0, n0 := holder(before)
+	h1, n1 := holder(after)
+	if h1 != h0 || n1 != n0 || testenv.GaugeValue(t, leader.reg, "debi_webhook_leader") != 1 {
+		t.Errorf("the reload handed the Lease over: holder %s → %s, transitions %d → %d", h0, h1, n0, n1)
+	}
+
+	// Failover: stop the leader; the other replica takes the released Lease and follows the Tidal.
 	stop(leader)
 	testenv.Poll(t, 20*time.Second, "the follower to take the lease", func() bool { return testenv.GaugeValue(t, follower.reg, "debi_webhook_leader") == 1 })
 	e.Tidal(t, e.NS, "tidal-frequent-test", "web", 4)

@@ -24,12 +24,6 @@ type ElasticScalerOptions struct {
 	Informers *kube.Informers
 	// Namespaces are global.elastic_scalers.namespaces (empty: every namespace).
 	Namespaces []string
-	// LeaderElection is webhook.leader_election at start-up: the HPA owner campaigns for
-	// <name>-hpa, the status writer for <name>-status (Leases of their own: the Tidal watch's
-	// campaign restarts on every reload).
-	LeaderElection config.LeaderElectionConfig
-	// Campaign runs fn while this replica holds the Lease le (RunLeaderElected).
-	Campaign func(ctx context.Context, le config.LeaderElectionConfig, logger *slog.Logger, leading func(bool), fn func(context.Context)) error
 	// Get, Recorder, File and Recheck are the status writer's (elasticscaler.StatusOptions).
 	Get      func(ctx context.Context, t config.Target) (*unstructured.Unstructured, error)
 	Recorder record.EventRecorder
@@ -42,9 +36,10 @@ type ElasticScalerOptions struct {
 }
 
 // ElasticScalers are the ElasticScaler actors of a webhook process (global.elastic_scalers):
-// the HPA owner of HPA-algorithm ElasticScalers on the holder of <lease>-hpa, the source of the
-// objects' policies on every replica (all serve notifications), and the status writer, whose
-// validation is the holder of <lease>-status's.
+// the source of the objects' policies and the status writer on every replica (all serve
+// notifications and report their decisions), and, on the holder of the process's one Lease
+// (Lead, SetLeader), the HPA owner of HPA-algorithm ElasticScalers and the status writer's
+// validation.
 type ElasticScalers struct {
 	o      ElasticScalerOptions
 	owner  *elasticscaler.Owner
@@ -96,49 +91,42 @@ func (e *ElasticScalers) Observe(d elasticscaler.Decision) {
 	}
 }
 
-// Add adds the HPA owner, the source and the status writer, with their Lease campaigns, to g;
-// they stop when ctx ends or g is interrupted. e may be nil.
+// Add adds the source and the status writer, which run on every replica, to g; they stop when
+// ctx ends or g is interrupted. e may be nil.
 func (e *ElasticScalers) Add(ctx context.Context, g *run.Group) {
 	if e == nil {
 		return
 	}
 	o := e.o
-	{ // the Kubernetes HPAs of HPA-algorithm ElasticScalers, on the Lease holder only
-		hl := o.Logger.With("component", "hpaowner")
-		le := o.LeaderElection
-		le.Name += "-hpa"
-		hctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error {
-			if !le.IsEnabled() {
-				return e.owner.Run(hctx)
-			}
-			return o.Campaign(hctx, le, hl, func(bool) {}, func(ctx context.Context) {
-				if err := e.owner.Run(ctx); err != nil {
-					hl.Error("HPA owner stopped", "err", err)
-				}
-			})
-		}, func(error) { cancel() })
-	}
-	{ // policies from ElasticScalers, on every replica
+	{ // policies from ElasticScalers
 		sctx, cancel := context.WithCancel(ctx)
 		g.Add(func() error {
 			return elasticscaler.RunSource(sctx, elasticscaler.SourceOptions{Dynamic: o.Dynamic, Informers: o.Informers, Discovery: o.Kube.Discovery(),
 				Namespaces: o.Namespaces, StateTriggers: true, Logger: o.Logger.With("component", "elasticscalers")}, e.deliver)
 		}, func(error) { cancel() })
 	}
-	// The status writer; Validated on the Lease holder only.
 	w := e.status
 	wctx, cancel := context.WithCancel(ctx)
 	g.Add(func() error { return w.Run(wctx) }, func(error) { cancel() })
-	le := o.LeaderElection
-	if !le.IsEnabled() {
-		w.SetLeader(true)
+}
+
+// SetLeader tells the status writer whether this replica holds the process's Lease: validation
+// (the Validated condition and its Events) is the holder's only. e may be nil.
+func (e *ElasticScalers) SetLeader(leading bool) {
+	if e != nil {
+		e.status.SetLeader(leading)
+	}
+}
+
+// Lead runs the HPA owner until ctx ends: the work of the Lease holder (with leader election
+// off, of every replica). An owner that stops on an error is logged; Lead still waits for ctx,
+// so that the Lease is not handed over for it. e may be nil.
+func (e *ElasticScalers) Lead(ctx context.Context) {
+	if e == nil {
 		return
 	}
-	le.Name += "-status"
-	lctx, lcancel := context.WithCancel(ctx)
-	g.Add(func() error {
-		return o.Campaign(lctx, le, o.Logger.With("component", "elasticscaler-status"), w.SetLeader,
-			func(ctx context.Context) { <-ctx.Done() })
-	}, func(error) { lcancel() })
+	if err := e.owner.Run(ctx); err != nil {
+		e.o.Logger.Error("HPA owner stopped", "component", "hpaowner", "err", err)
+	}
+	<-ctx.Done()
 }
