@@ -29,7 +29,6 @@ import (
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/elasticscaler"
-	"github.com/debi-scaler/debi/internal/kube"
 	"github.com/debi-scaler/debi/internal/process"
 	"github.com/debi-scaler/debi/internal/promclient"
 )
@@ -47,9 +46,11 @@ type Options struct {
 	// Querier replaces the Prometheus client built from global.prometheus_url and
 	// global.http_config (embedding, tests); a reload keeps it.
 	Querier Querier
-	// Kubeconfig is the kubeconfig of the ElasticScaler watch and of the metrics APIs
-	// (--kubeconfig; empty: $KUBECONFIG, ~/.kube/config, then in-cluster), used only when
-	// global.elastic_scalers.enabled or a policy has a metric read from a metrics API.
+	// Kubeconfig is the kubeconfig of the exporter's one connection to the API server, for the
+	// ElasticScaler watch, the metrics APIs and the targets' scale subresources (--kubeconfig;
+	// empty: $KUBECONFIG, ~/.kube/config, then in-cluster), used only when
+	// global.elastic_scalers.enabled, a policy has a metric read from a metrics API or a target
+	// whose pods come from its scale subresource.
 	Kubeconfig string
 	// RestConfig, when set, replaces Kubeconfig (tests).
 	RestConfig *rest.Config
@@ -66,7 +67,6 @@ type Options struct {
 // the HTTP endpoints (Handler). cmd/debi owns the process around it: the flags, the HTTP server
 // that serves the Handler, client-go's klog, the registry and the signals (SIGHUP calls Reload).
 type Server struct {
-	opts    Options
 	logger  *slog.Logger
 	e       *Exporter
 	r       *reloader
@@ -75,6 +75,8 @@ type Server struct {
 	global config.Global
 	// stopped is closed when Run returns.
 	stopped chan struct{}
+	// conn is the process's connection to the API server, built on first use.
+	conn *kubeConn
 }
 
 // NewServer loads the configuration and builds the exporter of its policies (opts.Shard's)
@@ -120,12 +122,13 @@ func NewServer(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*S
 	if err != nil {
 		return nil, err
 	}
+	conn := newKubeConn(opts.RestConfig, opts.Kubeconfig)
 	if opts.MetricsReader != nil || opts.TargetPods != nil {
 		e.SetMetricsAPI(opts.MetricsReader, opts.PodSelector, opts.TargetPods)
 	} else {
-		// Built at the first step that reads a metrics API: without such a metric the exporter
-		// needs no kube credentials.
-		e.sources.build = newSourceClients(opts.RestConfig, opts.Kubeconfig)
+		// Built at the first step that reads a metrics API or a target's scale subresource:
+		// without one the exporter needs no kube credentials.
+		e.sources.build = newSourceClients(conn)
 	}
 	r := &reloader{opts: opts, e: e, log: logger, global: cfg.Global, reqs: make(chan chan error),
 		file: cfg, scalers: cfg.Global.ElasticScalers, updates: make(chan elasticscaler.Update)}
@@ -136,7 +139,7 @@ func NewServer(opts Options, logger *slog.Logger, reg prometheus.Registerer) (*S
 		Failed: func(err error) {
 			logger.Error("configuration reload failed; the previous configuration stays in use", "config", opts.ConfigFile, "err", err)
 		}})
-	s := &Server{opts: opts, logger: logger, e: e, r: r, global: cfg.Global, stopped: make(chan struct{})}
+	s := &Server{logger: logger, e: e, r: r, global: cfg.Global, stopped: make(chan struct{}), conn: conn}
 	s.handler = e.handler(gatherer, reg, r.handler(s.stopped))
 	return s, nil
 }
@@ -151,7 +154,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // returns nil) or one of them fails. It may be called once; the Handler is served beside it.
 func (s *Server) Run(ctx context.Context) error {
 	defer close(s.stopped)
-	opts, logger, e, r := s.opts, s.logger, s.e, s.r
+	logger, e, r := s.logger, s.e, s.r
 	// The failed policies are marked and logged; the others run.
 	_ = e.CheckQueries(ctx, time.Now())
 
@@ -189,11 +192,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}, func(error) { rcancel() })
 	if r.scalers.Enabled { // policies from ElasticScalers, applied by the reloader
-		rc, err := kube.RestConfig(opts.RestConfig, opts.Kubeconfig, "debi-exporter", 0, 0) // client-go's default rate: a list and a watch
-		if err != nil {
-			return err
-		}
-		c, err := kube.NewClients(rc)
+		_, c, err := s.conn.get() // the connection the steps' reads share, and its rate limit
 		if err != nil {
 			return err
 		}

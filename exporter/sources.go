@@ -10,7 +10,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/rest"
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/internal/kube"
@@ -134,42 +133,32 @@ func (s *sourceClients) podSelector(ctx context.Context, f PodSelectorFunc, t co
 	return sel, nil
 }
 
-// newSourceClients builds the clients from the exporter's kube credentials (--kubeconfig,
-// $KUBECONFIG, ~/.kube/config or in-cluster; rc when set), with room in the rate limit for
-// the Reader's concurrent reads.
-func newSourceClients(rc *rest.Config, kubeconfig string) func() (kubeReaders, error) {
+// newSourceClients builds the readers from the exporter's connection to the API server: the
+// metrics APIs' reader from its configuration (a copy with the reader's own timeout, and its
+// rate limiter), the pod selector and the targets' pods from its clients.
+func newSourceClients(conn *kubeConn) func() (kubeReaders, error) {
 	return func() (kubeReaders, error) {
-		c, err := kube.RestConfig(rc, kubeconfig, "debi-exporter", 50, 100)
+		rc, c, err := conn.get()
 		if err != nil {
 			return kubeReaders{}, err
 		}
-		var k kubeReaders
-		if k.reader, err = metricsapi.New(c, metricsapi.Options{}); err != nil {
+		r, err := metricsapi.New(rc, metricsapi.Options{})
+		if err != nil {
 			return kubeReaders{}, err
 		}
-		if k.selector, err = ScaleSelector(c); err != nil {
-			return kubeReaders{}, err
-		}
-		if k.pods, err = ScaleTargetPods(c); err != nil {
-			return kubeReaders{}, err
-		}
-		return k, nil
+		return kubeReaders{reader: r, selector: ScaleSelector(c), pods: ScaleTargetPods(c)}, nil
 	}
 }
 
-// ScaleSelector is the PodSelectorFunc of the API server of rc: the target's scale subresource's
+// ScaleSelector is the PodSelectorFunc of the API server of c: the target's scale subresource's
 // status.selector (a Deployment's, StatefulSet's or ReplicaSet's pod selector; a custom resource
 // publishes one when its scale subresource sets labelSelectorPath).
-func ScaleSelector(rc *rest.Config) (PodSelectorFunc, error) {
-	c, err := kube.NewClients(rc)
-	if err != nil {
-		return nil, err
-	}
+func ScaleSelector(c *kube.Clients) PodSelectorFunc {
 	scale := readScale(c)
 	return func(ctx context.Context, t config.Target) (labels.Selector, error) {
 		s, err := scale(ctx, t)
 		return s.selector, err
-	}, nil
+	}
 }
 
 // sourceQuery is the metricsapi query of a metric's source; podSel is the target's pods (Pods).

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/rest"
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/internal/kube"
@@ -47,15 +46,11 @@ type targetPodsRead struct {
 	reason   string // of err (sourceReason)
 }
 
-// ScaleTargetPods is the TargetPodsFunc of the API server of rc: a get of the target's scale
+// ScaleTargetPods is the TargetPodsFunc of the API server of c: a get of the target's scale
 // subresource, then a list of the pods of its namespace that status.selector selects. A scale
 // subresource without status.selector (a custom resource whose CRD sets no labelSelectorPath)
 // is an error (reason no_pod_selector) that says so.
-func ScaleTargetPods(rc *rest.Config) (TargetPodsFunc, error) {
-	c, err := kube.NewClients(rc)
-	if err != nil {
-		return nil, err
-	}
+func ScaleTargetPods(c *kube.Clients) TargetPodsFunc {
 	scale := readScale(c)
 	return func(ctx context.Context, t config.Target) (TargetPods, error) {
 		s, err := scale(ctx, t)
@@ -72,7 +67,7 @@ func ScaleTargetPods(rc *rest.Config) (TargetPodsFunc, error) {
 		}
 		slices.Sort(out.Pods)
 		return out, nil
-	}, nil
+	}
 }
 
 // readTargetPods reads the pods of every target of the shard whose pods come from its scale

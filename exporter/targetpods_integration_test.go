@@ -134,7 +134,7 @@ policies:
     target: {kind: Deployment, namespace: default, name: web}
     algorithm: hpa
 `, &fakeQuerier{byExpr: map[string]series{}})
-	e.sources.build = newSourceClients(rc, "")
+	e.sources.build = newSourceClients(newKubeConn(rc, ""))
 	e.Step(ctx, t0)
 
 	for _, pol := range []string{"decode", "decode-shadow"} {

@@ -12,9 +12,9 @@ import (
 )
 
 // Clients are the clients of one API server, built once from its rest.Config (RestConfig), so
-// that each process names its user agent and rate limit in one place. Each client has the
-// rate limiter client-go gives it (QPS and Burst of the configuration); none makes a request
-// before it is used.
+// that each process names its user agent and rate limit in one place. The clients share the
+// configuration's RateLimiter (RestConfig sets one), so that together they keep to its QPS and
+// Burst; none makes a request before it is used.
 type Clients struct {
 	Kubernetes kubernetes.Interface
 	Dynamic    dynamic.Interface

@@ -1,12 +1,14 @@
 package kube
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,5 +103,48 @@ func TestClients(t *testing.T) {
 	f.installed.Store(true) // the CRD installed after the first discovery
 	if m, err := c.Mapper.RESTMapping(es, "v1alpha1"); err != nil || m.Resource.Resource != "elasticscalers" {
 		t.Fatalf("ElasticScaler after its CRD: %v, %v", m, err)
+	}
+}
+
+// TestClientsShareRateLimit: the clients built from one RestConfig, and from a copy of it (as
+// the metrics APIs' reader makes), draw on one token bucket: once two requests through two of
+// them have spent a burst of 2, a third client has to wait.
+func TestClientsShareRateLimit(t *testing.T) {
+	f := &fakeDiscovery{}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	rc, err := RestConfig(&rest.Config{Host: srv.URL}, "", "debi-test", 0.001, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewClients(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewClients(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Kubernetes.CoreV1().RESTClient().GetRateLimiter() != b.Kubernetes.AppsV1().RESTClient().GetRateLimiter() {
+		t.Error("two clients of one configuration have rate limiters of their own")
+	}
+	ctx := context.Background()
+	if err := a.Kubernetes.CoreV1().RESTClient().Get().AbsPath("/api").Do(ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Discovery.ServerResourcesForGroupVersion("v1"); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewClients(rest.CopyConfig(rc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := c.Kubernetes.CoreV1().RESTClient().Get().AbsPath("/api").Do(tctx).Error(); err == nil {
+		t.Error("a third request within the burst of 2 was not held back by the shared rate limit")
+	}
+	if n := f.requests.Load(); n != 2 {
+		t.Errorf("%d requests reached the server, want 2", n)
 	}
 }
