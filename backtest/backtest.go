@@ -71,6 +71,10 @@ type Metrics struct {
 	ActionsPerDay float64 `json:"actions_per_day"`
 	// MeanReplicas is the time mean of N(t).
 	MeanReplicas float64 `json:"mean_replicas"`
+	// ZeroShare is the share of scored time at zero replicas, and ColdOverload the share
+	// overloaded with no pod ready: at zero, or woken and starting (min_replicas 0).
+	ZeroShare    float64 `json:"zero_share"`
+	ColdOverload float64 `json:"cold_overload"`
 	// SPEC RG elasticity figures against the oracle's need n*(t) = ceil(D(t)/(u_sla·R))
 	// clamped to the bounds: the share of time under-provisioned (ready pods below the need)
 	// and the mean shortfall in pods over all scored time; likewise over-provisioned (paid

@@ -28,6 +28,10 @@ type Options struct {
 	DebiModel string `json:"debi_model"`
 	// Request is R, the CPU request of one pod in cores.
 	Request float64 `json:"request"`
+	// Activation is, with Params.MinReplicas 0, the demand at or below which a policy counts as
+	// idle, in pods' worth of R (0.2: a fifth of one pod's request): the trace's metrics are the
+	// policies' wake metrics, this their activation (KEDA's activationThreshold).
+	Activation float64 `json:"activation,omitempty"`
 	// Params are the scaling parameters shared by every policy (the HPA target is replaced
 	// during the sweep).
 	Params scaling.Params `json:"scaling"`
@@ -155,6 +159,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("request: must be a positive number of cores, got %v", o.Request)
 	case o.Tick <= 0:
 		return fmt.Errorf("tick: must be positive, got %v", o.Tick)
+	case !(o.Activation >= 0) || math.IsInf(o.Activation, 0):
+		return fmt.Errorf("activation: must be a number of pods, not negative, got %v", o.Activation)
 	case o.SamplePeriod < 0:
 		return fmt.Errorf("sample-period: must not be negative, got %v", o.SamplePeriod)
 	case o.Demand != DemandLinear && o.Demand != DemandStep:

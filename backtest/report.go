@@ -18,7 +18,7 @@ import (
 var Formats = []string{"summary", "full", "markdown", "csv", "json", "report"}
 
 var columns = []string{"trace", "class", "policy", "cost", "cost_ratio", "frontier_ratio", "floor_closed", "gap_closed", "gap_at_overload", "utilization",
-	"overload", "unserved", "actions_per_day", "mean_replicas", "under_share", "under_pods", "over_share", "over_pods",
+	"overload", "unserved", "actions_per_day", "mean_replicas", "zero_share", "cold_overload", "under_share", "under_pods", "over_share", "over_pods",
 	"forecast_coverage", "budget_headroom", "train_seconds", "decide_seconds", "ticks_per_second"}
 
 // Indices in columns (and row) of the cells the csv format writes differently.
@@ -43,7 +43,7 @@ func (r Run) row(tr TraceResult) []string {
 	}
 	return []string{tr.Trace, tr.Class, r.Policy, fmt.Sprintf("%.0f", r.Cost), f3(r.CostRatio), fr, f3(r.FloorClosed), f3(r.GapClosed), f3(r.GapAtOverload),
 		pct(r.Utilization), pct2(r.OverloadFraction), fmt.Sprintf("%.2f", r.Unserved), fmt.Sprintf("%.1f", r.ActionsPerDay),
-		fmt.Sprintf("%.2f", r.MeanReplicas), pct(r.UnderShare), fmt.Sprintf("%.3f", r.UnderPods), pct(r.OverShare),
+		fmt.Sprintf("%.2f", r.MeanReplicas), pct(r.ZeroShare), pct2(r.ColdOverload), pct(r.UnderShare), fmt.Sprintf("%.3f", r.UnderPods), pct(r.OverShare),
 		fmt.Sprintf("%.2f", r.OverPods), pctOrDash(r.ForecastCoverage), f3(r.BudgetHeadroom), fmt.Sprintf("%.2f", r.TrainSeconds),
 		fmt.Sprintf("%.3f", r.DecideSeconds), fmt.Sprintf("%.0f", r.TicksPerSecond())}
 }
@@ -229,6 +229,7 @@ func (rep *Report) jsonView() any {
 					"frontier_bound": num(r.FrontierBound), "floor_closed": num(r.FloorClosed),
 					"utilization": num(r.Utilization), "overload_fraction": num(r.OverloadFraction), "unserved": num(r.Unserved),
 					"scale_actions": r.ScaleActions, "actions_per_day": num(r.ActionsPerDay), "mean_replicas": num(r.MeanReplicas),
+					"zero_share": num(r.ZeroShare), "cold_overload": num(r.ColdOverload),
 					"under_share": num(r.UnderShare), "under_pods": num(r.UnderPods), "over_share": num(r.OverShare), "over_pods": num(r.OverPods),
 					"forecast_coverage": num(r.ForecastCoverage), "model_history": r.ModelHistory,
 					"budget_headroom": num(r.BudgetHeadroom), "budget_level": num(r.BudgetLevel),

@@ -44,6 +44,9 @@ func runnerConfig(spec policy.Spec, w *World, o Options) policy.Config {
 	if spec.Model != "" {
 		cfg.Fallback = o.Fallback
 	}
+	// At min_replicas 0 the trace's metrics wake the workload: a trace is a request rate or a
+	// queue measured outside the pods.
+	cfg.Wake, cfg.Activation = o.Params.MinReplicas == 0, o.Activation*o.Request
 	return cfg
 }
 
@@ -276,6 +279,8 @@ type tally struct {
 	// under and over count the ticks under- and over-provisioned against the need,
 	// underPods and overPods add up the pods short and in excess.
 	under, over, underPods, overPods float64
+	// zero and cold count the ticks at zero replicas and those overloaded with no pod ready.
+	zero, cold float64
 	// marginSum and levelSum add up the budget's headroom in pods and its level α over the
 	// marginN ticks that had a budget quantile.
 	marginSum, levelSum float64
@@ -304,6 +309,12 @@ func (s *tally) add(i int, nSpec, nr int32, res policy.Result) {
 	s.capacity += float64(nSpec) * o.Request
 	if scaling.Overloaded(d, o.SLAUtilization, nr, o.Request) {
 		s.overTicks++
+		if nr == 0 {
+			s.cold++
+		}
+	}
+	if nSpec == 0 {
+		s.zero++
 	}
 	if s.metricTicks != nil {
 		over, last := 0, 0
@@ -347,6 +358,7 @@ func (s *tally) score() {
 		m.Unserved /= 3600
 		m.OverloadFraction = s.overTicks / k
 		m.MeanReplicas = s.replicaSum / k
+		m.ZeroShare, m.ColdOverload = s.zero/k, s.cold/k
 		m.ActionsPerDay = float64(m.ScaleActions) / (m.Seconds / 86400)
 		m.UnderShare, m.UnderPods, m.OverShare, m.OverPods = s.under/k, s.underPods/k, s.over/k, s.overPods/k
 		if s.hasModel {

@@ -163,7 +163,7 @@ func TestCheckReportsEverySubfieldError(t *testing.T) {
 		msg  string // a part of the message
 		fix  [2]string
 	}{
-		{"policies[0].scaling.min_replicas", 9, "must be at least 1, got -1", [2]string{"min_replicas: -1", "min_replicas: 2"}},
+		{"policies[0].scaling.min_replicas", 9, "must not be negative, got -1", [2]string{"min_replicas: -1", "min_replicas: 2"}},
 		{"policies[0].scaling.tolerance", 10, "must be in [0, 1), got 1.5", [2]string{"tolerance: 1.5", "tolerance: 0.2"}},
 		{"policies[0].scaling.budget.u_sla", 12, "must be in (0, 1], got 2", [2]string{"u_sla: 2", "u_sla: 0.8"}},
 		{"policies[0].scaling.budget.hold", 13, "must not be negative", [2]string{"hold: -1m", "hold: 1m"}},

@@ -15,8 +15,16 @@ func TestLLMServingGuide(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(b), -1)
-	if len(blocks) != 1 {
-		t.Fatalf("%d yaml blocks, want the guide's one configuration", len(blocks))
+	if len(blocks) != 2 {
+		t.Fatalf("%d yaml blocks, want the guide's configuration and its scale-to-zero policy", len(blocks))
+	}
+	zero, err := Load([]byte(blocks[1][1]))
+	if err != nil {
+		t.Fatalf("the guide's scale-to-zero policy: %v", err)
+	}
+	cfgs, names, err := zero.Policies[0].RunnerConfigs()
+	if err != nil || zero.Policies[0].Scaling.MinReplicas != 0 || len(cfgs) != 2 || cfgs[0].Wake || !cfgs[1].Wake {
+		t.Errorf("the scale-to-zero policy: metrics %v, err %v; want min_replicas 0, woken by the router only", names, err)
 	}
 	c, err := Load([]byte(blocks[0][1]))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/prometheus/promql/parser"
@@ -91,6 +92,26 @@ type Metric struct {
 	// Stabilization is the metric's stabilisation policy (the Elastic Scaler's metrics policy):
 	// window, aggregation, missing_data, outlier_filter, outlier_threshold. Default 60s Average.
 	Stabilization scaling.MetricsPolicy `yaml:"stabilization"`
+	// Activation is, with scaling.min_replicas 0, the value of the metric, in its unit, at or
+	// below which it is idle: above it (observed, or in the load the policy sizes for over the
+	// lead time) it wakes the workload from zero and keeps it from going there (KEDA's
+	// activationThreshold). Only a metric read from outside the pods wakes a workload: an
+	// external or object metric (default 0: any demand wakes it), or a query that sets its
+	// activation, saying so (a router's requests, a queue); never cpu, memory or a pods metric.
+	Activation *float64 `yaml:"activation"`
+}
+
+// Wakes says whether the metric wakes a workload from zero: it is read from outside the pods, so
+// it is there when no pod runs — an External or an Object metric, or a query other than cpu and
+// memory that sets its activation (PromQL may read the pods: the file says it does not).
+func (m *Metric) Wakes() bool {
+	switch {
+	case m.External != nil || m.Object != nil:
+		return true
+	case m.Pods != nil || m.Name == "cpu" || m.Name == "memory":
+		return false
+	}
+	return m.Activation != nil
 }
 
 // ExternalSource is an External metric of a metrics API: metric's series in namespace that
@@ -280,6 +301,10 @@ type ScaleMetric struct {
 	// EndpointPath its field path relative to the policy, for errors.
 	Endpoint     *Endpoint
 	EndpointPath string
+	// Wake says the metric wakes the workload from zero (Metric.Wakes), above Activation in its
+	// unit (min_replicas 0).
+	Wake       bool
+	Activation float64
 }
 
 // CapacityPerPod is the capacity of one pod from the base (the request query's value, or
@@ -310,7 +335,10 @@ func (p *Policy) ScaleMetrics() []ScaleMetric {
 	for j, m := range p.Metrics.List {
 		mp := fmt.Sprintf("metrics[%d]", j)
 		s := ScaleMetric{Name: m.Name, Unit: m.Unit, Query: m.Query, Factor: 1, QueryPath: mp + ".query", Stabilization: m.Stabilization,
-			Endpoint: m.Endpoint, EndpointPath: mp + ".endpoint"}
+			Endpoint: m.Endpoint, EndpointPath: mp + ".endpoint", Wake: m.Wakes()}
+		if m.Activation != nil {
+			s.Activation = *m.Activation
+		}
 		if src := m.source(p.Target.Namespace, mp); src != nil {
 			s.Source, s.Query, s.QueryPath = src, SourceHistoryQuery(p.Name, m.Name), src.Path
 		}
@@ -372,6 +400,7 @@ func (p *Policy) RunnerConfigs() ([]policy.Config, []string, error) {
 		if m.CapacityQuery == "" && !m.PerWorkload && m.Capacity*m.Factor > 0 {
 			c.Request = m.Capacity * m.Factor
 		}
+		c.Wake, c.Activation = m.Wake && p.Scaling.MinReplicas == 0, m.Activation
 		cfgs[i], names[i] = c, m.Name
 	}
 	return cfgs, names, nil
@@ -403,6 +432,7 @@ func (c *Config) metricDefaults(p *Policy, path string, targetOK bool, errs *err
 			c.checkEndpoint(&m.Endpoint, mp+".endpoint", errs)
 		}
 		metricTarget(m, mp, wsel, nsrc, targetOK, errs)
+		metricActivation(m, mp, p.Scaling.MinReplicas, errs)
 		if m.Stabilization.Window == 0 {
 			m.Stabilization.Window = scaling.DefaultMetricsPolicy().Window
 		}
@@ -412,6 +442,42 @@ func (c *Config) metricDefaults(p *Policy, path string, targetOK bool, errs *err
 			c.warnings = append(c.warnings, fmt.Sprintf("%s.stabilization.%s", mp, w))
 		}
 	}
+}
+
+// metricActivation checks metric m's activation at mp (policies[i].metrics[j]): a number, not
+// negative, on a metric that wakes a workload, of a policy that scales to zero.
+func metricActivation(m *Metric, mp string, minReplicas int32, errs *errList) {
+	switch a := m.Activation; {
+	case a == nil:
+	case !(*a >= 0) || math.IsInf(*a, 0):
+		errs.addf(mp+".activation", "must be a number, not negative, got %v", *a)
+	case !m.Wakes():
+		errs.addf(mp+".activation", "metric %q is read from the pods, so it cannot wake a workload from zero: only a query other than cpu and memory, an external or an object metric has an activation", m.Name)
+	case minReplicas != 0:
+		errs.addf(mp+".activation", "is read only by a policy that scales to zero (scaling.min_replicas: 0), got min_replicas %d", minReplicas)
+	}
+}
+
+// zeroNeedsWake checks that a policy at path (policies[i]) that scales to zero has a metric
+// that can wake it: at zero pods, a metric read from the pods reads nothing.
+func zeroNeedsWake(p *Policy, path string, errs *errList) {
+	if p.Scaling.MinReplicas != 0 || slices.ContainsFunc(p.Metrics.List, func(m Metric) bool { return m.Wakes() }) {
+		return
+	}
+	errs.addf(path+".scaling.min_replicas", "0 needs a metric that wakes the workload from zero, read from outside the pods: "+
+		"an external or an object metric, or a metrics[] query (a router's requests, a queue) that sets its activation; "+
+		"the policy's %s read nothing when no pod runs", strings.Join(metricNames(p), ", "))
+}
+
+func metricNames(p *Policy) []string {
+	if len(p.Metrics.List) == 0 {
+		return []string{"queries.demand (cpu)"}
+	}
+	var out []string
+	for _, m := range p.Metrics.List {
+		out = append(out, m.Name)
+	}
+	return out
 }
 
 // metricName checks the name of metric m, the j-th at mp (policies[i].metrics[j]): a label

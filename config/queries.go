@@ -39,6 +39,7 @@ func (c *Config) policyQueries(p *Policy, path string, targetOK bool, errs *errL
 	// The default queries are built from the target: with an invalid one, only the queries the
 	// file sets are checked.
 	c.metricDefaults(p, path, targetOK, errs)
+	zeroNeedsWake(p, path, errs)
 	if p.Queries.Endpoint != nil && len(p.Metrics.List) > 0 {
 		errs.addf(path+".queries.endpoint", "set the endpoint of each metric in the metrics list (metrics[].endpoint), not the policy's")
 	} else {

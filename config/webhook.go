@@ -87,6 +87,11 @@ type WebhookQueries struct {
 	// Default: the exporter's load="down" series. A missing or ambiguous answer holds the size
 	// (never a scale-down on missing data).
 	DownLoad string `yaml:"down_load"`
+	// Idle returns, for a policy that scales to zero (min_replicas 0), how long its wake
+	// metrics have been at or below their activation, in seconds (0: one is above it): at
+	// scale_to_zero_after the decision is zero, at 0 a workload at zero wakes. Default: the
+	// exporter's debi_policy_idle_seconds. A missing answer holds the size.
+	Idle string `yaml:"idle"`
 	// Stale returns 1 when the exporter's published values are not from its latest step
 	// (debi_policy_stale): the webhook then holds the size. "none": no check (not advised).
 	Stale string `yaml:"stale"`
@@ -227,6 +232,7 @@ const (
 	DefaultWebhookWindowLoadQuery   = `debi_load_ratio{policy="{{.Policy}}",load="window"}`
 	DefaultWebhookNowLoadQuery      = `debi_load_ratio{policy="{{.Policy}}",load="w1"}`
 	DefaultWebhookDownLoadQuery     = `debi_load_ratio{policy="{{.Policy}}",load="down"}`
+	DefaultWebhookIdleQuery         = `debi_policy_idle_seconds{policy="{{.Policy}}"}`
 	DefaultWebhookStaleQuery        = `debi_policy_stale{policy="{{.Policy}}"}`
 	DefaultWebhookAgeQuery          = `time() - debi_policy_last_success_timestamp_seconds{policy="{{.Policy}}"}`
 	DefaultWebhookFloorQuery        = `debi_decision_floor_replicas{policy="{{.Policy}}"}`
@@ -333,7 +339,7 @@ func (w *WebhookConfig) defaultQueries() {
 	}{
 		{&w.Queries.Load, DefaultWebhookLoadQuery}, {&w.Queries.LoadReplicas, DefaultWebhookLoadReplicasQuery},
 		{&w.Queries.WindowLoad, DefaultWebhookWindowLoadQuery}, {&w.Queries.NowLoad, DefaultWebhookNowLoadQuery},
-		{&w.Queries.DownLoad, DefaultWebhookDownLoadQuery},
+		{&w.Queries.DownLoad, DefaultWebhookDownLoadQuery}, {&w.Queries.Idle, DefaultWebhookIdleQuery},
 		{&w.Queries.Stale, DefaultWebhookStaleQuery}, {&w.Queries.Age, DefaultWebhookAgeQuery},
 		{&w.Queries.Floor, DefaultWebhookFloorQuery}, {&w.Queries.Ceiling, DefaultWebhookCeilingQuery},
 	} {
@@ -369,15 +375,17 @@ func (w *WebhookConfig) validateBoundsQueries(c *Config, errs *errList) {
 // validateQueryTemplates refuses now_load and down_load none and checks that every query
 // renders and parses as PromQL for a probe policy.
 func (w *WebhookConfig) validateQueryTemplates(errs *errList) {
-	for _, q := range []struct{ field, tmpl string }{{"now_load", w.Queries.NowLoad}, {"down_load", w.Queries.DownLoad}} {
+	for _, q := range []struct{ field, tmpl, why string }{{"now_load", w.Queries.NowLoad, "a budget policy holds its size without it"},
+		{"down_load", w.Queries.DownLoad, "a budget policy holds its size without it"},
+		{"idle", w.Queries.Idle, "a policy that scales to zero holds its size without it"}} {
 		if q.tmpl == QueryNone {
-			errs.addField("webhook.queries."+q.field, "cannot be none: a budget policy holds its size without it")
+			errs.addField("webhook.queries."+q.field, "cannot be none: "+q.why)
 		}
 	}
 	probe := &Policy{Name: "p", Target: Target{Kind: "Deployment", Namespace: "ns", Name: "n"}}
 	for _, q := range []struct{ field, tmpl string }{
 		{"load", w.Queries.Load}, {"load_replicas", w.Queries.LoadReplicas}, {"window_load", w.Queries.WindowLoad},
-		{"now_load", w.Queries.NowLoad}, {"down_load", w.Queries.DownLoad},
+		{"now_load", w.Queries.NowLoad}, {"down_load", w.Queries.DownLoad}, {"idle", w.Queries.Idle},
 		{"stale", w.Queries.Stale}, {"age", w.Queries.Age}, {"floor", w.Queries.Floor}, {"ceiling", w.Queries.Ceiling},
 	} {
 		if q.tmpl == QueryNone {

@@ -32,6 +32,10 @@ import (
 //     Batch requests (vllm:num_requests_running), the rest wait
 //     (vllm:num_requests_waiting).
 //
+// In front of them, the router exports the requests it holds for the decode role,
+// llm_router_requests_in_flight: measured outside the pods, it is there at zero decode pods,
+// the signal that wakes the role from zero.
+//
 // Both sizes are read from the API server at every tick (the scale subresources), as the
 // roles' controllers would.
 type ModelServers struct {
@@ -238,6 +242,9 @@ func (m *ModelServers) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(&b, "vllm:num_requests_waiting{namespace=%q,pod=%q,model_name=\"llama\"} %g\n", ns, p.name, wt)
 		fmt.Fprintf(&b, "vllm:kv_cache_usage_perc{namespace=%q,pod=%q,model_name=\"llama\"} %g\n", ns, p.name, r/float64(m.Batch))
 	}
+	// The router: the decode requests it holds, running or queued, with or without pods.
+	b.WriteString("# TYPE llm_router_requests_in_flight gauge\n")
+	fmt.Fprintf(&b, "llm_router_requests_in_flight{namespace=%q,model_name=\"llama\",role=\"decode\"} %g\n", ns, m.Concurrency[m.step])
 	// kube-state-metrics: readiness, creation and readiness times, and the prefill pods' owners.
 	b.WriteString("# TYPE kube_pod_status_ready gauge\n# TYPE kube_pod_created gauge\n# TYPE kube_pod_status_ready_time gauge\n")
 	for _, r := range []*rolePods{pre, dec} {

@@ -29,8 +29,15 @@ const (
 	llmStartup = 5    // ticks from a pod's creation to Ready: "five minutes", one tick a minute
 )
 
-// llmPhases are the load: quiet, a rush, quiet again; each role needs its own count.
-var llmPhases = []struct{ tokens, concurrency float64 }{{4000, 40}, {16000, 200}, {4000, 40}}
+// llmPhases are the load: quiet, a rush, quiet again, idle (the decode role goes to zero),
+// quiet again (it wakes); each role needs its own count.
+var llmPhases = []struct{ tokens, concurrency float64 }{{4000, 40}, {16000, 200}, {4000, 40}, {0, 0}, {4000, 40}}
+
+// llmIdle is the idle phase, llmZeroAfter the decode policy's scale_to_zero_after.
+const (
+	llmIdle      = 3
+	llmZeroAfter = 15 * time.Second
+)
 
 // TestLLMServing runs the guide of docs/llm-serving.md on real servers: a disaggregated model
 // deployment whose prefill role is a Deployment and whose decode role is a custom resource
@@ -108,19 +115,25 @@ policies:
     algorithm: hpa
     history_step: 1s
     lead_time: 8s
-    scaling: {min_replicas: 1, max_replicas: 20, scale_down_stabilization: 10s}
+    scaling: {min_replicas: 0, max_replicas: 20, scale_down_stabilization: 10s, scale_to_zero_after: %[8]s}
     metrics:
       - name: concurrency
         unit: items
         query: sum((vllm:num_requests_running + vllm:num_requests_waiting) * on (namespace, pod) group_left () %[4]s)
         target: {type: AverageValue, averageValue: "%[6]d"}
         stabilization: {window: 2s}
+      - name: router
+        unit: items
+        query: sum(llm_router_requests_in_flight{namespace="%[2]s",role="decode"})
+        target: {type: AverageValue, averageValue: "%[6]d"}
+        stabilization: {window: 2s}
+        activation: 0
 webhook:
   mode: act
   bearer_token_file: %[7]s
   tidal: {enabled: false}
   leader_election: {enabled: false}
-`, promURL, llmNS, relabel("deployment", "prefill"), relabel("modelrole", "decode"), llmPerPod, llmPerReq, filepath.Join(dir, "token")))
+`, promURL, llmNS, relabel("deployment", "prefill"), relabel("modelrole", "decode"), llmPerPod, llmPerReq, filepath.Join(dir, "token"), llmZeroAfter))
 	writeServerConfigs(t, dir, fmt.Sprintf("http://127.0.0.1:%d", whPort), filepath.Join(dir, "token"), amPort, simL.Addr().String(), expPort, whPort)
 
 	startLoopServers(t, dir, amDir, promDir, debi, kubeconfig, amPort, promPort, whPort, "--log.level=debug")
@@ -182,6 +195,50 @@ webhook:
 	}
 	checkStartup(ctx, t, promURL, "decode", llmStartup*time.Second)
 	checkStartup(ctx, t, promURL, "prefill", llmStartup*time.Second)
+	checkFromZero(t, recs)
+}
+
+// checkFromZero: idle, the decode role (min_replicas 0, woken by the router's requests in
+// flight) goes to zero after scale_to_zero_after, and stays there while idle; when the requests
+// return it wakes, with its five-tick start-up, and reaches its count.
+func checkFromZero(t *testing.T, recs []LLMRecord) {
+	t.Helper()
+	idle, back := recs[llmIdle*llmPhase:(llmIdle+1)*llmPhase], recs[(llmIdle+1)*llmPhase:]
+	zeroAt := -1
+	for i, r := range idle {
+		if r.Decode == 0 {
+			zeroAt = i
+			break
+		}
+	}
+	switch {
+	case zeroAt < 0:
+		t.Fatalf("idle for %d s, the decode role never went to zero (scale_to_zero_after %v)", llmPhase, llmZeroAfter)
+	case time.Duration(zeroAt)*time.Second < llmZeroAfter:
+		t.Errorf("decode at zero %d s into the idle phase, before scale_to_zero_after %v", zeroAt, llmZeroAfter)
+	}
+	for _, r := range idle[zeroAt:] {
+		if r.Decode != 0 {
+			t.Errorf("decode woke to %d at step %d with no request in flight", r.Decode, r.Step)
+			break
+		}
+	}
+	wokeAt := -1
+	for i, r := range back {
+		if r.Decode > 0 {
+			wokeAt = i
+			break
+		}
+	}
+	if wokeAt < 0 {
+		t.Fatalf("the requests came back and the decode role stayed at zero")
+	}
+	want := int32(math.Ceil(llmPhases[llmIdle+1].concurrency / llmPerReq))
+	if last := back[len(back)-1]; last.Decode < want || last.DecodeReady < want {
+		t.Errorf("decode at %d (%d ready) at the end of the return, want %d", last.Decode, last.DecodeReady, want)
+	}
+	t.Logf("decode to zero %d s into the idle phase (scale_to_zero_after %v); woken %d s after the requests returned, ready %d ticks later",
+		zeroAt, llmZeroAfter, wokeAt, llmStartup)
 }
 
 // checkStartup: the exporter's measured start-up of policy's workload is the simulator's within

@@ -179,7 +179,7 @@ func (t *esTranslation) translateBounds(minReplicas, maxReplicas *int32) {
 		p.Scaling.MinReplicas = *m
 		if *m == 0 {
 			// debi's min_replicas is at least 1; say why rather than the file's message alone.
-			t.bad("spec.minReplicas", "0 is not supported by debi's policies (no scale to zero): set at least 1")
+			t.bad("spec.minReplicas", "0 is not supported on an ElasticScaler yet (its triggers do not say which metric wakes the workload; a file policy scales to zero: docs/llm-serving.md): set at least 1")
 		}
 	}
 	t.op.Paths["scaling.min_replicas"] = "spec.minReplicas"

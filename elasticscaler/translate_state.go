@@ -43,7 +43,7 @@ const StateTriggerAlgorithm = "hpa"
 //
 //   - target: the Tidal's spec.targetRef (namespace default the Tidal's; it must be the Tidal's,
 //     as the webhook lets a Tidal drive only a target of its own namespace);
-//   - scaling.min_replicas: spec.minReplicas, default 1 (0 rejected: no scale to zero);
+//   - scaling.min_replicas: spec.minReplicas, default 1 (0 rejected: an ElasticScaler does not scale to zero yet);
 //     scaling.max_replicas: spec.maxReplicas, default 2147483647 — without bounds the Tidal's
 //     count is applied as it is;
 //   - the webhook mode: spec.debi.mode, default act;

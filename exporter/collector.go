@@ -29,6 +29,8 @@ type policySnap struct {
 	deciding         string // the metric that decided
 	current, ready   float64
 	stale            float64
+	// idle is, for a policy that scales to zero, Idle of its last step (NaN: none).
+	idle float64
 	lastSuccess      float64
 	lastTrain        float64
 	trainDuration    float64
@@ -157,6 +159,7 @@ var (
 	descCurrent     = desc("debi_current_replicas", "Spec replica count as last seen by the exporter.")
 	descReady       = desc("debi_ready_replicas", "Ready replica count as last seen by the exporter.")
 	descStale       = desc("debi_policy_stale", "1 when the published values are not from the latest step because an input was missing.")
+	descIdle        = desc("debi_policy_idle_seconds", "For a policy that scales to zero (min_replicas 0): how long its wake metrics have been at or below their activation, observed and forecast over the lead time; 0 while one is above it. The policy goes to zero at scale_to_zero_after and wakes from zero at 0.")
 	descLastSuccess = desc("debi_policy_last_success_timestamp_seconds", "Evaluation time of the last step with every input present (with several metrics: with at least one metric's, the missing ones publishing no loads).")
 	descSteps       = desc("debi_policy_steps_total", "Steps fed to the policy's runner, start-up history included.")
 	descHistory     = desc("debi_policy_history_points", "Points loaded from Prometheus's history at start-up, one per history step.")
@@ -206,7 +209,7 @@ var (
 
 var allDescs = []*prometheus.Desc{
 	descInfo, descLoad, descDemand, descHorizon, descRequest, descTarget, descRecommended, descFloor, descCeiling, descDecision, descMinR, descMaxR,
-	descCurrent, descReady, descStale, descLastSuccess, descSteps, descHistory, descMAE, descQueryErrors,
+	descCurrent, descReady, descStale, descIdle, descLastSuccess, descSteps, descHistory, descMAE, descQueryErrors,
 	descXi, descSigma, descThreshold, descFallback, descExcesses, descTrainDuration, descLastTrain, descTrainFailures,
 	descHistoryStep, descHistoryRequired, descHistorySteps,
 	descBudgetQuantile, descBudgetForecast, descBudgetMargin, descBudgetLevel, descBudgetPrice, descBudgetOverloadBudget, descBudgetErrorSamples,
@@ -291,6 +294,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descCurrent, p.current)
 		gauge(descReady, p.ready)
 		gauge(descStale, p.stale)
+		gauge(descIdle, p.idle)
 		gauge(descLastSuccess, p.lastSuccess)
 		counter(descSteps, p.steps)
 		gauge(descHistory, p.historyPoints)
@@ -382,7 +386,7 @@ func (ps *policyState) snap() policySnap {
 	p := policySnap{
 		labels: ps.labels, algorithm: ps.cfg.Algorithm, model: ps.cfg.Model, horizon: ps.horizon,
 		historyStep: ps.histStep.Seconds(), target: nan,
-		recommended: nan, current: nan, ready: nan, floor: nan, ceiling: nan,
+		recommended: nan, current: nan, ready: nan, floor: nan, ceiling: nan, idle: nan,
 		minR: float64(ps.cfg.Scaling.MinReplicas), maxR: float64(ps.cfg.Scaling.MaxReplicas),
 		lastSuccess: nan, lastTrain: nan, trainDuration: nan,
 		trainFailures: ps.trainFailures, historyPoints: float64(ps.historyPoints), steps: float64(ps.steps),
@@ -417,6 +421,9 @@ func (ps *policyState) snap() policySnap {
 		p.reason, p.deciding = ps.decision.Reason, ps.metrics[ps.deciding].spec.Name
 		if r := ps.metrics[ps.deciding].last; r != nil {
 			p.term = r.Term
+			if ps.cfg.Scaling.MinReplicas == 0 {
+				p.idle = r.Idle
+			}
 		}
 	}
 	p.metrics = make([]metricSnap, len(ps.metrics))

@@ -130,7 +130,14 @@ type Config struct {
 	// it needs (forecast.Fallback): Holt-Winters waits two seasons, ARIMA a few dozen points.
 	// Measured out of sample (docs/results-budget.md).
 	Fallback string
-	Logger   *slog.Logger
+	// Wake says this metric can wake the workload from zero (a policy with min_replicas 0):
+	// it is read from outside the pods — a request rate, a queue, an External metric — so it
+	// is there at zero pods. It is active while its load, observed or the one the rule sizes
+	// for (a forecasting policy's forecast over the lead time), is above Activation, in the
+	// metric's unit (KEDA's activationThreshold).
+	Wake       bool
+	Activation float64
+	Logger     *slog.Logger
 }
 
 // DefaultConfig returns the paper's settings for the policy spec.
@@ -184,6 +191,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("retrain must not be negative, got %d", c.Retrain)
 	case c.Season < 0:
 		return fmt.Errorf("season must not be negative, got %v", c.Season)
+	case c.Wake && (!(c.Activation >= 0) || math.IsInf(c.Activation, 0)):
+		return fmt.Errorf("activation must be a number, not negative, got %v", c.Activation)
 	}
 	if err := c.Params.Validate(); err != nil {
 		return err

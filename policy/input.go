@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/debi-scaler/debi/scaling"
 )
@@ -30,6 +31,8 @@ type Published struct {
 	// Floor and Ceiling are the range the state of a stateful algorithm allowed the step
 	// (queries.floor, queries.ceiling).
 	Floor, Ceiling float64
+	// Idle is, for a policy that scales to zero, the step's scaling.Input.Idle (queries.idle).
+	Idle float64
 }
 
 // MetricLoads are one metric's published loads (Published's fields of the same names). A load
@@ -58,15 +61,16 @@ type PublishedInput struct {
 // current size, so that a figure from before the last resize is not applied twice. hold says why
 // no decision can be taken (the published size is not a replica count).
 func FromPublished(p Published, base scaling.Input) (in PublishedInput, hold string) {
-	in.Basis = float64(base.Current)
+	in.Basis = float64(max(base.Current, 1))
 	if b := p.Replicas; !math.IsNaN(b) {
-		if b < 1 || b != math.Trunc(b) {
-			return in, fmt.Sprintf("load_replicas is %v, not a replica count of at least 1", b)
+		if b < 0 || b != math.Trunc(b) {
+			return in, fmt.Sprintf("load_replicas is %v, not a replica count", b)
 		}
-		in.Basis = b
+		in.Basis = max(b, 1) // the loads of a workload at zero are at one pod
 	}
 	conv := in.Basis / float64(max(base.Current, 1))
 	in.Input = base
+	in.Input.Idle = p.Idle
 	in.Input.W, in.Input.WindowW, in.Input.WNow, in.Input.WDown = p.W*conv, p.WindowW*conv, p.WNow*conv, p.WDown*conv
 	for _, m := range p.Metrics {
 		mi := in.Input
@@ -82,7 +86,7 @@ func FromPublished(p Published, base scaling.Input) (in PublishedInput, hold str
 // not a range of replica counts.
 func PublishedBounds(p Published, params scaling.Params, stateful bool, basis float64) (b scaling.Bounds, note, hold string) {
 	lo, hi := scaling.StatelessBounds(params)
-	b = scaling.Bounds{Lo: lo, Hi: hi, At: int32(basis)}
+	b = params.WithZero(scaling.Bounds{Lo: lo, Hi: hi, At: int32(basis)})
 	if !stateful {
 		return b, "", ""
 	}
@@ -90,7 +94,7 @@ func PublishedBounds(p Published, params scaling.Params, stateful bool, basis fl
 	if fl != math.Trunc(fl) || ce != math.Trunc(ce) || fl < 0 || ce > math.MaxInt32 {
 		return b, "", fmt.Sprintf("published bounds [%v, %v] are not a range of replica counts", fl, ce)
 	}
-	b = scaling.Bounds{Lo: int32(fl), Hi: int32(ce), At: int32(basis)}
+	b = params.WithZero(scaling.Bounds{Lo: int32(fl), Hi: int32(ce), At: int32(basis)})
 	if err := b.Validate(); err != nil {
 		return b, "", "published " + err.Error()
 	}
@@ -102,9 +106,37 @@ func PublishedBounds(p Published, params scaling.Params, stateful bool, basis fl
 // over the lead time plus the hold as down_load), the size and the state's range.
 func PublishedOf(res Result, current int32, request float64) Published {
 	p := Published{Replicas: float64(current), W: res.W, WindowW: res.WindowW, WNow: res.W1, WDown: math.NaN(),
-		Floor: float64(res.Floor), Ceiling: float64(res.Ceiling)}
+		Floor: float64(res.Floor), Ceiling: float64(res.Ceiling), Idle: res.Idle}
 	if res.Budget != nil {
 		p.WDown = res.Budget.QuantileDown / (float64(max(current, 1)) * request)
 	}
 	return p
+}
+
+// idleClock tells how long a policy's wake metrics have been idle (scaling.Input.Idle): 0 while
+// one is active, else the seconds since one last was, counted from the first step when none
+// has been — so that a restarted exporter waits scale_to_zero_after again before going to zero —
+// and never 0 when idle (at least the smallest positive number), since 0 means active.
+type idleClock struct {
+	since, last time.Time
+}
+
+// idle records a step at t and returns Idle; known false (a wake metric's sample is missing and
+// none is active) gives NaN, which never goes to zero nor wakes.
+func (c *idleClock) idle(t time.Time, active, known bool) float64 {
+	if c.since.IsZero() {
+		c.since = t
+	}
+	switch {
+	case active:
+		c.last = t
+		return 0
+	case !known:
+		return math.NaN()
+	}
+	from := c.since
+	if c.last.After(from) {
+		from = c.last
+	}
+	return math.Max(t.Sub(from).Seconds(), math.SmallestNonzeroFloat64)
 }

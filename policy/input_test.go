@@ -81,10 +81,19 @@ func TestFromPublished(t *testing.T) {
 	if in, _ := FromPublished(Published{Replicas: nan, W: 0.5}, base); in.Basis != 8 || in.Input.W != 0.5 {
 		t.Fatalf("without load_replicas: %+v basis %v", in.Input, in.Basis)
 	}
-	for _, bad := range []float64{0, 2.5, -1} {
+	for _, bad := range []float64{2.5, -1} {
 		if _, hold := FromPublished(Published{Replicas: bad}, base); !strings.Contains(hold, "not a replica count") {
 			t.Errorf("load_replicas %v: hold %q", bad, hold)
 		}
+	}
+	// Published at zero (a policy that scales to zero): the loads are at one pod.
+	zero := base
+	zero.Current, zero.Ready = 0, 0
+	if in, hold := FromPublished(Published{Replicas: 0, W: 0.7, Idle: 0}, zero); hold != "" || in.Basis != 1 || in.Input.W != 0.7 || in.Input.Idle != 0 {
+		t.Errorf("load_replicas 0: %+v basis %v hold %q", in.Input, in.Basis, hold)
+	}
+	if in, _ := FromPublished(Published{Replicas: 3, W: 0.7, Idle: 42}, base); in.Input.Idle != 42 {
+		t.Errorf("idle %v, want the published 42", in.Input.Idle)
 	}
 	params := scaling.DefaultParams()
 	params.MinReplicas, params.MaxReplicas = 2, 20
@@ -99,5 +108,11 @@ func TestFromPublished(t *testing.T) {
 	}
 	if _, _, hold := PublishedBounds(Published{Floor: 9, Ceiling: 5}, params, true, 4); !strings.HasPrefix(hold, "published ") {
 		t.Errorf("floor above ceiling: hold %q", hold)
+	}
+	// A policy that scales to zero: the bounds say so, and from zero allow one pod (hpa's state
+	// publishes [0, 0] at zero).
+	params.MinReplicas = 0
+	if b, _, _ := PublishedBounds(Published{Floor: 0, Ceiling: 0}, params, true, 0); b != (scaling.Bounds{Lo: 0, Hi: 1, At: 0, ToZero: true, ZeroAfter: params.ScaleToZeroAfter}) {
+		t.Errorf("to zero, at zero: %+v", b)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/debi-scaler/debi/scaling"
@@ -35,6 +36,8 @@ type Multi struct {
 	ok      []bool
 	// perMetric calibrates each metric's budget on its own misses (SetJointCalibration(false)).
 	perMetric bool
+	// idle is how long the policy's wake metrics have been idle (min_replicas 0).
+	idle idleClock
 }
 
 // SetJointCalibration chooses how a budget policy with several metrics calibrates: jointly on
@@ -75,6 +78,10 @@ func NewMulti(cfgs []Config, names []string) (*Multi, error) {
 			return nil, fmt.Errorf("metric %q: %w", names[i], err)
 		}
 		m.runners = append(m.runners, r)
+	}
+	if cfgs[0].Params.MinReplicas == 0 && !slices.ContainsFunc(cfgs, func(c Config) bool { return c.Wake }) {
+		m.Close()
+		return nil, errors.New("min_replicas 0 needs a metric that wakes the workload from zero (one read from outside the pods)")
 	}
 	return m, nil
 }
@@ -125,6 +132,7 @@ func (m *Multi) Step(ctx context.Context, t time.Time, demands []float64, curren
 			errs = append(errs, fmt.Errorf("metric %q: %w", m.names[i], out.Errs[i]))
 		}
 	}
+	m.wake(t, current, &out)
 	r0 := m.runners[0]
 	b := scaling.BoundsOf(r0.alg, r0.cfg.Params, t, current)
 	out.Floor, out.Ceiling = b.Lo, b.Hi
@@ -143,6 +151,31 @@ func (m *Multi) Step(ctx context.Context, t time.Time, demands []float64, curren
 	}
 	r0.advanceState(m.ins[out.Metric], out.Results[out.Metric].Decision)
 	return out, nil
+}
+
+// wake sets the policy's Idle on every metric's input: idle while no wake metric is active; not
+// known while one is missing and none is active, unless the workload is at zero, where a metric
+// that reads nothing asks for no pod either way (scaling.Input.Idle).
+func (m *Multi) wake(t time.Time, current int32, out *MultiResult) {
+	active, known, wakes := false, true, false
+	for i, r := range m.runners {
+		if !r.cfg.Wake {
+			continue
+		}
+		wakes = true
+		if !m.ok[i] {
+			known = known && current == 0
+			continue
+		}
+		active = active || out.Results[i].Active
+	}
+	if !wakes {
+		return
+	}
+	idle := m.idle.idle(t, active, known)
+	for i := range m.ins {
+		m.ins[i].Idle, out.Results[i].Idle = idle, idle
+	}
 }
 
 // ModelHistory is the largest need and the smallest history over the metrics' models.

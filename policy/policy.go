@@ -58,6 +58,11 @@ type Result struct {
 	// Term is the load that decided: w1 (observed), w2 (forecast), w3 (high-water), quantile
 	// (the budget's calibrated quantile) or window (debi's window term); "" without a load.
 	Term string `json:"term"`
+	// Active says a wake metric (Config.Wake) is above its activation, observed or in the load
+	// the rule sizes for; Idle is the rule's scaling.Input.Idle, seconds without an active
+	// wake metric (a policy with min_replicas 0).
+	Active bool    `json:"active,omitempty"`
+	Idle   float64 `json:"-"`
 	// Training holds the report of a training run that finished during this step.
 	Training *forecast.FitReport `json:"training,omitempty"`
 	// TrainError is the error of a training run that failed during this step.
@@ -105,6 +110,8 @@ type Runner struct {
 	// observes it instead of this metric's own, so that every metric's level moves on the
 	// policy's misses.
 	jointMiss *bool
+	// idle is how long the wake metric has been idle (a policy with min_replicas 0).
+	idle idleClock
 
 	model       atomic.Pointer[modelBox]
 	training    atomic.Bool
@@ -318,6 +325,12 @@ func (r *Runner) prepare(ctx context.Context, obs Observation) (Result, scaling.
 		res.W = scaling.EffectiveLoad(res.W1, res.W2, res.W3)
 	}
 	in.W = res.W
+	if r.cfg.Wake {
+		// Loads are at max(current, 1) pods: at zero, at one pod.
+		res.Active = math.Max(res.W, res.W1)*capacity > r.cfg.Activation
+	}
+	res.Idle = r.idle.idle(obs.Time, res.Active, r.cfg.Wake) // NaN without a wake metric: never to zero
+	in.Idle = res.Idle
 	return res, in, nil
 }
 
@@ -337,8 +350,11 @@ func (r *Runner) decide(res *Result, in scaling.Input, b scaling.Bounds) {
 // advanceState runs the stateful algorithm on in, the input of the decision d, so that its
 // state records d.
 func (r *Runner) advanceState(in scaling.Input, d scaling.Decision) {
+	if in.Current == 0 && r.cfg.Params.MinReplicas == 0 {
+		return // at zero the algorithm does not act: the wake is the composition's (scaling.Decide)
+	}
 	if _, ok := r.alg.(scaling.Stateful); ok {
-		if adv := r.alg.Recommend(in); adv.Replicas != d.Replicas {
+		if adv := r.alg.Recommend(in); adv.Replicas != d.Replicas && d.Reason != scaling.ReasonIdle {
 			r.log.Error("the algorithm's state disagrees with its rule clamped into its bounds; using the composition",
 				"policy", r.cfg.Spec.Name, "state", adv.Replicas, "composition", d.Replicas)
 		}

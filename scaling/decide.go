@@ -71,6 +71,23 @@ type Bounds struct {
 	Lo, Hi int32
 	// At is the size the bounds, and the loads, were computed at.
 	At int32
+	// ToZero says the policy scales to zero (min_replicas 0): Decide goes to zero once the
+	// input's Idle reaches ZeroAfter and wakes from zero while Idle is 0.
+	ToZero    bool
+	ZeroAfter time.Duration
+}
+
+// WithZero is b with p's scale to zero (Bounds.ToZero, ZeroAfter): from zero, a policy that
+// scales to zero may always wake to one pod, whatever its state allows (Hi at least 1).
+func (p Params) WithZero(b Bounds) Bounds {
+	if p.MinReplicas != 0 {
+		return b
+	}
+	b.ToZero, b.ZeroAfter = true, p.ScaleToZeroAfter
+	if b.At == 0 {
+		b.Hi = max(b.Hi, 1)
+	}
+	return b
 }
 
 // Validate says why the bounds cannot be trusted: not a range, or not of replica counts.
@@ -92,10 +109,10 @@ func (b Bounds) Validate() error {
 func BoundsOf(alg Algorithm, p Params, t time.Time, current int32) Bounds {
 	if st, ok := alg.(Stateful); ok {
 		lo, hi := st.Bounds(t, current)
-		return Bounds{Lo: lo, Hi: hi, At: current}
+		return p.WithZero(Bounds{Lo: lo, Hi: hi, At: current})
 	}
 	lo, hi := StatelessBounds(p)
-	return Bounds{Lo: lo, Hi: hi, At: current}
+	return p.WithZero(Bounds{Lo: lo, Hi: hi, At: current})
 }
 
 // RuleOf is the stateless rule of alg: Stateful.Rule, or the algorithm itself.
@@ -127,7 +144,42 @@ const ReasonSizeChanged = "size-changed"
 // The stateful algorithms' own Recommend equals Decide(RuleOf(alg), in, BoundsOf(alg, …, in.Time,
 // in.Current)) (TestStatefulSplit): the exporter advances the state with Recommend and takes the
 // decision from Decide, the webhook takes it from Decide on fresh inputs and published bounds.
+//
+// A policy that scales to zero (b.ToZero, min_replicas 0) has one more step, KEDA's: once its
+// wake metrics have been idle (in.Idle, seconds) for b.ZeroAfter the decision is zero, whatever
+// the rule says (ReasonIdle); at zero it stays there while they are idle, or Idle is not known,
+// and wakes as soon as one is active (Idle 0: observed, or forecast over the lead time), to the
+// rule's answer at one pod within [1, max(1, Hi)] (ReasonWoken). The loads of a workload at
+// zero are those at one pod (the runner's capacity is max(current, 1)·request). An algorithm
+// whose state allows nothing above zero from zero (hpa, as the HPA does not act on a workload
+// at zero) wakes to one pod, as KEDA does, and sizes from there.
 func Decide(rule Algorithm, in Input, b Bounds) Decision {
+	if b.ToZero {
+		return decideZero(rule, in, b)
+	}
+	return decide(rule, in, b)
+}
+
+// decideZero is Decide for a policy that scales to zero.
+func decideZero(rule Algorithm, in Input, b Bounds) Decision {
+	idle := in.Idle > 0 && in.Idle >= b.ZeroAfter.Seconds()
+	if in.Current > 0 {
+		d := decide(rule, in, b)
+		if idle {
+			d.Replicas, d.Reason = 0, ReasonIdle
+		}
+		return d
+	}
+	if in.Idle != 0 { // idle for any time, or not known: nothing asks for a pod
+		return Decision{Replicas: 0, Reason: ReasonIdle}
+	}
+	in.Current = 1
+	d := rule.Recommend(in)
+	d.Replicas, d.Reason = clamp(d.Replicas, 1, max(1, b.Hi)), ReasonWoken
+	return d
+}
+
+func decide(rule Algorithm, in Input, b Bounds) Decision {
 	d := rule.Recommend(in)
 	lo, hi := b.Lo, b.Hi
 	seen := b.At == in.Current

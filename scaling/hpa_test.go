@@ -413,7 +413,7 @@ func TestParamsValidateNamesField(t *testing.T) {
 		field string
 		mut   func(*Params)
 	}{
-		{"min_replicas", func(p *Params) { p.MinReplicas = 0 }},
+		{"min_replicas", func(p *Params) { p.MinReplicas = -1 }},
 		{"max_replicas", func(p *Params) { p.MaxReplicas = 0 }},
 		{"target", func(p *Params) { p.Target = math.NaN() }},
 		{"tolerance", func(p *Params) { p.Tolerance = -1 }},

@@ -31,8 +31,8 @@ func atLeast1(v float64) bool {
 func (Params) Table() []Param { return paramTable }
 
 var paramTable = []Param{
-	{Key: "min_replicas", Flag: "min-replicas", Unit: "replicas", Doc: "N_min: the fewest replicas any algorithm recommends.",
-		Int32: func(p *Params) *int32 { return &p.MinReplicas }, OK: atLeast1, Want: "must be at least 1"},
+	{Key: "min_replicas", Flag: "min-replicas", Unit: "replicas", Doc: "N_min: the fewest replicas any algorithm recommends; 0 scales to zero after scale_to_zero_after idle, and needs a wake metric that is not read from the pods.",
+		Int32: func(p *Params) *int32 { return &p.MinReplicas }, OK: nonNeg, Want: "must not be negative"},
 	{Key: "max_replicas", Flag: "max-replicas", Unit: "replicas", Doc: "N_max: the most replicas any algorithm recommends; at least min_replicas.",
 		Int32: func(p *Params) *int32 { return &p.MaxReplicas },
 		Cross: func(p Params, valid map[string]bool) error {
@@ -97,6 +97,8 @@ var paramTable = []Param{
 		Float: func(p *Params) *float64 { return &p.Budget.MinSaving }, OK: in01o, Want: "must be in [0, 1)"},
 	{Key: "budget.rule", Spec: "budget.rule", Flag: "budget.rule", Doc: "How budget sizes: quantile (every tick covered at one calibrated level, never below the load now) or priced (the fewest pod-ticks plus a price on each overloaded tick over the lead ahead, the price adapted so that overload tracks the budget).",
 		Str: func(p *Params) *string { return (*string)(&p.Budget.Rule) }, Enum: []string{string(RuleQuantile), string(RulePriced)}},
+	{Key: "scale_to_zero_after", Flag: "scale-to-zero-after", Unit: "duration", Doc: "With min_replicas 0: how long every wake metric must stay at or below its activation, observed and forecast, before the workload goes to zero (KEDA's cooldownPeriod).",
+		Dur: func(p *Params) *time.Duration { return &p.ScaleToZeroAfter }, OK: nonNeg, Want: "must not be negative"},
 }
 
 // ParamByKey returns the parameter of that configuration key (scaling.<key>, or budget.<key>).

@@ -35,6 +35,11 @@ type Input struct {
 	// still fit (budget: the calibrated quantile over the lead time plus the hold); both
 	// utilizations at the current size, read only by budget.
 	WNow, WDown float64
+	// Idle is how long, in seconds, the policy's wake metrics have been at or below their
+	// activation, observed and forecast (0 while one is above it; NaN when not known): read
+	// only by a policy that scales to zero (min_replicas: 0), whose decision goes to zero once
+	// Idle reaches scale_to_zero_after and wakes from zero while Idle is 0 (Decide).
+	Idle float64
 }
 
 // Decision is an algorithm's answer. Replicas is always an absolute count.
@@ -58,6 +63,12 @@ const (
 	ReasonNoLoad       = "no-load-data"
 	ReasonWindow       = "window"
 	ReasonScaledToZero = "scaled-to-zero"
+	// ReasonIdle: a policy with min_replicas 0 whose wake metrics have been idle for
+	// scale_to_zero_after goes to, or stays at, zero.
+	ReasonIdle = "idle"
+	// ReasonWoken: a policy at zero replicas whose wake metric is active (observed, or forecast
+	// over the lead time) wakes to the size its rule asks for at one pod.
+	ReasonWoken = "woken"
 )
 
 // Algorithm recommends replicas. Implementations may keep state between calls (stabilisation
@@ -137,6 +148,10 @@ type Params struct {
 
 	// Budget holds the decision parameters of the overload-budget algorithm (METHOD §9).
 	Budget BudgetParams `yaml:"budget" json:"budget"`
+
+	// ScaleToZeroAfter is, with MinReplicas 0, how long the wake metrics must stay at or below
+	// their activation before the workload goes to zero (KEDA's cooldownPeriod).
+	ScaleToZeroAfter time.Duration `yaml:"scale_to_zero_after" json:"scale_to_zero_after"`
 }
 
 // DefaultParams are the paper's settings (METHOD §7) and Kubernetes' HPA defaults.
@@ -163,6 +178,7 @@ func DefaultParams() Params {
 		MaxScaleUpRate:         2,
 		MaxScaleDownRate:       2,
 		Budget:                 DefaultBudgetParams(),
+		ScaleToZeroAfter:       5 * time.Minute,
 	}
 }
 
@@ -210,7 +226,15 @@ func New(name string, p Params) (Algorithm, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return f(p), nil
+	return f(p.RuleParams()), nil
+}
+
+// RuleParams are the parameters the algorithms size with: p with a minimum of at least one
+// replica. Going to zero and waking from it is not any algorithm's rule but a step of the one
+// composition (Decide), on the bounds of p (BoundsOf: ToZero when MinReplicas is 0).
+func (p Params) RuleParams() Params {
+	p.MinReplicas = max(p.MinReplicas, 1)
+	return p
 }
 
 // Names lists the registered algorithms, sorted.

@@ -44,7 +44,7 @@ func TestParamsValidateEveryField(t *testing.T) {
 		t.Fatalf("got %d errors, want %d:\n%v", len(errs), len(muts), err)
 	}
 	// The error Validate returned before it reported every field.
-	if got, want := errs[0].Error(), "min_replicas must be at least 1, got -1"; got != want {
+	if got, want := errs[0].Error(), "min_replicas must not be negative, got -1"; got != want {
 		t.Errorf("first error %q, want %q", got, want)
 	}
 	for i, m := range muts {
@@ -82,7 +82,7 @@ func TestParamsValidateOneErrorAsIs(t *testing.T) {
 // max_replicas against an invalid min_replicas, upper against an invalid lower.
 func TestParamsValidateNoEcho(t *testing.T) {
 	p := DefaultParams()
-	p.MinReplicas, p.MaxReplicas = 0, 0
+	p.MinReplicas, p.MaxReplicas = -1, -1
 	p.Lower, p.Upper = -1, -2
 	errs := joinedErrors(t, p.Validate())
 	if len(errs) != 2 || !strings.HasPrefix(errs[0].Error(), "min_replicas ") || !strings.HasPrefix(errs[1].Error(), "lower ") {

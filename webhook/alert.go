@@ -155,7 +155,7 @@ func (c *Controller) inputsHold(ps *policyState, in inputs) string {
 
 // published is what the policy's step published, as read: the loads (per metric for a policy
 // with several metrics: a load it reads but that is missing is 0, the metric incomplete), the
-// size they are at and the range of a stateful algorithm (0 when not read).
+// size they are at, the range of a stateful algorithm (0 when not read) and the idle time.
 func published(ps *policyState, in inputs) policy.Published {
 	get := func(name string) float64 {
 		if v, ok := in.val[name]; ok {
@@ -164,7 +164,7 @@ func published(ps *policyState, in inputs) policy.Published {
 		return math.NaN()
 	}
 	p := policy.Published{Replicas: get(inLoadReplicas), W: get(inLoad), WindowW: get(inWindow), WNow: get(inNow), WDown: get(inDown),
-		Floor: in.val[inFloor], Ceiling: in.val[inCeiling]}
+		Floor: in.val[inFloor], Ceiling: in.val[inCeiling], Idle: get(inIdle)}
 	for _, m := range ps.metrics {
 		ml := policy.MetricLoads{W: math.NaN(), WindowW: math.NaN(), WNow: math.NaN(), WDown: math.NaN(), Complete: true}
 		for _, f := range []struct {

@@ -114,6 +114,7 @@ const (
 	inWindow       = "window_load"
 	inNow          = "now_load"
 	inDown         = "down_load"
+	inIdle         = "idle"
 	inStale        = "stale"
 	inAge          = "age"
 	inFloor        = "floor"
@@ -193,7 +194,7 @@ func NewController(cfg *config.Config, o ControllerOptions) (*Controller, error)
 			{inLoad, wq.Load, reads.Has(scaling.InputLoad)}, {inLoadReplicas, wq.LoadReplicas, true},
 			{inWindow, wq.WindowLoad, reads.Has(scaling.InputWindow)},
 			{inNow, wq.NowLoad, reads.Has(scaling.InputNow)}, {inDown, wq.DownLoad, reads.Has(scaling.InputDown)},
-			{inStale, wq.Stale, true}, {inAge, wq.Age, true},
+			{inStale, wq.Stale, true}, {inAge, wq.Age, true}, {inIdle, wq.Idle, p.Scaling.MinReplicas == 0},
 			{inFloor, wq.Floor, ps.stateful}, {inCeiling, wq.Ceiling, ps.stateful},
 		} {
 			if !q.read || q.tmpl == "" {

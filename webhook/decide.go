@@ -97,8 +97,7 @@ func pausedWhy(ps *policyState, cur ScaleInfo) string {
 		return fmt.Sprintf("paused at %d replicas by the configuration (webhook.policies[].paused_replicas)", *ps.pin)
 	case ps.paused:
 		return "paused by the configuration (webhook.policies[].paused)"
-	case cur.Replicas == 0:
-		// The HPA's convention: a workload at zero was stopped on purpose.
+	case cur.Replicas == 0 && ps.pol.Scaling.MinReplicas != 0: // the HPA's convention: stopped on purpose
 		return "paused: the target is at 0 replicas (scaled to zero on purpose)"
 	}
 	return ""

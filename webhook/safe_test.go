@@ -49,7 +49,7 @@ func TestHoldOnBadInputs(t *testing.T) {
 		{"no window load", map[string]float64{qWebWindow: nan}, "window_load: query"},
 		{"window doubled", map[string]float64{qWebWindow: -1}, "window_load: query"},
 		{"no load_replicas", map[string]float64{qWebReplicas: nan}, "load_replicas: query"},
-		{"load_replicas zero", map[string]float64{qWebReplicas: 0}, "not a replica count"},
+		{"load_replicas negative", map[string]float64{qWebReplicas: -3}, "not a replica count"},
 		{"load_replicas fractional", map[string]float64{qWebReplicas: 2.5}, "not a replica count"},
 		{"no staleness series", map[string]float64{qWebStale: nan}, "stale: query"},
 		{"no age series", map[string]float64{qWebAge: nan}, "age: query"},

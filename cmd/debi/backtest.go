@@ -259,6 +259,7 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	// The simulated cluster and the scoring.
 	p := &o.Params
 	f.float("request", "R: CPU request of one pod (cores).", &o.Request)
+	f.float("activation", "With --min-replicas 0: demand at or below this many pods' worth of R counts as idle, and wakes the workload above it (KEDA's activationThreshold).", &o.Activation)
 	f.dur("tick", "Controllers' sync period: every policy decides once per tick.", &o.Tick)
 	f.dur("sample-period", "Time between trace samples (0: from the trace's minute column).", &o.SamplePeriod)
 	f.str("demand", "Demand between samples: linear or step.", &o.Demand)

@@ -1,0 +1,80 @@
+package policy
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/debi-scaler/debi/scaling"
+)
+
+// TestRunnerScalesToZero drives a min_replicas 0 hpa policy on a request rate (a wake metric,
+// activation 2): busy, then below the activation for scale_to_zero_after (to zero), quiet at
+// zero (stays), then a request rate above the activation (woken to one pod, KEDA's 0 → 1), and a
+// missing sample at zero (stays: nothing known asks for a pod).
+func TestRunnerScalesToZero(t *testing.T) {
+	spec, err := Parse("hpa", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig(spec)
+	cfg.Params.MinReplicas, cfg.Params.ScaleToZeroAfter = 0, 5*time.Minute
+	cfg.Request, cfg.Wake, cfg.Activation = 10, true, 2
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_700_000_000, 0)
+	current := int32(3)
+	step := func(min int, demand float64) Result {
+		t.Helper()
+		res, err := r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(min) * time.Minute), Demand: demand, Current: current, Ready: current})
+		if err != nil && !math.IsNaN(demand) {
+			t.Fatalf("minute %d: %v", min, err)
+		}
+		current = res.Decision.Replicas
+		return res
+	}
+	if res := step(0, 12); !res.Active || res.Idle != 0 || current != 3 {
+		t.Fatalf("busy: active %v idle %v → %d, want active, 0, 3", res.Active, res.Idle, current)
+	}
+	for m := 1; m < 5; m++ {
+		if res := step(m, 1); res.Active || current == 0 {
+			t.Fatalf("minute %d, 1 ≤ activation 2: active %v → %d (idle %vs), want idle and still running", m, res.Active, current, res.Idle)
+		}
+	}
+	if res := step(5, 1); current != 0 || res.Decision.Reason != scaling.ReasonIdle || res.Idle != 300 {
+		t.Fatalf("idle 5 minutes: → %d (%s, idle %vs), want 0 (%s, 300 s)", current, res.Decision.Reason, res.Idle, scaling.ReasonIdle)
+	}
+	if res := step(6, 2); current != 0 || res.Idle != 360 {
+		t.Fatalf("at zero, demand at the activation: → %d (idle %vs), want 0 (360 s)", current, res.Idle)
+	}
+	if step(7, math.NaN()); current != 0 {
+		t.Fatalf("at zero, missing sample: → %d, want 0", current)
+	}
+	if res := step(8, 30); current != 1 || res.Decision.Reason != scaling.ReasonWoken {
+		t.Fatalf("at zero, demand 30 above the activation: → %d (%s), want 1 (%s: hpa wakes to one pod)", current, res.Decision.Reason, scaling.ReasonWoken)
+	}
+	if step(9, 30); current != 5 {
+		t.Fatalf("one pod, demand 30 at request 10, target 0.5 (6 pods): → %d, want 5 (the HPA's 4 pods per 15 s)", current)
+	}
+}
+
+// TestMultiNeedsWakeMetric: a min_replicas 0 policy with no metric read from outside the pods
+// is refused, since nothing could wake it.
+func TestMultiNeedsWakeMetric(t *testing.T) {
+	spec, _ := Parse("hpa", "")
+	cfg := DefaultConfig(spec)
+	cfg.Params.MinReplicas = 0
+	if _, err := NewMulti([]Config{cfg}, []string{"cpu"}); err == nil {
+		t.Fatal("NewMulti accepted min_replicas 0 with no wake metric")
+	}
+	cfg2 := cfg
+	cfg2.Wake = true
+	m, err := NewMulti([]Config{cfg, cfg2}, []string{"cpu", "requests"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+}
