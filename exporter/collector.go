@@ -30,13 +30,13 @@ type policySnap struct {
 	current, ready   float64
 	stale            float64
 	// idle is, for a policy that scales to zero, Idle of its last step (NaN: none).
-	idle float64
-	lastSuccess      float64
-	lastTrain        float64
-	trainDuration    float64
-	trainFailures    float64
-	historyPoints    float64
-	steps            float64
+	idle          float64
+	lastSuccess   float64
+	lastTrain     float64
+	trainDuration float64
+	trainFailures float64
+	historyPoints float64
+	steps         float64
 	// sizeErrors are the failed or empty queries of replicas and ready_replicas.
 	sizeErrors [2]float64
 	// The target's pods and size from its scale subresource (config.Target.PodsFromScale):
