@@ -112,8 +112,10 @@ func (c *Config) queryDefaults(p *Policy) {
 // kube_replicaset_owner and kube_pod_container_resource_requests, which kube-prometheus-stack
 // keeps from the day it is installed, while the rules have no history before debi's. The
 // history loaders (the exporter's warm start and the what-if) read the rule and fill the
-// times it has no sample from the fallback. A query the configuration sets, or a target kind
-// the rules do not relabel, has no fallback (empty).
+// times it has no sample from the fallback. For a kind other than Deployment and StatefulSet
+// the pods are those kube-state-metrics says the target owns, directly or through a ReplicaSet
+// (pods that belong to another kind of object in between, as a LeaderWorkerSet's to its
+// StatefulSets, are not found). A query the configuration sets has no fallback (empty).
 func (p *Policy) HistoryFallback() Queries {
 	kind := p.Target.WorkloadType()
 	var owner string
@@ -125,7 +127,16 @@ func (p *Policy) HistoryFallback() Queries {
 	case "statefulset":
 		owner = fmt.Sprintf(`max by (namespace, pod) (kube_pod_owner{namespace=%q,owner_kind="StatefulSet",owner_name=%q})`, p.Target.Namespace, p.Target.Name)
 	default:
-		return Queries{}
+		if !p.Target.PodsFromScale() {
+			return Queries{}
+		}
+		// Any other kind: before the exporter published its pods (debi_target_pod_info), its
+		// pods are those kube-state-metrics says it owns, directly (a role adapter that creates
+		// its pods) or through a ReplicaSet it owns (an Argo Rollout).
+		owner = fmt.Sprintf(`max by (namespace, pod) (kube_pod_owner{namespace=%[1]q,owner_kind=%[2]q,owner_name=%[3]q}`+
+			` or label_replace(kube_pod_owner{namespace=%[1]q,owner_kind="ReplicaSet"}, "replicaset", "$1", "owner_name", "(.*)")`+
+			` * on (replicaset, namespace) group_left () topk by (replicaset, namespace) (1, max by (replicaset, namespace, owner_name) (kube_replicaset_owner{namespace=%[1]q,owner_kind=%[2]q,owner_name=%[3]q})))`,
+			p.Target.Namespace, p.Target.Kind, p.Target.Name)
 	}
 	def := Policy{Target: p.Target, Request: p.Request}
 	(*Config)(nil).queryDefaults(&def)
