@@ -134,7 +134,7 @@ type Policy struct {
 	// LeadTime is the actuation delay the forecast must cover: the decision delay (scrape, rule
 	// evaluation, Alertmanager's group_wait, the webhook) plus the pod start-up time. The
 	// forecast horizon is h = ceil(lead_time / history_step) + 1 history steps, and W2 is the
-	// largest forecast over the next h history steps (METHOD §2). Left unset, it is measured:
+	// largest forecast over the next h history steps (METHOD §2). Left unset (or auto), it is measured:
 	// the exporter sizes for the workload's measured pod start-up (0.9 quantile) plus the
 	// policy's measured decision path once at least 5 start-ups are recorded, and for 2m until
 	// then (docs/exporter.md, "Lead time measured").

@@ -41,7 +41,8 @@ func LoadFileContent(name string, b []byte) (*Config, error) {
 }
 
 // Load parses, fills defaults and validates a configuration.
-func Load(b []byte) (*Config, error) {
+func Load(src []byte) (*Config, error) {
+	b := autoLeadTime(src)
 	c := &Config{}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
@@ -62,8 +63,62 @@ func Load(b []byte) (*Config, error) {
 	if err := c.setDefaultsAndValidate(keys.Policies); err != nil {
 		return nil, err
 	}
-	c.src = b
+	c.src = src
 	return c, nil
+}
+
+// autoLeadTime is b with each policies[].lead_time: auto written 0s, padded to the same length
+// so that every line and column stays where it was: a lead_time of 0, as one left unset, is
+// measured (Policy.LeadTimeMeasured). A value it cannot place exactly is left to the decoder,
+// which refuses it as any duration it cannot read.
+func autoLeadTime(b []byte) []byte {
+	var root yaml.Node
+	if yaml.Unmarshal(b, &root) != nil || len(root.Content) == 0 {
+		return b
+	}
+	pols := mappingValue(root.Content[0], "policies")
+	if pols == nil || pols.Kind != yaml.SequenceNode {
+		return b
+	}
+	starts := []int{0}
+	for i, c := range b {
+		if c == '\n' {
+			starts = append(starts, i+1)
+		}
+	}
+	out, cloned := b, false
+	for _, p := range pols.Content {
+		v := mappingValue(p, "lead_time")
+		if v == nil || v.Kind != yaml.ScalarNode || !strings.EqualFold(v.Value, "auto") || v.Line < 1 || v.Line > len(starts) {
+			continue
+		}
+		n := len(v.Value)
+		if v.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+			n += 2
+		}
+		off := starts[v.Line-1] + v.Column - 1
+		if off < 0 || off+n > len(b) || !bytes.Contains(bytes.ToLower(b[off:off+n]), []byte("auto")) {
+			continue
+		}
+		if !cloned {
+			out, cloned = bytes.Clone(b), true
+		}
+		copy(out[off:off+n], fmt.Sprintf("%-*s", n, "0s"))
+	}
+	return out
+}
+
+// mappingValue is the value of key in mapping node m, or nil.
+func mappingValue(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
 }
 
 var yamlLineRe = regexp.MustCompile(`line (\d+): `)
