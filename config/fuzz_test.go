@@ -41,6 +41,7 @@ func FuzzLoad(f *testing.F) {
 		f.Add([]byte(webhookBase + "webhook:\n  " + section + "\n"))
 	}
 	f.Add([]byte(""))
+	f.Add([]byte("policies:\n  - {name: w, target: {namespace: s, name: w}, lead_time: auto}\n  - {name: v, target: {namespace: s, name: v}, lead_time: \"auto\", scaling: {min_replicas: 0}}\n"))
 	f.Add([]byte("a: &a [*a, *a]\n"))
 	f.Add([]byte("policies: !!binary AAAA\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
