@@ -53,3 +53,28 @@ func BenchmarkStabilize(b *testing.B) {
 		m.Stabilize(s, now, scratch)
 	}
 }
+
+// BenchmarkDecide is the one composition on budget's rule, with and without the scale-to-zero
+// step (min_replicas 0: idle, woken and running inputs in turn), for the ratio between them.
+func BenchmarkDecide(b *testing.B) {
+	for _, min := range []int32{1, 0} {
+		b.Run(map[int32]string{1: "min1", 0: "min0"}[min], func(b *testing.B) {
+			p := DefaultParams()
+			p.MinReplicas = min
+			alg, err := New("budget", p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rule := RuleOf(alg)
+			t := time.Unix(0, 0)
+			var sink int32
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				cur := int32(i % 3) // 0: at zero
+				in := Input{Time: t, Current: cur, Ready: cur, W: 0.5 + float64(i%7)/10, WNow: 0.4, WDown: 0.6, Idle: float64(i%5) * 100}
+				sink += Decide(rule, in, p.WithZero(Bounds{Lo: 0, Hi: 50, At: cur})).Replicas
+			}
+			_ = sink
+		})
+	}
+}
