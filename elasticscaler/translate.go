@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -104,6 +105,7 @@ func TranslateElasticScaler(es *esv1.ElasticScaler) (config.ObjectPolicy, []stri
 	t.translateBounds(es.Spec.MinReplicas, es.Spec.MaxReplicas)
 	t.translateAlgorithm(mt)
 	t.translateMetrics(mt.Metrics)
+	t.zeroNeedsWake(mt)
 	t.translateAlgorithmConfig(mt.AlgorithmConfig)
 	t.translateMetricsPolicy(es.Annotations)
 	t.translateDebi(es.Spec.Debi)
@@ -177,16 +179,28 @@ func (t *esTranslation) translateBounds(minReplicas, maxReplicas *int32) {
 	p.Scaling.MinReplicas = esv1.DefaultMinReplicas
 	if m := minReplicas; m != nil {
 		p.Scaling.MinReplicas = *m
-		if *m == 0 {
-			// debi's min_replicas is at least 1; say why rather than the file's message alone.
-			t.bad("spec.minReplicas", "0 is not supported on an ElasticScaler yet (its triggers do not say which metric wakes the workload; a file policy scales to zero: docs/llm-serving.md): set at least 1")
-		}
+		p.SetScalingKey("min_replicas") // 0 is kept: the policy scales to zero
 	}
 	t.op.Paths["scaling.min_replicas"] = "spec.minReplicas"
 	if m := maxReplicas; m != nil {
 		p.Scaling.MaxReplicas = *m
 	}
 	t.op.Paths["scaling.max_replicas"] = "spec.maxReplicas"
+}
+
+// zeroNeedsWake checks spec.minReplicas 0 of a MetricsTrigger object: the policy scales to zero
+// (docs/llm-serving.md, "Down to zero") when one of its metrics is read from outside the pods,
+// an External metric or a Custom one of a describedObject, which wake it above 0 (KEDA's
+// default activation); not with scalingAlgorithm HPA, whose Kubernetes HPA would need its own
+// scale to zero.
+func (t *esTranslation) zeroNeedsWake(mt *esv1.MetricsTrigger) {
+	switch {
+	case t.op.Policy.Scaling.MinReplicas != 0:
+	case mt.IsHPA():
+		t.bad("spec.minReplicas", "0 is not supported with scalingAlgorithm HPA (the Kubernetes HPA debi creates does not scale to zero): set at least 1, or another algorithm")
+	case !slices.ContainsFunc(t.op.Policy.Metrics.List, func(m config.Metric) bool { return m.Wakes() }):
+		t.bad("spec.minReplicas", "0 needs a metric that wakes the workload from zero, read from outside the pods: an External metric, or a Custom metric with a describedObject; this trigger's metrics read nothing when no pod runs")
+	}
 }
 
 // translateAlgorithm sets the algorithm: HPA, APA, DEBI, BUDGET are debi's hpa, apa, debi,

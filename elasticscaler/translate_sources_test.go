@@ -121,3 +121,32 @@ func TestGuideAPIMetricErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestZeroWithExternalMetric: spec.minReplicas 0 on an object whose trigger reads an External
+// metric (read from outside the pods) is a policy that scales to zero, woken by that metric
+// only; it passes the configuration's validation as the file's would.
+func TestZeroWithExternalMetric(t *testing.T) {
+	es := esFixture(t, "testdata/es-api-metrics.yaml")
+	zero := int32(0)
+	es.Spec.MinReplicas = &zero
+	es.Spec.Trigger.MetricsTrigger.ScalingAlgorithm = "BUDGET"
+	op, _ := translate(t, es)
+	c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	p, _ := c.PolicyByName("shop.worker")
+	cfgs, names, err := p.RunnerConfigs()
+	if err != nil || p.Scaling.MinReplicas != 0 {
+		t.Fatalf("min %d, err %v", p.Scaling.MinReplicas, err)
+	}
+	var wakes []string
+	for i, c := range cfgs {
+		if c.Wake {
+			wakes = append(wakes, names[i])
+		}
+	}
+	if got := strings.Join(wakes, ","); got != "queue_depth,requests_per_second" {
+		t.Errorf("wake metrics %s, want the External queue_depth and the Custom requests_per_second of an Ingress", got)
+	}
+}

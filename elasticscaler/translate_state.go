@@ -43,7 +43,7 @@ const StateTriggerAlgorithm = "hpa"
 //
 //   - target: the Tidal's spec.targetRef (namespace default the Tidal's; it must be the Tidal's,
 //     as the webhook lets a Tidal drive only a target of its own namespace);
-//   - scaling.min_replicas: spec.minReplicas, default 1 (0 rejected: an ElasticScaler does not scale to zero yet);
+//   - scaling.min_replicas: spec.minReplicas, default 1 (0 rejected: a Tidal's count is applied within the bounds);
 //     scaling.max_replicas: spec.maxReplicas, default 2147483647 — without bounds the Tidal's
 //     count is applied as it is;
 //   - the webhook mode: spec.debi.mode, default act;
@@ -77,6 +77,9 @@ func TranslateStateTrigger(es *esv1.ElasticScaler, lookup TidalLookup) (config.O
 	}
 	p.Scaling.MaxReplicas = math.MaxInt32 // without bounds the Tidal's count is applied as it is
 	t.translateBounds(es.Spec.MinReplicas, es.Spec.MaxReplicas)
+	if p.Scaling.MinReplicas == 0 {
+		t.bad("spec.minReplicas", "0 is not supported on a StateTrigger ElasticScaler: its Tidal's count is applied within [minReplicas, maxReplicas]; set at least 1")
+	}
 	t.stateDebi(es.Spec.Debi)
 	return t.result()
 }

@@ -332,7 +332,7 @@ func TestStateTriggerErrors(t *testing.T) {
 		"target in another namespace": {td: func(td *tidalv1.Tidal) { td.Spec.TargetRef.Namespace = "shop" },
 			want: src + "spec.targetRef.name: tidal ai-inference/tidal-frequent-test: its target Deployment shop/elastic-scaler-state-test is in another namespace: a Tidal may only drive a target of its own namespace"},
 		"min 0": {es: func(es *esv1.ElasticScaler) { es.Spec.MinReplicas = ptrTo(int32(0)) },
-			want: src + "spec.minReplicas: 0 is not supported on an ElasticScaler yet (its triggers do not say which metric wakes the workload; a file policy scales to zero: docs/llm-serving.md): set at least 1"},
+			want: src + "spec.minReplicas: 0 is not supported on a StateTrigger ElasticScaler: its Tidal's count is applied within [minReplicas, maxReplicas]; set at least 1"},
 		"admission": {es: func(es *esv1.ElasticScaler) { es.Spec.Trigger.StateTrigger = nil },
 			want: src + "spec.trigger.stateTrigger"},
 	} {
@@ -433,7 +433,7 @@ func TestBadObjects(t *testing.T) {
 	}{
 		{"admission: max below min", func() *esv1.ElasticScaler { e := hpa(); e.Spec.MaxReplicas = i32(1); return e }, true, "spec.maxReplicas", "minReplicas (2)"},
 		{"admission: no metrics", func() *esv1.ElasticScaler { e := hpa(); e.Spec.Trigger.MetricsTrigger.Metrics = nil; return e }, true, "spec.trigger.metricsTrigger.metrics", ""},
-		{"min 0", func() *esv1.ElasticScaler { e := custom(); e.Spec.MinReplicas = i32(0); return e }, true, "spec.minReplicas", "not supported on an ElasticScaler yet"},
+		{"min 0", func() *esv1.ElasticScaler { e := custom(); e.Spec.MinReplicas = i32(0); return e }, true, "spec.minReplicas", "needs a metric that wakes the workload from zero"},
 		{"algorithmConfig not a number", func() *esv1.ElasticScaler {
 			e := custom()
 			e.Spec.Trigger.MetricsTrigger.AlgorithmConfig["upTolerance"] = "ten percent"
