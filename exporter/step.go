@@ -262,7 +262,7 @@ func (ps *policyState) recordResults(t time.Time, mr policy.MultiResult, err err
 		// history steps earlier against the demand the history took at k. Between history
 		// steps the forecast stands and nothing is scored.
 		if res.NewSample {
-			k := t.UnixNano() / int64(ps.histStep) // the runner's history-step index
+			k := t.UnixNano() / int64(ps.histStep)                            // the runner's history-step index
 			slot := int((k%int64(ps.lead) + int64(ps.lead)) % int64(ps.lead)) // ≥ 0 before 1970 too
 			if f := m.forecasts[slot]; f.index == k-int64(ps.lead) && !math.IsNaN(f.value) && !math.IsNaN(res.Demand) {
 				m.mae.add(math.Abs(res.Demand - f.value))
