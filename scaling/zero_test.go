@@ -16,12 +16,16 @@ func TestDecideZero(t *testing.T) {
 	p.MinReplicas, p.MaxReplicas, p.ScaleToZeroAfter = 0, 20, 5*time.Minute
 	decide := func(name string, in Input) Decision {
 		t.Helper()
+		at := in.Current
+		if name == "resized" { // apa whose bounds were computed at 2 replicas, before a resize to 3
+			name, at = "apa", 2
+		}
 		alg, err := New(name, p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		in.Time = t0
-		return Decide(RuleOf(alg), in, BoundsOf(alg, p, t0, in.Current))
+		return Decide(RuleOf(alg), in, BoundsOf(alg, p, t0, at))
 	}
 	// W at one pod 2.5: five pods' worth at hpa's and apa's target 0.5, three at budget's u_sla 0.9.
 	busy := Input{Current: 0, Ready: 0, W: 2.5, WindowW: 2.5, WNow: 2.5, WDown: 2.5}
@@ -41,6 +45,7 @@ func TestDecideZero(t *testing.T) {
 		{"running, idle for scale_to_zero_after", "apa", Input{Current: 3, Ready: 3, W: 0.01, Idle: 300}, 0, ReasonIdle},
 		{"running, idle for longer, the rule asking for more", "hpa", Input{Current: 3, Ready: 3, W: 2, Idle: 600}, 0, ReasonIdle},
 		{"running, active", "hpa", Input{Current: 3, Ready: 3, W: 1, Idle: 0}, 6, ReasonScaleUp},
+		{"running, idle, resized since the step", "resized", Input{Current: 3, Ready: 3, W: 0.01, Idle: 600}, 3, ReasonSizeChanged},
 		{"running, idle not known", "apa", Input{Current: 3, Ready: 3, W: 0.01, Idle: math.NaN()}, 2, ReasonRateLimited},
 	} {
 		d := decide(c.alg, c.in)
