@@ -93,7 +93,7 @@ type Metric struct {
 	// window, aggregation, missing_data, outlier_filter, outlier_threshold. Default 60s Average.
 	Stabilization scaling.MetricsPolicy `yaml:"stabilization"`
 	// Activation is, with scaling.min_replicas 0, the value of the metric, in its unit, at or
-	// below which it is idle: above it (observed, or in the load the policy sizes for over the
+	// below which it is idle: above it (observed, or in the policy's largest forecast over the
 	// lead time) it wakes the workload from zero and keeps it from going there (KEDA's
 	// activationThreshold). Only a metric read from outside the pods wakes a workload: an
 	// external or object metric (default 0: any demand wakes it), or a query that sets its

@@ -58,9 +58,9 @@ type Result struct {
 	// Term is the load that decided: w1 (observed), w2 (forecast), w3 (high-water), quantile
 	// (the budget's calibrated quantile) or window (debi's window term); "" without a load.
 	Term string `json:"term"`
-	// Active says a wake metric (Config.Wake) is above its activation, observed or in the load
-	// the rule sizes for; Idle is the rule's scaling.Input.Idle, seconds without an active
-	// wake metric (a policy with min_replicas 0).
+	// Active says a wake metric (Config.Wake) is above its activation, observed or in the
+	// largest forecast over the lead time; Idle is the rule's scaling.Input.Idle, seconds
+	// without an active wake metric (a policy with min_replicas 0).
 	Active bool    `json:"active,omitempty"`
 	Idle   float64 `json:"-"`
 	// Training holds the report of a training run that finished during this step.
@@ -326,8 +326,9 @@ func (r *Runner) prepare(ctx context.Context, obs Observation) (Result, scaling.
 	}
 	in.W = res.W
 	if r.cfg.Wake {
-		// Loads are at max(current, 1) pods: at zero, at one pod.
-		res.Active = math.Max(res.W, res.W1)*capacity > r.cfg.Activation
+		// Active: the demand observed, or the largest forecast of it over the lead time (a
+		// policy with a model), above the activation. (Not W: budget's is a size to hold.)
+		res.Active = res.Demand > r.cfg.Activation || res.DemandForecast > r.cfg.Activation
 	}
 	res.Idle = r.idle.idle(obs.Time, res.Active, r.cfg.Wake) // NaN without a wake metric: never to zero
 	in.Idle = res.Idle

@@ -148,11 +148,12 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu float64, ex
 		return
 	}
 	bud := r.cfg.Calibration.Budget
+	minR := r.cfg.Params.RuleParams().MinReplicas // at least one: going to zero is the composition's step
 	tick := dt
 	k := max(int((tb.lead+tick-1)/tick), 1)
 	if p.stride == 0 {
 		p.stride = (k + pricedLook - 1) / pricedLook
-		p.plan = scaling.Plan{Look: (k + p.stride - 1) / p.stride, Min: r.cfg.Params.MinReplicas}
+		p.plan = scaling.Plan{Look: (k + p.stride - 1) / p.stride, Min: minR}
 		p.lnL = math.Log(float64(p.plan.Look + 1))
 	}
 	// The price follows the overload of the tick just served, except at max_replicas, where no
@@ -183,9 +184,9 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu float64, ex
 		n := r.cfg.Params.MaxReplicas
 		switch x := math.Ceil((p.pathAt(tb, shape, obs.Time, d, off, tau) + m) / per); {
 		case math.IsNaN(x):
-			n, missing = max(obs.Current, r.cfg.Params.MinReplicas), true // a forecast without a number
+			n, missing = max(obs.Current, minR), true // a forecast without a number
 		case x < float64(n):
-			n = max(int32(max(x, 0)), r.cfg.Params.MinReplicas)
+			n = max(int32(max(x, 0)), minR)
 		}
 		e := j / p.stride
 		if e >= len(p.need) {
@@ -197,7 +198,7 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu float64, ex
 	// at the margin, so a need above them is no certain overload, and the pods there serve it as
 	// far as they go (releasing them while the demand is forecast above them would be perverse).
 	for e := 0; e < p.plan.Look && e < len(p.need); e++ {
-		p.need[e] = min(p.need[e], max(obs.Current, r.cfg.Params.MinReplicas))
+		p.need[e] = min(p.need[e], max(obs.Current, minR))
 	}
 	n := p.plan.First(p.need, lambda*float64(p.stride))
 	if missing {

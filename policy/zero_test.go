@@ -78,3 +78,38 @@ func TestMultiNeedsWakeMetric(t *testing.T) {
 	}
 	m.Close()
 }
+
+// TestPricedRuleAtMinZero: budget's priced rule of a policy that scales to zero plans at least one
+// pod (going to zero is the composition's step, not the plan's): its quantile is never below
+// one pod's half, on a load that falls to nothing, and the policy goes to zero only through the
+// idle step.
+func TestPricedRuleAtMinZero(t *testing.T) {
+	r := newRunner(t, "naive-budget", func(c *Config) {
+		c.Params.Budget.Rule, c.Params.Budget.Hold = scaling.RulePriced, 0
+		c.Params.MinReplicas, c.Params.ScaleToZeroAfter = 0, 2*time.Minute
+		c.Step, c.LeadSteps, c.LeadTime = time.Minute, 3, 2*time.Minute
+		c.Wake, c.Activation = true, 0
+	})
+	per := r.cfg.Params.Budget.SLAUtilization * r.cfg.Request
+	n := int32(4)
+	for i := range 60 { // 15 s ticks: 5 busy minutes, then nothing
+		d := 2.0
+		if i >= 20 {
+			d = 0
+		}
+		res, err := r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: d, Current: n, Ready: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := res.Budget; b != nil && b.Quantile < 0.5*per {
+			t.Fatalf("tick %d: quantile %v, below one pod's half (%v): the plan went to zero", i, b.Quantile, 0.5*per)
+		}
+		if res.Decision.Replicas == 0 && res.Decision.Reason != scaling.ReasonIdle {
+			t.Fatalf("tick %d: to zero by %s, want only the idle step", i, res.Decision.Reason)
+		}
+		n = res.Decision.Replicas
+	}
+	if n != 0 {
+		t.Errorf("idle for 10 minutes (scale_to_zero_after 2m): at %d, want 0", n)
+	}
+}
