@@ -26,6 +26,15 @@ type BudgetState struct {
 	Lambda float64
 }
 
+// quantileMiss says whether an overloaded tick is the budget quantile's miss, which its
+// calibration (and the priced rule's price) observes. Two are not, since counting them would only
+// drive the level down until every other hour pays for them: an overload at max_replicas, which
+// no size could have avoided, and one with no pod ready in a policy that scales to zero, whose
+// size was the zero step's (asleep, or woken and starting), not the quantile's.
+func (r *Runner) quantileMiss(exceeded bool, obs Observation) bool {
+	return exceeded && obs.Current < r.cfg.Params.MaxReplicas && !(r.cfg.Params.MinReplicas == 0 && obs.Ready == 0)
+}
+
 // observeBudget counts this step against the budget (was the observed demand above u_sla·Nr·R?),
 // adapts the calibration and sizes the quantiles with the current margins.
 func (r *Runner) observeBudget(obs Observation) {
@@ -33,9 +42,7 @@ func (r *Runner) observeBudget(obs Observation) {
 	if r.jointMiss != nil {
 		exceeded = *r.jointMiss
 	}
-	// An overload at max_replicas is no miss of the quantile: no size could have avoided it,
-	// and counting it would only drive the level down until every other hour pays for it.
-	if !(exceeded && obs.Current >= r.cfg.Params.MaxReplicas) {
+	if r.quantileMiss(exceeded, obs) || !exceeded {
 		r.calUp.Observe(exceeded)
 		r.calDown.Observe(exceeded)
 	}

@@ -162,7 +162,7 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu float64, ex
 	if fresh {
 		p.last = obs.Time
 	}
-	if fresh && !(exceeded && obs.Current >= r.cfg.Params.MaxReplicas) {
+	if fresh && (r.quantileMiss(exceeded, obs) || !exceeded) {
 		x := 0.0
 		if exceeded {
 			x = 1

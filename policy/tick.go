@@ -205,7 +205,7 @@ func (r *Runner) tickBudget(obs Observation) {
 	if r.jointMiss != nil {
 		exceeded = *r.jointMiss
 	}
-	if !(exceeded && obs.Current >= r.cfg.Params.MaxReplicas) {
+	if r.quantileMiss(exceeded, obs) || !exceeded {
 		r.calUp.Observe(exceeded)
 		if r.calDown != nil {
 			r.calDown.Observe(exceeded)

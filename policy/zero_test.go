@@ -113,3 +113,30 @@ func TestPricedRuleAtMinZero(t *testing.T) {
 		t.Errorf("idle for 10 minutes (scale_to_zero_after 2m): at %d, want 0", n)
 	}
 }
+
+// TestColdStartNotQuantileMiss: in a policy that scales to zero, a tick overloaded with no pod
+// ready (asleep, or woken and starting) is not the budget quantile's miss, so its calibration
+// does not observe it; the same tick of a policy with min_replicas 1 is.
+func TestColdStartNotQuantileMiss(t *testing.T) {
+	for _, min := range []int32{0, 1} {
+		r := newRunner(t, "naive-budget", func(c *Config) {
+			c.Params.MinReplicas = min
+			c.Wake = min == 0
+		})
+		var res Result
+		for i := range 8 {
+			var err error
+			res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * time.Minute), Demand: 3, Current: 0, Ready: 0})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		exceeded, observed := res.Budget.Exceeded, res.Budget.Observed
+		if min == 0 && (exceeded != 0 || observed != 0) {
+			t.Errorf("min 0: %d of %d ticks with no pod ready observed as the quantile's misses, want none", exceeded, observed)
+		}
+		if min == 1 && exceeded == 0 {
+			t.Errorf("min 1: %d of %d ticks observed as misses, want the overloaded ticks", exceeded, observed)
+		}
+	}
+}
