@@ -148,9 +148,9 @@ const ReasonSizeChanged = "size-changed"
 // A policy that scales to zero (b.ToZero, min_replicas 0) has one more step, KEDA's: once its
 // wake metrics have been idle (in.Idle, seconds) for b.ZeroAfter the decision is zero, whatever
 // the rule says (ReasonIdle), at the size the bounds were computed at (after an outside resize,
-// not until a step has seen the new size); at zero it stays there while they are idle, or Idle is not known,
-// and wakes as soon as one is active (Idle 0: observed, or forecast over the lead time), to the
-// rule's answer at one pod within [1, max(1, Hi)] (ReasonWoken). The loads of a workload at
+// not until a step has seen the new size); at zero it stays there while they are idle, or Idle
+// is not known, and wakes as soon as one is active (Idle 0: observed, or forecast over the lead
+// time), to the rule's answer at one pod within [1, max(1, Hi)] (ReasonWoken). The loads of a workload at
 // zero are those at one pod (the runner's capacity is max(current, 1)·request). An algorithm
 // whose state allows nothing above zero from zero (hpa, as the HPA does not act on a workload
 // at zero) wakes to one pod, as KEDA does, and sizes from there.
