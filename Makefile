@@ -15,7 +15,7 @@ FUZZTIME  ?= 10m
 # Fuzz targets as package:Target, run one after another by `make fuzz`.
 FUZZ_TARGETS ?= ./webhook:FuzzDecodeAlertmanager ./webhook:FuzzDecodeTidal ./config:FuzzLoad ./tidal/schedule:FuzzParse
 
-.PHONY: all build test unit-test integration-test bench fuzz lint format rules-check rules-test dashboards generate helm-lint e2e demo servers bench-fleet results results-budget results-oos help
+.PHONY: all build test unit-test integration-test bench fuzz lint format rules-check rules-test dashboards generate helm-lint e2e demo servers bench-fleet results results-budget results-oos same-decisions help
 
 all: format lint build test ## format, lint, build and test
 
@@ -79,6 +79,9 @@ results: ## regenerate docs/results.md: the paper's table on every trace of ../s
 
 results-budget: ## regenerate docs/results-budget.md: budget at 0.5/1/2 %, three start-ups, every model (≈ 20 min)
 	hack/budget-results.sh
+
+same-decisions: ## a change that should change no decision: backtest reports at BASE (default origin/main) and the working tree compared (≈ 30 min)
+	hack/same-decisions.sh $(BASE)
 
 results-oos: ## the out-of-sample section of docs/results-budget.md: candidates chosen on one half of the traces, reported on the other, both demand models (15–30 min)
 	hack/results-oos.sh
