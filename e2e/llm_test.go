@@ -19,6 +19,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/debi-scaler/debi/grafana"
 )
 
 const (
@@ -196,6 +198,32 @@ webhook:
 	checkStartup(ctx, t, promURL, "decode", llmStartup*time.Second)
 	checkStartup(ctx, t, promURL, "prefill", llmStartup*time.Second)
 	checkFromZero(t, recs)
+	checkZeroRow(ctx, t, promURL)
+}
+
+// checkZeroRow runs the policy dashboard's scale-to-zero row (grafana.ZeroRow) against the
+// loop's Prometheus for the decode policy, which scales to zero: each query returns data.
+func checkZeroRow(ctx context.Context, t *testing.T, promURL string) {
+	t.Helper()
+	qs, err := grafana.Queries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{"policy": "decode", "__range": "2m", "__range_s": "120", "__rate_interval": "15s", "horizon": "5"}
+	n := 0
+	for _, q := range qs {
+		if q.Row != grafana.ZeroRow {
+			continue
+		}
+		n++
+		expr := grafana.Expand(q.Expr, vars)
+		if out, err := promQuery(ctx, promURL, expr); err != nil || !nonEmpty(out) {
+			t.Errorf("dashboard %s, panel %q (%s): %s returned nothing (err %v)", q.Dashboard, q.Panel, q.RefID, expr, err)
+		}
+	}
+	if n == 0 {
+		t.Errorf("no query in the dashboards' %q row", grafana.ZeroRow)
+	}
 }
 
 // checkFromZero: idle, the decode role (min_replicas 0, woken by the router's requests in

@@ -202,6 +202,7 @@ func policyDashboard() (dashboard.Dashboard, error) {
 	b = policyBaselineRow(b, &id)
 	b = policyForecastRow(b, &id)
 	b = policyBudgetRow(b, &id)
+	b = policyZeroRow(b, &id)
 	b = policyWebhookRow(b, &id)
 	return b.Build()
 }
@@ -266,9 +267,19 @@ func policyReplicasRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.Dashbo
 			q{expr: `debi_policy_lead_time_seconds{` + sel + `}`, legend: "{{policy}} lead_time"},
 			q{expr: `debi_lead_time_seconds{component="startup",quantile="0.9",` + sel + `}`, legend: "{{policy}} pod start-up (0.9)"},
 			q{expr: `debi_lead_time_seconds{component="path",quantile="0.9",` + sel + `}`, legend: "{{policy}} decision path (0.9)"},
-		).AxisLabel("seconds").Min(0)).
-		WithPanel(series(id.next(), "Scale to zero: idle time",
-			"Policies with min_replicas 0: how long their wake metrics have been at or below their activation, observed and forecast over the lead time (0 while one is above it). At scale_to_zero_after the workload goes to zero (reason idle); at zero it wakes when this drops to 0 (reason woken). No line: the policy does not scale to zero, or an input it needs is missing (the webhook then holds the size).",
+		).AxisLabel("seconds").Min(0))
+}
+
+// ZeroRow is the title of the policy dashboard's row for policies that scale to zero
+// (min_replicas 0): its panels read series only they publish, so they are empty for others.
+const ZeroRow = "Scale to zero"
+
+// policyZeroRow is the row ZeroRow: how long the wake metrics have been idle.
+func policyZeroRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.DashboardBuilder {
+	return b.
+		WithRow(row(id, ZeroRow)).
+		WithPanel(series(id.next(), "Idle time of the wake metrics",
+			"Policies with min_replicas 0: how long their wake metrics have been at or below their activation, observed and in their largest forecast over the lead time (0 while one is above it). At scale_to_zero_after the workload goes to zero (reason idle); at zero it wakes when this drops to 0 (reason woken). No line: the policy does not scale to zero, or an input it needs is missing (the webhook then holds the size).",
 			"s", 24, 6,
 			q{expr: `debi_policy_idle_seconds{` + sel + `}`, legend: "{{policy}} idle"},
 		).AxisLabel("seconds").Min(0))

@@ -76,7 +76,8 @@ type Query struct {
 	// Panel is the panel title.
 	Panel string
 	// Row is the title of the row the panel is in ("" above the first row); the panels of
-	// BudgetRow read series only budget policies publish.
+	// BudgetRow read series only budget policies publish, those of ZeroRow series only
+	// policies that scale to zero publish.
 	Row string
 	// RefID is the query's refId within the panel (A, B, …).
 	RefID string

@@ -69,7 +69,7 @@ func exposition(step int) string {
 			"debi_policy_last_success_timestamp_seconds 1.7e9", "debi_forecast_mean_absolute_error_cores 0.2",
 			"debi_evt_shape 0.1", "debi_evt_threshold_cores 1.8", "debi_evt_fallback 0",
 			"debi_decision_floor_replicas 2", "debi_decision_ceiling_replicas 12",
-			"debi_policy_min_replicas 1", "debi_policy_max_replicas 40",
+			"debi_policy_min_replicas 1", "debi_policy_max_replicas 40", "debi_policy_idle_seconds 0",
 		} {
 			name, v, _ := strings.Cut(m, " ")
 			fmt.Fprintf(&b, "%s{%s} %s\n", name, l, v)

@@ -31,12 +31,15 @@ for side in base head; do
   bin="$OUT/debi-$side"
   for d in linear step; do
     echo "same-decisions: $side, $d demand" >&2
-    "$bin" backtest --format json --demand $d --policies $P > "$OUT/$side-emb-$d.json"
-    [ ${#shared[@]} -eq 0 ] || "$bin" backtest --format json --demand $d --policies $P "${shared[@]}" > "$OUT/$side-shared-$d.json"
+    "$bin" backtest --format json --demand $d --policies $P > "$OUT/$side-emb-$d.json" 2> "$OUT/$side-emb-$d.err"
+    [ ${#shared[@]} -eq 0 ] || "$bin" backtest --format json --demand $d --policies $P "${shared[@]}" > "$OUT/$side-shared-$d.json" 2> "$OUT/$side-shared-$d.err"
   done
-  "$bin" backtest --format json --startup-sweep 30s,5m --policies hpa,debi,budget > "$OUT/$side-sweep.json"
+  "$bin" backtest --format json --startup-sweep 30s,5m --policies hpa,debi,budget > "$OUT/$side-sweep.json" 2> "$OUT/$side-sweep.err"
 done
 for f in "$OUT"/base-*.json; do
   go run ./hack/samedecisions -new "$NEW" "$f" "${f/base-/head-}" || status=1
+done
+for f in "$OUT"/base-*.err; do # the warnings too
+  cmp -s "$f" "${f/base-/head-}" || { echo "same-decisions: the warnings differ: diff $f ${f/base-/head-}"; status=1; }
 done
 exit $status
