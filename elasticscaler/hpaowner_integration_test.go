@@ -40,18 +40,9 @@ func TestHPAOwnerOnAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join("..", "deploy", "crds", "elasticscaler.io_elasticscalers.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := testenv.SSA(ctx, dyn.Resource(testenv.CRDResource), testenv.DecodeYAML(t, b)); err != nil {
-		t.Fatal(err)
-	}
 	const ns = "ai-inference"
-	nsObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}}
-	if _, err := testenv.SSA(ctx, dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}), nsObj); err != nil {
-		t.Fatal(err)
-	}
+	// Not waited for: the owner starts before the CRD is served or right after.
+	testenv.InstallCRD(ctx, t, dyn, filepath.Join("..", "deploy", "crds", "elasticscaler.io_elasticscalers.yaml"), schema.GroupVersionResource{}, ns)
 
 	// The owner runs as the webhook's ServiceAccount with deploy/'s RBAC (impersonation): least
 	// privilege is enough. (This API server does not enable OwnerReferencesPermissionEnforcement,

@@ -15,8 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -24,8 +22,8 @@ import (
 	"github.com/debi-scaler/debi/internal/testenv"
 )
 
-// TestWebhookRunsHPAOwner: `debi webhook` with global.elastic_scalers (leader election on, its
-// Lease <name>-hpa) creates the guide's HPA and runs the object's policy in shadow mode only (the
+// TestWebhookRunsHPAOwner: `debi webhook` with global.elastic_scalers (leader election on, the
+// process's one Lease, debi-webhook) creates the guide's HPA and runs the object's policy in shadow mode only (the
 // Kubernetes HPA scales; debi compares); deleting the object deletes the HPA.
 func TestWebhookRunsHPAOwner(t *testing.T) {
 	rc := testenv.APIServerConfig(t)
@@ -39,29 +37,9 @@ func TestWebhookRunsHPAOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "crds", "elasticscaler.io_elasticscalers.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := testenv.SSA(ctx, dyn.Resource(testenv.CRDResource), testenv.DecodeYAML(t, b)); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"ai-inference", "debi-system"} {
-		nsObj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": n}}}
-		if _, err := testenv.SSA(ctx, dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}), nsObj); err != nil {
-			t.Fatal(err)
-		}
-	}
 	// Served before the webhook starts: its watches look again only every minute.
-	for {
-		if _, err := dyn.Resource(elasticscaler.Resource).Namespace("ai-inference").List(ctx, metav1.ListOptions{}); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("elasticscalers not served")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.InstallCRD(ctx, t, dyn, filepath.Join("..", "..", "deploy", "crds", "elasticscaler.io_elasticscalers.yaml"), elasticscaler.Resource,
+		"ai-inference", "debi-system")
 	cfgFile := filepath.Join(t.TempDir(), "debi.yml")
 	file := "global: {elastic_scalers: {enabled: true, namespaces: [ai-inference]}}\n" +
 		"webhook: {allow_unauthenticated: true, tidal: {enabled: false}, leader_election: {retry_period: 500ms}}\n"

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -71,4 +73,34 @@ func (w *testWriter) Write(p []byte) (int, error) {
 		w.t.Log(strings.TrimRight(string(p), "\n"))
 	}
 	return len(p), nil
+}
+
+// InstallCRD applies the CRD of file (deploy/crds/…, found from the test's package by its path),
+// creates the namespaces and, unless served is the zero resource, waits until the API server
+// serves it in the first of them (or fails the test when ctx ends): a watch started after it
+// sees the resource at once.
+func InstallCRD(ctx context.Context, t testing.TB, dyn dynamic.Interface, file string, served schema.GroupVersionResource, namespaces ...string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SSA(ctx, dyn.Resource(CRDResource), DecodeYAML(t, b)); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range namespaces {
+		ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": n}}}
+		if _, err := SSA(ctx, dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}), ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for served.Resource != "" {
+		if _, err := dyn.Resource(served).Namespace(namespaces[0]).List(ctx, metav1.ListOptions{}); err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s not served", served.Resource)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
