@@ -47,7 +47,12 @@ func TestBudgetSeries(t *testing.T) { budgetSeries(t, budgetCfg, false) }
 // (debi_budget_price), the term that decided is "price", and the webhook's replay from the
 // published series decides what the runner decided.
 func TestBudgetSeriesPriced(t *testing.T) {
-	budgetSeries(t, strings.Replace(budgetCfg, "budget: {hold: 1m}", "budget: {hold: 1m, rule: priced}", 1), true)
+	// The need is read at the cold margin (min_errors is not reached): at cold_margin 2 it is
+	// twice the demand, 5–10 pods above the size at every step, which covering costs more than
+	// the price of leaving it overloaded over 30 steps; at 1 the need moves a pod or two at a
+	// time, so the replay crosses scale-ups as well as the hold and scale-downs.
+	budgetSeries(t, strings.NewReplacer("budget: {hold: 1m}", "budget: {hold: 1m, rule: priced}",
+		"min_errors: 700", "min_errors: 700, cold_margin: 1").Replace(budgetCfg), true)
 }
 
 func budgetSeries(t *testing.T, cfg string, priced bool) {
@@ -104,8 +109,8 @@ func budgetSeries(t *testing.T, cfg string, priced bool) {
 		e.Step(context.Background(), ts)
 		e.Wait()
 		// The burn: every live step observed, overloaded when D > u_sla·Nr·R (0.9 the default
-		// u_sla, R = 0.5 core).
-		if demandTrace(ts) > scaling.DefaultBudgetParams().SLAUtilization*ready(ts)*0.5 {
+		// u_sla, R the policy's request).
+		if demandTrace(ts) > scaling.DefaultBudgetParams().SLAUtilization*ready(ts)*p.Request {
 			overloaded++
 		}
 		if got, want := get("debi_budget_observed_seconds_total"), 15*float64(i+1); got != want {
@@ -125,7 +130,7 @@ func budgetSeries(t *testing.T, cfg string, priced bool) {
 		if b == nil {
 			t.Fatalf("step %d: the reference has no budget state", i)
 		}
-		capacity := replicas(ts) * 0.5
+		capacity := replicas(ts) * p.Request
 		for _, c := range []struct {
 			name  string
 			want  float64
@@ -206,7 +211,7 @@ func budgetSeries(t *testing.T, cfg string, priced bool) {
 		}
 		n := int32(replicas(ts))
 		d := alg.Recommend(scaling.Input{Time: ts, Current: n, Ready: int32(ready(ts)),
-			W: r.W, WNow: r.W1, WDown: r.Budget.QuantileDown / (float64(n) * 0.5), WindowW: r.WindowW})
+			W: r.W, WNow: r.W1, WDown: r.Budget.QuantileDown / (float64(n) * p.Request), WindowW: r.WindowW})
 		if d != r.Decision {
 			t.Fatalf("%v: the algorithm fed the published loads decides %+v, the runner %+v", ts, d, r.Decision)
 		}

@@ -46,12 +46,13 @@ type policySnap struct {
 	targetReplicas   float64
 	targetPodsErrors float64
 	// leadTime is the policy's lead_time; startup the measured start-up of its workload's pods
-	// and path its decision path (quantiles by leadQuantiles over startups and paths samples;
-	// 0: none measured).
-	leadTime        float64
-	startup, path   [3]float64
-	startups, paths float64
-	metrics         []metricSnap
+	// and path its decision path (quantiles by leadQuantiles over startups and paths samples
+	// whose sums are startupSum and pathSum; 0 samples: none measured).
+	leadTime            float64
+	startup, path       [3]float64
+	startups, paths     float64
+	startupSum, pathSum float64
+	metrics             []metricSnap
 
 	// The overload-budget policy's figures (budget true): the configured budget b and its burn
 	// as counters of live seconds (overloaded: any metric above its capacity).
@@ -201,7 +202,7 @@ var (
 
 	// The lead time (leadtime.go).
 	descPolicyLeadTime = desc("debi_policy_lead_time_seconds", "The lead_time of a policy that forecasts: how far ahead it sizes, the time from a decision to its pods serving (decision path and pod start-up).")
-	descLeadTime       = desc("debi_lead_time_seconds", "The measured parts of the lead time, by quantile: component startup, the workload's pods' creation to Ready (kube-state-metrics, rule namespace_workload_pod:debi_pod_startup_seconds) over the last 7 days; component path, the decision path of the policy's last scale-ups, from the step that first recommended more pods to the step that saw the target's size reach them (one global.interval of resolution).", "component", "quantile")
+	descLeadTime       = desc("debi_lead_time_seconds", "The measured parts of the lead time, by quantile: component startup, the workload's pods' creation to Ready (kube-state-metrics, rule namespace_workload_pod:debi_pod_startup_seconds) over the last 7 days; component path, the decision path of the policy's last scale-ups, from the step that first recommended more pods to the step that saw the target's size reach them (one global.interval of resolution). A summary: _count and _sum are over the same samples.", "component")
 	descLeadSamples    = desc("debi_lead_time_samples", "What debi_lead_time_seconds is measured over: pod start-ups of the last 7 days (component startup), the policy's last scale-ups, at most 32 (component path).", "component")
 
 	descSourceFailed = mdesc("debi_metric_source_failed", "1 for the reason the last read of a metric from its metrics API failed, 0 for the other reasons (all 0 while it reads): the metric is missing and the policy never scales down for the others.", "reason")
@@ -231,19 +232,17 @@ func init() {
 
 // collectTarget emits the lead time (the policy's and the measured one) and, for a target of
 // any kind, its pods and size.
-func (p *policySnap) collectTarget(gauge, counter func(d *prometheus.Desc, v float64, extra ...string)) {
+func (p *policySnap) collectTarget(gauge, counter func(d *prometheus.Desc, v float64, extra ...string), summary func(d *prometheus.Desc, n, sum float64, q [3]float64, extra ...string)) {
 	if p.model != "" { // a policy without a forecast sizes for now, whatever its lead_time
 		gauge(descPolicyLeadTime, p.leadTime)
 	}
 	for _, c := range []struct {
-		name string
-		q    *[3]float64
-		n    float64
-	}{{"startup", &p.startup, p.startups}, {"path", &p.path, p.paths}} {
+		name   string
+		q      *[3]float64
+		n, sum float64
+	}{{"startup", &p.startup, p.startups, p.startupSum}, {"path", &p.path, p.paths, p.pathSum}} {
 		if c.n > 0 {
-			for i, q := range leadQuantiles {
-				gauge(descLeadTime, c.q[i], c.name, q)
-			}
+			summary(descLeadTime, c.n, c.sum, *c.q, c.name)
 			gauge(descLeadSamples, c.n, c.name)
 		}
 	}
@@ -300,7 +299,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descHistory, p.historyPoints)
 		counter(descQueryErrors, p.sizeErrors[0], "", queryNames[qReplicas])
 		counter(descQueryErrors, p.sizeErrors[1], "", queryNames[qReady])
-		p.collectTarget(gauge, counter)
+		p.collectTarget(gauge, counter, func(d *prometheus.Desc, n, sum float64, q [3]float64, extra ...string) {
+			qs := make(map[float64]float64, len(q))
+			for i, v := range q {
+				if !math.IsNaN(v) {
+					qs[leadQuantileValues[i]] = v
+				}
+			}
+			ch <- prometheus.MustNewConstSummary(d, uint64(n), sum, qs, append(p.labels[:len(p.labels):len(p.labels)], extra...)...)
+		})
 		if p.model != "" {
 			gauge(descTrainDuration, p.trainDuration)
 			gauge(descLastTrain, p.lastTrain)
@@ -374,7 +381,7 @@ func (e *Exporter) publish() {
 	for _, ps := range e.policies {
 		p := ps.snap()
 		if lt, ok := e.leadTimeOf(ps); ok {
-			p.startup, p.startups = lt.q, lt.n
+			p.startup, p.startups, p.startupSum = lt.q, lt.n, lt.sum
 		}
 		s.policies = append(s.policies, p)
 	}
@@ -395,7 +402,7 @@ func (ps *policyState) snap() policySnap {
 		overloaded: ps.overloadedSeconds, observed: ps.observedSeconds,
 		scalePods: ps.cfg.Target.PodsFromScale(), targetPods: ps.targetPods.pods, targetReplicas: nan,
 		targetPodsErrors: ps.targetPodsErrors, leadTime: ps.leadTime().Seconds(),
-		path: ps.decisionPath.quantiles(), paths: float64(len(ps.decisionPath.samples)),
+		path: ps.decisionPath.quantiles(), paths: float64(len(ps.decisionPath.samples)), pathSum: ps.decisionPath.sum(),
 	}
 	if ps.targetPods.ok {
 		p.targetReplicas = ps.targetPods.replicas

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -82,6 +83,15 @@ func value(t *testing.T, g prometheus.Gatherer, name, pol string, extra ...strin
 				want[extra[i]] = extra[i+1]
 			}
 			n := 0
+			if q, ok := want["quantile"]; ok && m.Summary != nil { // a summary's quantile is no label
+				for _, sq := range m.Summary.Quantile {
+					if strconv.FormatFloat(sq.GetQuantile(), 'g', -1, 64) == q {
+						n++
+						m = &dto.Metric{Label: m.Label, Gauge: &dto.Gauge{Value: sq.Value}}
+						break
+					}
+				}
+			}
 			for _, lp := range m.Label {
 				if v, ok := want[lp.GetName()]; ok {
 					if v != lp.GetValue() {

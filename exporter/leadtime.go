@@ -41,11 +41,12 @@ var (
 // startupSeconds is the recording rule of each pod's start-up.
 const startupSeconds = "namespace_workload_pod:debi_pod_startup_seconds"
 
-// leadTime is one workload's measured start-up: its quantiles by leadQuantiles and the number
-// of start-ups they are over.
+// leadTime is one workload's measured start-up: its quantiles by leadQuantiles, the number of
+// start-ups they are over and the start-ups' sum (a summary's).
 type leadTime struct {
-	q [3]float64
-	n float64
+	q   [3]float64
+	n   float64
+	sum float64
 }
 
 // leadTimes is the exporter's last measurement, by workload (workloadKey).
@@ -59,14 +60,16 @@ func workloadKey(namespace, workloadType, workload string) string {
 	return namespace + "/" + workloadType + "/" + workload
 }
 
-// leadTimeQueries are the instant queries of one measurement: the quantiles, then the count.
+// leadTimeQueries are the instant queries of one measurement: the quantiles, then the count and
+// the sum.
 func leadTimeQueries() []string {
 	in := fmt.Sprintf("min_over_time(%s[%s])", startupSeconds, model.Duration(leadTimeWindow))
 	var qs []string
 	for _, q := range leadQuantiles {
 		qs = append(qs, fmt.Sprintf("quantile by (namespace, workload_type, workload) (%s, %s)", q, in))
 	}
-	return append(qs, fmt.Sprintf("count by (namespace, workload_type, workload) (%s)", in))
+	return append(qs, fmt.Sprintf("count by (namespace, workload_type, workload) (%s)", in),
+		fmt.Sprintf("sum by (namespace, workload_type, workload) (%s)", in))
 }
 
 // measureLeadTimes measures every workload's start-up when leadTimeRefreshSteps steps have
@@ -93,12 +96,15 @@ func (e *Exporter) measureLeadTimes(ctx context.Context, t time.Time) {
 			k := workloadKey(string(m["namespace"]), string(m["workload_type"]), string(m["workload"]))
 			lt, ok := by[k]
 			if !ok {
-				lt = leadTime{q: [3]float64{math.NaN(), math.NaN(), math.NaN()}}
+				lt = leadTime{q: [3]float64{math.NaN(), math.NaN(), math.NaN()}, sum: math.NaN()}
 			}
-			if i < len(leadQuantiles) {
-				lt.q[i] = float64(s.Value)
-			} else {
+			switch i - len(leadQuantiles) {
+			case 0:
 				lt.n = float64(s.Value)
+			case 1:
+				lt.sum = float64(s.Value)
+			default:
+				lt.q[i] = float64(s.Value)
 			}
 			by[k] = lt
 		}

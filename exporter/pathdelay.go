@@ -70,6 +70,15 @@ func (d *pathDelay) quantiles() [3]float64 {
 	return out
 }
 
+// sum is the delays' sum.
+func (d *pathDelay) sum() float64 {
+	s := 0.0
+	for _, v := range d.samples {
+		s += v
+	}
+	return s
+}
+
 // quantileSorted is PromQL's quantile of sorted values: rank q·(n−1), linear between neighbours.
 func quantileSorted(s []float64, q float64) float64 {
 	r := q * float64(len(s)-1)

@@ -494,6 +494,51 @@ func TestBudgetNowcastDeconvolved(t *testing.T) {
 	}
 }
 
+// TestBudgetMissAtStep: demand that steps at a tick, seen through a 60 s mean at 15 s ticks,
+// with the pods changed at the step as a scaler that knew it would. Each exceedance is counted
+// on the demand over the tick, read whole from the first tick after the step: a step down from
+// 30 to 10 cores with 40 pods cut to 12 at it (10.8 cores at u_sla 0.9) is no exceedance (three
+// quarters of the step, 15 cores, would be one), and a step up from 10 to 30 on 30 pods (27
+// cores) until 40 are ready 8 ticks later is one at each of the 9 ticks the smaller of a tick's
+// two ready counts was 30 (three quarters, 25 cores, would miss the first).
+func TestBudgetMissAtStep(t *testing.T) {
+	r := newRunner(t, "naive-budget", func(c *Config) {
+		c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+	})
+	tick := func(i int) (d float64, ready int32) { // the demand over tick i and the pods ready at its end
+		switch {
+		case i < 1000:
+			return 30, 40
+		case i < 1090:
+			return 10, 12
+		case i < 1100:
+			return 10, 30
+		case i < 1108:
+			return 30, 30
+		}
+		return 30, 40
+	}
+	var res Result
+	for i := range 1200 {
+		var sum float64
+		for k := i - 3; k <= i; k++ {
+			d, _ := tick(k)
+			sum += d
+		}
+		_, ready := tick(i)
+		var err error
+		if res, err = r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: sum / 4, Current: ready, Ready: ready}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1050 && res.Budget.Exceeded != 0 {
+			t.Fatalf("after the step down: %d exceedances, want 0", res.Budget.Exceeded)
+		}
+	}
+	if res.Budget.Exceeded != 9 {
+		t.Errorf("after the step up: %d exceedances, want 9", res.Budget.Exceeded)
+	}
+}
+
 // TestBudgetNowcastBadInput: the default (deconvolved) nowcast on the inputs a live exporter
 // gets: a doubled observation (the same time twice) changes nothing on flat demand; a missing
 // one holds the size; after a 10-minute gap, with no tick means a window back,

@@ -132,9 +132,14 @@ type judgement struct {
 // dt since the last tick, and the mean demand over the last tick, to be kept for the ticks to
 // come. The observation m is a mean over the window w, so m(t) − m(t−dt) = (dt/w)·(the mean over
 // (t−dt, t] − the mean over (t−w−dt, t−w]): the mean over the last tick is the one a window ago
-// plus (w/dt)·(m(t) − m(t−dt)). Both it and the demand now (that mean plus half its change since
-// the last tick) are clipped between the observation and the trend's nowcast; with no tick
-// means a window back yet (start-up, a gap), the trend's nowcast stands.
+// plus (w/dt)·(m(t) − m(t−dt)). That mean is clipped between the observation and the
+// observation plus its change scaled up to the window, m(t) + (w/dt)·(m(t) − m(t−dt)): the
+// farthest from the observation the mean over the last tick can be when the tick a window
+// before was at the observation, so a step within the last tick is read whole (the exceedance
+// after a jump is judged on the demand there was, not on three quarters of the jump). The demand
+// now (that mean plus half its change since the last tick) is clipped between the observation
+// and the trend's nowcast, so it is no noisier than the trend's. With no tick means a window
+// back yet (start-up, a gap), the trend's nowcast stands.
 func (tb *tickBudget) deconvolve(obs Observation, dt time.Duration, trend float64, w time.Duration) (now, tickMean float64) {
 	lo, hi := math.Min(obs.Demand, trend), math.Max(obs.Demand, trend)
 	clip := func(v float64) float64 { return math.Min(hi, math.Max(lo, v)) }
@@ -142,7 +147,9 @@ func (tb *tickBudget) deconvolve(obs Observation, dt time.Duration, trend float6
 	if !ok || len(tb.tickMeans) == 0 {
 		return trend, clip(trend)
 	}
-	tickMean = clip(past + (obs.Demand-tb.prevObs)*float64(w)/float64(dt))
+	change := (obs.Demand - tb.prevObs) * float64(w) / float64(dt)
+	far := math.Max(0, obs.Demand+change)
+	tickMean = math.Min(math.Max(obs.Demand, far), math.Max(math.Min(obs.Demand, far), past+change))
 	last := tb.tickMeans[len(tb.tickMeans)-1].v
 	return math.Max(0, clip(tickMean+(tickMean-last)/2)), tickMean
 }
