@@ -3,6 +3,7 @@ package exporter
 import (
 	"context"
 	"fmt"
+	dto "github.com/prometheus/client_model/go"
 	"math"
 	"strings"
 	"testing"
@@ -54,6 +55,35 @@ policies:
 		if got := gauge(t, reg, "debi_lead_time_samples", tc.policy, "component", "startup"); got != tc.startups {
 			t.Errorf("debi_lead_time_samples{policy=%q,component=startup} = %v, want %v", tc.policy, got, tc.startups)
 		}
+	}
+	// A summary: its count and sum over the same start-ups (m: 300 + 240 + 360 + 200 s).
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() != "debi_lead_time_seconds" {
+			continue
+		}
+		if mf.GetType() != dto.MetricType_SUMMARY {
+			t.Fatalf("debi_lead_time_seconds is a %v, want a summary", mf.GetType())
+		}
+		for _, m := range mf.Metric {
+			lbl := map[string]string{}
+			for _, lp := range m.Label {
+				lbl[lp.GetName()] = lp.GetValue()
+			}
+			if lbl["policy"] == "m" && lbl["component"] == "startup" {
+				found = true
+				if c, sum := m.Summary.GetSampleCount(), m.Summary.GetSampleSum(); c != 4 || sum != 1100 {
+					t.Errorf("debi_lead_time_seconds{policy=m,component=startup}: count %d, sum %v; want 4, 1100", c, sum)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("no debi_lead_time_seconds{policy=m,component=startup}")
 	}
 	if _, ok := value(t, reg, "debi_lead_time_samples", "idle", "component", "startup"); ok {
 		t.Error("a workload without a measured start-up has a count")
