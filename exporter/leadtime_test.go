@@ -3,11 +3,12 @@ package exporter
 import (
 	"context"
 	"fmt"
-	dto "github.com/prometheus/client_model/go"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 // TestLeadTimeMeasured: the exporter measures each workload's pod start-ups from the recording
