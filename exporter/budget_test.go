@@ -47,10 +47,11 @@ func TestBudgetSeries(t *testing.T) { budgetSeries(t, budgetCfg, false) }
 // (debi_budget_price), the term that decided is "price", and the webhook's replay from the
 // published series decides what the runner decided.
 func TestBudgetSeriesPriced(t *testing.T) {
-	// The need is read at the cold margin (min_errors is not reached): at cold_margin 2 it is
-	// twice the demand, 5–10 pods above the size at every step, which covering costs more than
-	// the price of leaving it overloaded over 30 steps; at 1 the need moves a pod or two at a
-	// time, so the replay crosses scale-ups as well as the hold and scale-downs.
+	// The need is read at the cold margin (min_errors is not reached). At cold_margin 2 it is
+	// twice the demand, mostly several pods above the size the schedule sets and about 30 above
+	// in the burst, and covering that costs more than leaving it overloaded at the price these
+	// 30 steps reach: no scale-up. At 1 the need moves a pod or two at a time, so the replay
+	// crosses scale-ups as well as the hold and scale-downs.
 	budgetSeries(t, strings.NewReplacer("budget: {hold: 1m}", "budget: {hold: 1m, rule: priced}",
 		"min_errors: 700", "min_errors: 700, cold_margin: 1").Replace(budgetCfg), true)
 }
