@@ -65,6 +65,7 @@ func TestPricedRuleSpends(t *testing.T) {
 				t.Fatal(err)
 			}
 			const name = "clairvoyant-0s-budget"
+			o.Params.Budget.Rule = scaling.RuleQuantile
 			q, err := Simulate(context.Background(), w, name, o)
 			if err != nil {
 				t.Fatal(err)

@@ -115,8 +115,8 @@ policies:
     scaling: {min_replicas: 1, max_replicas: %[5]d, window: 10s}
     metrics: {window: 2s}
   # An overload-budget policy on the same workload's series, in shadow (webhook.policies), on the
-  # priced rule: the webhook decides it from W, W1 and the hold quantile in Prometheus (the
-  # priced size as W and down) and writes nothing, and the budget row's price panel reads it.
+  # default (priced) rule: the webhook decides it from W, W1 and the hold quantile in Prometheus
+  # (the priced size as W and down) and writes nothing, and the budget row's price panel reads it.
   - name: %[8]s
     target: {namespace: %[2]s, name: %[8]s}
     algorithm: naive-budget
@@ -127,7 +127,7 @@ policies:
       demand: sum(irate(container_cpu_usage_seconds_total{namespace="%[2]s",container="app"}[5s]))
       replicas: max(kube_deployment_spec_replicas{namespace="%[2]s",deployment="%[3]s"})
       ready_replicas: max(kube_deployment_status_replicas_ready{namespace="%[2]s",deployment="%[3]s"})
-    scaling: {min_replicas: 1, max_replicas: %[5]d, budget: {hold: 10s, rule: priced}}
+    scaling: {min_replicas: 1, max_replicas: %[5]d, budget: {hold: 10s}}
     metrics: {window: 2s}
     # irate over 1 s scrapes: the observation is about one second old, not half a minute.
     observation_window: 1s

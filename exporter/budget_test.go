@@ -29,7 +29,7 @@ policies:
     history_step: 30s
     lead_time: 30s
     history: 40
-    scaling: {min_replicas: 1, max_replicas: 40, budget: {hold: 1m}}
+    scaling: {min_replicas: 1, max_replicas: 40, budget: {hold: 1m, rule: quantile}}
     metrics: {window: 30s}
     budget: {overload_budget: 0.05, calibration_gain: 0.01, min_errors: 700}
     queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}
@@ -44,7 +44,8 @@ policies:
 func TestBudgetSeries(t *testing.T) { budgetSeries(t, budgetCfg, false) }
 
 // TestBudgetSeriesPriced is TestBudgetSeries under the priced rule: the price is published
-// (debi_budget_price), the term that decided is "price", and the webhook's replay from the
+// (debi_budget_price), the term that decided is "price" (or "hold" when the priced hold kept
+// pods), and the webhook's replay from the
 // published series decides what the runner decided.
 func TestBudgetSeriesPriced(t *testing.T) {
 	// The need is read at the cold margin (min_errors is not reached). At cold_margin 2 it is
@@ -52,7 +53,7 @@ func TestBudgetSeriesPriced(t *testing.T) {
 	// in the burst, and covering that costs more than leaving it overloaded at the price these
 	// 30 steps reach: no scale-up. At 1 the need moves a pod or two at a time, so the replay
 	// crosses scale-ups as well as the hold and scale-downs.
-	budgetSeries(t, strings.NewReplacer("budget: {hold: 1m}", "budget: {hold: 1m, rule: priced}",
+	budgetSeries(t, strings.NewReplacer("rule: quantile", "rule: priced",
 		"min_errors: 700", "min_errors: 700, cold_margin: 1").Replace(budgetCfg), true)
 }
 
@@ -160,13 +161,18 @@ func budgetSeries(t *testing.T, cfg string, priced bool) {
 			}
 		}
 		price, ok := value(t, reg, "debi_budget_price", "web")
+		hold, holdOK := value(t, reg, "debi_budget_hold_seconds", "web")
 		switch {
 		case priced && (!ok || price != b.Lambda || !(price >= 1)):
 			t.Fatalf("step %d: debi_budget_price %v (present %v), want the runner's λ %v (at least 1)", i, price, ok, b.Lambda)
 		case !priced && ok:
 			t.Fatalf("step %d: debi_budget_price %v published under the quantile rule", i, price)
-		case priced && want.Term != "price":
-			t.Fatalf("step %d: a priced decision decided by %q, want price", i, want.Term)
+		case priced && !near(hold, b.Hold.Seconds()) || priced != holdOK:
+			t.Fatalf("step %d: debi_budget_hold_seconds %v (present %v), want the runner's hold %v under the priced rule only", i, hold, holdOK, b.Hold)
+		case priced && want.Term != "price" && want.Term != "hold":
+			t.Fatalf("step %d: a priced decision decided by %q, want price or hold", i, want.Term)
+		case priced && (want.Term == "hold") != b.Held:
+			t.Fatalf("step %d: decided by %q, but the priced hold held %v", i, want.Term, b.Held)
 		case !priced && want.Term != "quantile" && want.Term != "w1":
 			t.Fatalf("step %d: a budget decision decided by %q, want quantile or w1", i, want.Term)
 		}
@@ -218,8 +224,13 @@ func budgetSeries(t *testing.T, cfg string, priced bool) {
 		}
 		reasons[d.Reason]++
 	}
-	// The replay must have crossed the algorithm's branches: up, down, and the hold.
-	for _, want := range []string{scaling.ReasonScaleUp, scaling.ReasonScaleDown, scaling.ReasonStabilized} {
+	// The replay must have crossed the algorithm's branches: up, down, and the hold (the
+	// priced rule's is in its W, which the webhook reads as it is: policy.TestPricedHold).
+	branches := []string{scaling.ReasonScaleUp, scaling.ReasonScaleDown, scaling.ReasonStabilized}
+	if priced {
+		branches = branches[:2]
+	}
+	for _, want := range branches {
 		if reasons[want] == 0 {
 			t.Errorf("no %s decision in the replay (%v): the equivalence proves little", want, reasons)
 		}

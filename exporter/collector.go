@@ -85,6 +85,7 @@ type metricSnap struct {
 	budgetForecast, margin float64
 	level                  float64
 	price                  float64 // λ of the priced rule (NaN or 0: the quantile rule)
+	hold                   float64 // the priced rule's hold in seconds (NaN: the quantile rule)
 	errors                 float64
 	wDown                  float64
 
@@ -188,6 +189,7 @@ var (
 	descBudgetLevel          = mdesc("debi_budget_level", "Calibrated level α: the margin is the (1 − α) quantile of the forecast's recent errors, α adapted online so that realized overload tracks the budget.")
 	descBudgetOverloadBudget = desc("debi_budget_overload_budget", "Configured overload budget b: the share of time the workload may run above u_sla.")
 	descBudgetPrice          = mdesc("debi_budget_price", "The priced rule's price λ of an overloaded tick, in pod-ticks (scaling.budget.rule priced only): the size minimises pods + λ·(overloaded ticks) over the lead ahead, its margin is the (1 − 1/λ) quantile of the forecast's errors, and λ rises while overload runs above the budget.")
+	descBudgetHold           = mdesc("debi_budget_hold_seconds", "The priced rule's hold (scaling.budget.rule priced only): of holding its size 0, 1, 2 or 4 lead times (at most scaling.budget.hold), the one that would have cost least in pods + λ·(overloaded ticks) on the ticks served; the decision's term is \"hold\" while it keeps pods the price alone would release.")
 	descBudgetErrorSamples   = mdesc("debi_budget_error_samples", "Recent forecast errors (samples) the margin is computed from; below the policy's budget.min_errors the margin is budget.cold_margin.")
 	descBudgetOverloaded     = desc("debi_budget_overloaded_seconds_total", "Live seconds whose observed demand exceeded u_sla × ready replicas × request (at max_replicas too): the overload budget burnt.")
 	descBudgetObserved       = desc("debi_budget_observed_seconds_total", "Live seconds with an observed demand: the time the overload budget is a share of.")
@@ -368,6 +370,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 				gauge(descBudgetLevel, m.level, m.name)
 				if m.price > 0 {
 					gauge(descBudgetPrice, m.price, m.name)
+					gauge(descBudgetHold, m.hold, m.name)
 				}
 				gauge(descBudgetErrorSamples, m.errors, m.name)
 			}
@@ -440,7 +443,7 @@ func (ps *policyState) snap() policySnap {
 		ms := metricSnap{name: m.spec.Name, unit: m.spec.Unit, historyRequired: float64(need), historyHave: float64(have),
 			w1: nan, w2: nan, w3: nan, w: nan, ww: nan, demand: nan, forecast: nan, highWater: nan, request: nan,
 			mae: m.mae.value(), queryErrors: [2]float64{ps.queryErrors[k], ps.queryErrors[k+1]},
-			quantile: nan, quantileDown: nan, budgetForecast: nan, margin: nan, level: nan, price: nan, errors: nan, wDown: nan}
+			quantile: nan, quantileDown: nan, budgetForecast: nan, margin: nan, level: nan, price: nan, hold: nan, errors: nan, wDown: nan}
 		if m.spec.Source != nil {
 			ms.source, ms.sourceValue, ms.sourceFailed = true, m.read.value, m.failedReason
 			ms.sourceErrors = make([]float64, len(config.SourceReasons))
@@ -459,7 +462,7 @@ func (ps *policyState) snap() policySnap {
 			if b := r.Budget; b != nil {
 				ms.quantile, ms.quantileDown, ms.budgetForecast, ms.margin = b.Quantile, b.QuantileDown, b.Forecast, b.Margin
 				ms.level, ms.errors, ms.wDown = b.Alpha, float64(b.Errors), m.lastWDown
-				ms.price = b.Lambda
+				ms.price, ms.hold = b.Lambda, b.Hold.Seconds()
 			}
 			if pot := r.POT; pot != nil {
 				ms.evt = true

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"math"
+	"time"
 
 	"github.com/debi-scaler/debi/forecast"
 	"github.com/debi-scaler/debi/scaling"
@@ -24,6 +25,11 @@ type BudgetState struct {
 	// Lambda is the priced rule's price of an overloaded tick, in pod-ticks, at least 1 (NaN or
 	// 0 under the quantile rule).
 	Lambda float64
+	// Hold is the priced rule's hold, the one of its candidates that has cost least (0 under the
+	// quantile rule, whose hold is scaling.budget.hold); Held says it kept pods the price alone
+	// would have released.
+	Hold time.Duration
+	Held bool
 }
 
 // quantileMiss says whether an overloaded tick is the budget quantile's miss, which its

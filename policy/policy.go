@@ -457,6 +457,9 @@ func decidingTerm(res *Result) string {
 	case math.IsNaN(res.W):
 		return ""
 	case res.Budget != nil:
+		if res.Budget.Held {
+			return "hold" // the priced hold kept pods the price would have released
+		}
 		if res.Budget.Lambda > 0 {
 			return "price" // the priced rule: the load now is one of its terms, not a floor
 		}

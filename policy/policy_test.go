@@ -332,6 +332,7 @@ func TestHPAActsOnTheRawObservation(t *testing.T) {
 func TestBudgetRunner(t *testing.T) {
 	r := newRunner(t, "naive-budget", func(c *Config) {
 		c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+		c.Params.Budget.Rule = scaling.RuleQuantile
 	})
 	var res Result
 	for i := range 2000 { // a ramp of 0.01 core per 15 s tick, from 10 cores

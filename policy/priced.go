@@ -52,6 +52,9 @@ type pricer struct {
 	// none), which shapeAhead holds over the current path's first interval.
 	ahead float64
 	last  time.Time // the last tick priced
+	hold  pricedHold
+	// judged is the demand of the tick just served, as the price judges it (the priced hold's).
+	judged float64
 }
 
 // score judges the shapes of the forecast f, come due, against the demand d.
@@ -155,6 +158,7 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu float64, ex
 		p.stride = (k + pricedLook - 1) / pricedLook
 		p.plan = scaling.Plan{Look: (k + p.stride - 1) / p.stride, Min: minR}
 		p.lnL = math.Log(float64(p.plan.Look + 1))
+		p.hold.init(k, int(r.cfg.Params.Budget.Hold/tick))
 	}
 	// The price follows the overload of the tick just served, except at max_replicas, where no
 	// size could have avoided it, and once per tick: a doubled or late observation moves nothing.
@@ -201,6 +205,14 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu float64, ex
 		p.need[e] = min(p.need[e], max(obs.Current, minR))
 	}
 	n := p.plan.First(p.need, lambda*float64(p.stride))
+	// The priced hold (hold.go): the size held for the hold that has cost least.
+	priced := n
+	if fresh {
+		n = p.hold.observe(p.judged, r.cfg.Params.Budget.SLAUtilization, r.cfg.Request, lambda, 1/(pricedGain*bud), n)
+	} else {
+		n = max(n, p.hold.held())
+	}
+	b.Hold, b.Held = p.hold.hold(tick), n > priced
 	if missing {
 		n = max(n, obs.Current) // missing input never scales down
 	}

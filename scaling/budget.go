@@ -14,13 +14,17 @@ type BudgetParams struct {
 	// SLAUtilization is u_sla: a pod is sized to run at most at this utilization (0.9).
 	SLAUtilization float64 `yaml:"u_sla" json:"u_sla"`
 	// Hold is the least time between the last change of size and a scale-down (10m): the
-	// hysteresis that keeps scaling actions at or below the HPA's.
+	// hysteresis that keeps scaling actions at or below the HPA's. Under the priced rule it is
+	// the longest hold the price may choose: the rule holds its size for 0, 1, 2 or 4 lead
+	// times, whichever would have cost least in pods + λ·(overloaded ticks), none longer than
+	// this (0: never held).
 	Hold time.Duration `yaml:"hold" json:"hold"`
 	// MinSaving is the least share of the current size a scale-down must save, on top of at
 	// least one pod (0: one pod is enough).
 	MinSaving float64 `yaml:"min_saving" json:"min_saving"`
-	// Rule is how the size is chosen from the demand to come: RuleQuantile (every tick
-	// covered at one calibrated level) or RulePriced (a price on overload; METHOD §9).
+	// Rule is how the size is chosen from the demand to come: RulePriced (a price on
+	// overload, the default; METHOD §9) or RuleQuantile (every tick covered at one calibrated
+	// level, never below the load observed now).
 	Rule BudgetRule `yaml:"rule" json:"rule"`
 }
 
@@ -40,7 +44,7 @@ const (
 
 // DefaultBudgetParams are the defaults of METHOD §9.
 func DefaultBudgetParams() BudgetParams {
-	return BudgetParams{SLAUtilization: 0.9, Hold: 10 * time.Minute, Rule: RuleQuantile}
+	return BudgetParams{SLAUtilization: 0.9, Hold: 10 * time.Minute, Rule: RulePriced}
 }
 
 // Validate reports every invalid setting, each error naming the field (budget.u_sla …): one
@@ -118,7 +122,8 @@ func (b *Budget) Recommend(in Input) Decision {
 		switch {
 		case saving < need:
 			// Within the dead band: keep the size.
-		case in.Time.Sub(b.lastChange) < bp.Hold:
+		case bp.Rule != RulePriced && in.Time.Sub(b.lastChange) < bp.Hold:
+			// (The priced rule's hold is in its size, the runner's W: pricedHold.)
 			d.Reason = ReasonStabilized
 		default:
 			d.Replicas, d.Reason = down, ReasonScaleDown

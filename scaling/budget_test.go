@@ -7,9 +7,11 @@ import (
 	"time"
 )
 
+// budgetParams are the quantile rule's (the priced rule's own tests set it).
 func budgetParams() Params {
 	p := DefaultParams()
 	p.MinReplicas, p.MaxReplicas = 1, 50
+	p.Budget.Rule = RuleQuantile
 	return p
 }
 
@@ -125,8 +127,7 @@ func TestBudgetFreshInstanceHolds(t *testing.T) {
 // restarts at observed changes of size only, so an unapplied scale-down is recommended again
 // at the next step instead of being held for the hold period.
 func TestBudgetUnapplied(t *testing.T) {
-	p := DefaultParams()
-	p.MaxReplicas = 50
+	p := budgetParams() // the quantile rule's hold
 	in := func(k int, cur int32) Input {
 		// Load 0.3 at 10 pods: 4 pods would do (ceil(0.3·10/0.9) = 4).
 		return Input{Time: t0.Add(time.Duration(k) * 15 * time.Second), Current: cur, Ready: cur, W: 0.3, WNow: 0.3, WDown: 0.3}
@@ -181,6 +182,25 @@ func TestBudgetPricedNoFloor(t *testing.T) {
 	for _, a := range []Algorithm{q, pr} {
 		if d := a.Recommend(in); d.Replicas != 10 || d.Reason != ReasonNoLoad {
 			t.Errorf("%v: no quantile: %+v, want 10 (no load)", a.(*Budget).p.Budget.Rule, d)
+		}
+	}
+}
+
+// TestBudgetPricedHoldInW: under the priced rule scaling.budget.hold is the longest hold the
+// price may choose, and that hold is in the runner's W: the composition releases pods right after
+// a change of size, where the quantile rule's hold keeps them.
+func TestBudgetPricedHoldInW(t *testing.T) {
+	for _, c := range []struct {
+		rule BudgetRule
+		want int32
+	}{{RuleQuantile, 12}, {RulePriced, 4}} {
+		p := budgetParams()
+		p.Budget.Rule = c.rule
+		b, _ := New("budget", p)
+		b.Recommend(Input{Time: t0, Current: 10, Ready: 10, W: 1.08, WNow: 0.5, WDown: 1.08}) // 10 → 12
+		d := b.Recommend(Input{Time: t0.Add(time.Minute), Current: 12, Ready: 12, W: 0.3, WNow: 0.2, WDown: 0.3})
+		if d.Replicas != c.want {
+			t.Errorf("%s rule, a minute after a scale-up: %+v, want %d", c.rule, d, c.want)
 		}
 	}
 }

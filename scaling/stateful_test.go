@@ -119,13 +119,19 @@ func TestStatefulBoundsDoNotChangeState(t *testing.T) {
 	}
 }
 
-// TestBudgetBoundsHold: during the hold the lower bound is the current size, after it the
-// minimum.
+// TestBudgetBoundsHold: during the quantile rule's hold the lower bound is the current size,
+// after it the minimum; the priced rule's hold is in its W, so its bounds never hold.
 func TestBudgetBoundsHold(t *testing.T) {
 	p := DefaultParams()
 	p.MinReplicas, p.MaxReplicas = 2, 20
-	b := &Budget{p: p}
 	t0 := time.Unix(1_700_000_000, 0)
+	pr := &Budget{p: p} // the default rule: priced
+	pr.Recommend(Input{Time: t0, Current: 8, Ready: 8, W: 0.5, WNow: 0.5, WDown: 0.5})
+	if lo, hi := pr.Bounds(t0.Add(time.Minute), 8); lo != 2 || hi != 20 {
+		t.Fatalf("priced rule, a minute after a change: bounds [%d, %d], want [2, 20]", lo, hi)
+	}
+	p.Budget.Rule = RuleQuantile
+	b := &Budget{p: p}
 	b.Recommend(Input{Time: t0, Current: 8, Ready: 8, W: 0.5, WNow: 0.5, WDown: 0.5})
 	if lo, hi := b.Bounds(t0.Add(time.Minute), 8); lo != 8 || hi != 20 {
 		t.Fatalf("in the hold: bounds [%d, %d], want [8, 20]", lo, hi)

@@ -15,15 +15,15 @@ import (
 	"github.com/debi-scaler/debi/scaling"
 )
 
-// budgetConfigYAML has an overload-budget policy (api) next to a debi one (web). u_sla and the
-// hold are explicit, so that the expected counts below do not move with the defaults.
+// budgetConfigYAML has an overload-budget policy (api) next to a debi one (web). The rule, u_sla
+// and the hold are explicit, so that the expected counts below do not move with the defaults.
 const budgetConfigYAML = `
 policies:
   - name: api
     target: {namespace: shop, name: api}
     algorithm: naive-budget
     request: 1
-    scaling: {min_replicas: 1, max_replicas: 20, budget: {u_sla: 0.9, hold: 0s}}
+    scaling: {min_replicas: 1, max_replicas: 20, budget: {u_sla: 0.9, hold: 0s, rule: quantile}}
   - name: web
     target: {namespace: shop, name: web}
     algorithm: debi

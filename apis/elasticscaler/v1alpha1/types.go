@@ -326,11 +326,13 @@ type DebiBudget struct {
 	// (scaling.budget.u_sla).
 	// +optional
 	SLAUtilization string `json:"slaUtilization,omitempty"`
-	// Hold is the least time between a change of size and a scale-down (scaling.budget.hold).
+	// Hold is the least time between a change of size and a scale-down (scaling.budget.hold);
+	// under the priced rule, the longest hold the price may choose.
 	// +optional
 	Hold *metav1.Duration `json:"hold,omitempty"`
-	// Rule is how the size is chosen (scaling.budget.rule): quantile (every tick covered at one
-	// calibrated level) or priced (a price on each overloaded tick over the lead ahead).
+	// Rule is how the size is chosen (scaling.budget.rule): priced (a price on each overloaded
+	// tick over the lead ahead; the default) or quantile (every tick covered at one calibrated
+	// level).
 	// +kubebuilder:validation:Enum=quantile;priced
 	// +optional
 	Rule string `json:"rule,omitempty"`
