@@ -91,7 +91,7 @@ var paramTable = []Param{
 		Float: func(p *Params) *float64 { return &p.MaxScaleDownRate }, OK: atLeast1, Want: "must be at least 1"},
 	{Key: "budget.u_sla", Spec: "budget.slaUtilization", Unit: "utilization", Doc: "u_sla: a pod is sized to run at most at this utilization; a tick above u_sla·ready·request is overloaded.",
 		Float: func(p *Params) *float64 { return &p.Budget.SLAUtilization }, OK: in01c, Want: "must be in (0, 1]"},
-	{Key: "budget.hold", Spec: "budget.hold", Flag: "budget.hold", Unit: "duration", Doc: "Least time between the last change of size and a scale-down: the hysteresis that keeps scaling actions at or below the HPA's.",
+	{Key: "budget.hold", Spec: "budget.hold", Flag: "budget.hold", Unit: "duration", Doc: "Under the priced rule (the default), the longest hold the price may choose: it holds its size for 0, 1, 2 or 4 lead times, whichever would have cost least in pods + λ·(overloaded ticks); 0 never holds. Under the quantile rule, the least time between the last change of size and a scale-down: the hysteresis that keeps scaling actions at or below the HPA's.",
 		Dur: func(p *Params) *time.Duration { return &p.Budget.Hold }, OK: nonNeg, Want: "must not be negative"},
 	{Key: "budget.min_saving", Flag: "budget.min-saving", Unit: "fraction", Doc: "Least share of the current size a scale-down must save, on top of at least one pod (0: one pod is enough).",
 		Float: func(p *Params) *float64 { return &p.Budget.MinSaving }, OK: in01o, Want: "must be in [0, 1)"},
