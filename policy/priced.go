@@ -53,8 +53,6 @@ type pricer struct {
 	ahead float64
 	last  time.Time // the last tick priced
 	hold  pricedHold
-	// judged is the demand of the tick just served, as the price judges it (the priced hold's).
-	judged float64
 }
 
 // score judges the shapes of the forecast f, come due, against the demand d.
@@ -136,9 +134,9 @@ func lambdaBounds(budget float64) (lo, hi float64) { return 0, math.Log(10 / bud
 
 // price runs the priced rule at the tick obs, after tickBudget's forecasts: dt is the time since
 // the last tick, d the demand now, off the linear path's anchor at it, fu the demand forecast at
-// the lead in the path's shape, exceeded whether the tick just served was overloaded (as the
-// calibration counts it).
-func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu float64, exceeded bool) {
+// the lead in the path's shape, judged the demand of the tick just served and exceeded whether it
+// was overloaded (as the calibration counts it).
+func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged float64, exceeded bool) {
 	tb, b, p := &r.tb, &r.budget, &r.pr
 	b.Lambda = math.Exp(p.lnL)
 	if math.IsNaN(d) || math.IsNaN(fu) {
@@ -208,7 +206,7 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu float64, ex
 	// The priced hold (hold.go): the size held for the hold that has cost least.
 	priced := n
 	if fresh {
-		n = p.hold.observe(p.judged, r.cfg.Params.Budget.SLAUtilization, r.cfg.Request, lambda, 1/(pricedGain*bud), n)
+		n = p.hold.observe(judged, r.cfg.Params.Budget.SLAUtilization, r.cfg.Request, lambda, 1/(pricedGain*bud), n)
 	} else {
 		n = max(n, p.hold.held())
 	}

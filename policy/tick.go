@@ -273,8 +273,7 @@ func (r *Runner) tickBudget(obs Observation) {
 	b.Errors = r.calUp.Errors()
 	b.Forecast = fu
 	if priced {
-		r.pr.judged = j.missDemand
-		r.price(obs, dt, d, off, fu, exceeded)
+		r.price(obs, dt, d, off, fu, j.missDemand, exceeded)
 		return
 	}
 	b.Quantile = r.calUp.Upper(fu)
