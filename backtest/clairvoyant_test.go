@@ -126,9 +126,15 @@ func TestBudgetCandidateOptions(t *testing.T) {
 			t.Errorf("%s: cost %v, the same as the default's: the option did not reach the policy", name, c)
 		}
 	}
+	// The budget policy's model: Holt-Winters instead of auto.
+	hw := base
+	hw.BudgetModel = "holtwinters"
+	if c := cost(hw); c == ref {
+		t.Errorf("budget.model holtwinters: cost %v, the same as auto's: the option did not reach the policy", c)
+	}
 	// The fallback forecasts during Holt-Winters' first two days, which a short warm-up leaves
 	// in the scored time: the run changes.
-	short := base
+	short := hw
 	short.Warmup = 100
 	fb := short
 	fb.Fallback = "arima"
@@ -147,5 +153,10 @@ func TestBudgetCandidateOptions(t *testing.T) {
 	o.Fallback = "prophet"
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "model.fallback") {
 		t.Errorf("Validate of fallback \"prophet\": %v, want an error naming model.fallback", err)
+	}
+	o = base
+	o.BudgetModel = "prophet"
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "budget.model") {
+		t.Errorf("Validate of budget model \"prophet\": %v, want an error naming budget.model", err)
 	}
 }

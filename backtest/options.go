@@ -26,6 +26,8 @@ type Options struct {
 	Policies []string `json:"policies"`
 	// DebiModel is the forecaster of the "debi" policy.
 	DebiModel string `json:"debi_model"`
+	// BudgetModel is the forecaster of the "budget" policy (policy.DefaultBudgetModel).
+	BudgetModel string `json:"budget_model"`
 	// Request is R, the CPU request of one pod in cores.
 	Request float64 `json:"request"`
 	// Activation is, with Params.MinReplicas 0, the demand at or below which a policy counts as
@@ -131,6 +133,7 @@ func DefaultOptions() Options {
 	return Options{
 		Policies:        []string{"hpa", "apa", "evt-holtwinters-hpa", "debi", "budget"},
 		DebiModel:       policy.DefaultDebiModel,
+		BudgetModel:     policy.DefaultBudgetModel,
 		Request:         5,
 		Params:          p,
 		Metrics:         scaling.DefaultMetricsPolicy(),
@@ -226,6 +229,9 @@ func (o Options) Validate() error {
 			return fmt.Errorf("policies: %w", err)
 		}
 	}
+	if o.BudgetModel != "" && !forecast.Known(o.BudgetModel) {
+		return fmt.Errorf("budget.model: unknown model %q (known: %s)", o.BudgetModel, strings.Join(forecast.Names(), ", "))
+	}
 	if c := o.MetricCalibration; c != "" && c != CalibrationJoint && c != CalibrationPerMetric {
 		return fmt.Errorf("budget.metric-calibration: must be %q or %q, got %q", CalibrationJoint, CalibrationPerMetric, c)
 	}
@@ -260,4 +266,13 @@ func (o Options) ScaleFor(values []float64) (float64, error) {
 		return 0, errors.New("the 99th percentile of the warm-up is 0: cannot scale an idle trace (set --scale)")
 	}
 	return o.PeakUtilization * float64(o.Params.MaxReplicas) * o.Request / p99, nil
+}
+
+// parse is policy.Parse with the options' models: DebiModel for "debi", BudgetModel for "budget".
+func (o Options) parse(name string) (policy.Spec, error) {
+	spec, err := policy.Parse(name, o.DebiModel)
+	if err == nil && spec.Name == "budget" && o.BudgetModel != "" {
+		spec.Model = strings.ToLower(o.BudgetModel)
+	}
+	return spec, err
 }

@@ -23,7 +23,7 @@ func recommendTrace(budgetCost, budgetOverload, coverage float64) TraceResult {
 		{Target: 0.9, Cost: 70, OverloadFraction: 0.02},
 	}, Runs: []Run{
 		{Metrics: Metrics{Policy: ActualPolicy, Cost: 100, OverloadFraction: 0.008, ForecastCoverage: math.NaN(), FloorClosed: math.NaN()}},
-		{Metrics: Metrics{Policy: "holtwinters-budget", Cost: budgetCost, OverloadFraction: budgetOverload, ForecastCoverage: coverage, FloorClosed: 0.4}},
+		{Metrics: Metrics{Policy: "auto-budget", Cost: budgetCost, OverloadFraction: budgetOverload, ForecastCoverage: coverage, FloorClosed: 0.4}},
 		{Metrics: Metrics{Policy: "hpa", Cost: 90, OverloadFraction: 0.003, ForecastCoverage: math.NaN(), FloorClosed: math.NaN()}},
 		{Metrics: Metrics{Policy: OraclePolicy, Cost: 50, ForecastCoverage: math.NaN(), FloorClosed: math.NaN()}},
 	}}
@@ -33,7 +33,7 @@ func recommendOptions(current float64) Options {
 	o := DefaultOptions()
 	o.Calibration.Budget = 0.01
 	o.Params.Target = current
-	o.Configured = "holtwinters-budget"
+	o.Configured = "auto-budget"
 	return o
 }
 

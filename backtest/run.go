@@ -277,7 +277,7 @@ func HistoryWarnings(traces []trace.Trace, o Options) []string {
 			if _, ok, _ := ParseClairvoyant(p); ok {
 				continue
 			}
-			spec, err := policy.Parse(p, o.DebiModel)
+			spec, err := o.parse(p)
 			if err != nil || spec.Model == "" {
 				continue
 			}

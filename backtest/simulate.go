@@ -80,7 +80,7 @@ func SimulateFrom(ctx context.Context, w *World, policyName string, o Options, i
 		case clair:
 			spec, fc, err = clairvoyantConfig(policyName, d, w, &now)
 		default:
-			spec, err = policy.Parse(policyName, o.DebiModel)
+			spec, err = o.parse(policyName)
 		}
 		if err != nil {
 			return Run{}, err

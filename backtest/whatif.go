@@ -20,7 +20,7 @@ import (
 // (config.Policy.RunnerConfig, Options.Runner): the other policies of o use the options.
 //
 // The configured policy comes first and is o.Configured; every other policy of o that is the
-// same one under another name (budget and holtwinters-budget) is left out, as are repeats.
+// same one under another name (budget and auto-budget) is left out, as are repeats.
 func PolicyOptions(p *config.Policy, o Options, step time.Duration, request float64, samples int) (Options, string) {
 	spec, err := policy.Parse(p.Algorithm, p.Model)
 	name := strings.ToLower(p.Algorithm)
@@ -51,7 +51,7 @@ func PolicyOptions(p *config.Policy, o Options, step time.Duration, request floa
 }
 
 // dedupePolicies keeps the first of the names that are one policy: the same algorithm, model
-// and load (budget is holtwinters-budget; debi is <its model>-debi).
+// and load (budget is auto-budget; debi is <its model>-debi).
 func dedupePolicies(names []string, debiModel string) []string {
 	seen := map[policy.Spec]bool{}
 	var out []string

@@ -21,7 +21,7 @@ import (
 )
 
 // TestPolicyOptionsDedupe: the configured policy comes first and is marked; a policy of the
-// list that is the same one under another name (budget is holtwinters-budget) or a repeat is
+// list that is the same one under another name (budget is auto-budget) or a repeat is
 // left out, and different ones stay.
 func TestPolicyOptionsDedupe(t *testing.T) {
 	for _, tc := range []struct {
@@ -29,8 +29,9 @@ func TestPolicyOptionsDedupe(t *testing.T) {
 		list             []string
 		want             string
 	}{
-		{"holtwinters-budget", "holtwinters", []string{"hpa", "budget", "debi"}, "holtwinters-budget,hpa,debi"},
-		{"budget", "", []string{"hpa", "holtwinters-budget", "naive-budget"}, "budget,hpa,naive-budget"},
+		{"auto-budget", "auto", []string{"hpa", "budget", "debi"}, "auto-budget,hpa,debi"},
+		{"budget", "", []string{"hpa", "auto-budget", "naive-budget"}, "budget,hpa,naive-budget"},
+		{"budget", "", []string{"holtwinters-budget"}, "budget,holtwinters-budget"},
 		{"hpa", "", []string{"hpa", "HPA", "apa"}, "hpa,apa"},
 		// debi is holtwinters-debi (the default model): the first of them stays.
 		{"naive-debi", "naive", []string{"debi", "holtwinters-debi"}, "naive-debi,debi"},

@@ -114,13 +114,15 @@ type Policy struct {
 	// budget's decision side is scaling.budget, its quantile and calibration the policy's
 	// budget section.
 	Algorithm string `yaml:"algorithm"`
-	// Model is the forecaster of the debi and budget algorithms (default holtwinters);
-	// algorithm: budget with model: naive is naive-budget.
+	// Model is the forecaster of the debi and budget algorithms (default holtwinters for debi,
+	// auto for budget: whichever of Holt-Winters, ARIMA and the last value has forecast the
+	// recent history best); algorithm: budget with model: naive is naive-budget.
 	Model string `yaml:"model"`
 	// FallbackModel is a model that forecasts while model waits for the history it needs
 	// (holtwinters: two seasons, two days of a daily cycle, when Prometheus has less of the
 	// demand than that), e.g. arima, which forecasts after 24 history steps. Without one, debi and
-	// budget size on the observed load until then. Empty (the default): none.
+	// budget size on the observed load until then. Empty (the default): none. auto forecasts
+	// from the first step and takes none.
 	FallbackModel string  `yaml:"fallback_model"`
 	Queries       Queries `yaml:"queries"`
 	// Request is a fixed CPU request per pod in cores, used when queries.request is empty.

@@ -291,8 +291,11 @@ func TestBudgetPolicy(t *testing.T) {
 	if web.Algorithm != "budget" || web.Model != policy.DefaultBudgetModel {
 		t.Errorf("web: algorithm %q model %q, want budget with %q", web.Algorithm, web.Model, policy.DefaultBudgetModel)
 	}
-	if rc, err := web.RunnerConfig(); err != nil || rc.Fallback != "arima" {
-		t.Errorf("web: runner fallback %q (%v), want arima from fallback_model", rc.Fallback, err)
+	if rc, err := web.RunnerConfig(); err != nil || rc.Fallback != "" {
+		t.Errorf("web: runner fallback %q (%v), want none", rc.Fallback, err)
+	}
+	if rc, err := c.Policies[2].RunnerConfig(); err != nil || rc.Fallback != "arima" {
+		t.Errorf("cart: runner fallback %q (%v), want arima from fallback_model", rc.Fallback, err)
 	}
 	if api := c.Policies[1]; api.FallbackModel != "" {
 		t.Errorf("api: fallback_model %q, want none by default", api.FallbackModel)

@@ -64,6 +64,7 @@ type policySnap struct {
 // metricSnap is one metric's published figures, with the label metric and in its unit.
 type metricSnap struct {
 	name, unit        string
+	activeModel       string // the model the forecast comes from ("" before the first)
 	historyRequired   float64
 	historyHave       float64
 	w1, w2, w3, w, ww float64
@@ -181,6 +182,7 @@ var (
 	descHistoryStep     = desc("debi_model_history_step_seconds", "History step of the policy: its model history, forecast and EVT fit advance once per history step while it decides every interval.")
 	descHistoryRequired = mdesc("debi_model_history_required_steps", "History steps the forecast model needs (its minimum history, at least the horizon + 1): the model forecasts nothing until debi_model_history_steps >= this.")
 	descHistorySteps    = mdesc("debi_model_history_steps", "History steps the forecast model has, start-up history included: the model forecasts nothing until this is >= debi_model_history_required_steps.")
+	descModelActive     = mdesc("debi_model_active", "1 for the model the latest forecast came from: the policy's model, or for model auto whichever of its models has forecast the recent history best, or a fallback while the model waits for its history.", "model")
 
 	// The overload-budget policy (METHOD §9).
 	descBudgetQuantile       = mdesc("debi_budget_quantile_cores", "Calibrated upper quantile of the demand the budget policy sizes for (label window: lead over the lead time, hold over the lead time plus the hold, which a scale-down must fit).", "window")
@@ -214,7 +216,7 @@ var allDescs = []*prometheus.Desc{
 	descInfo, descLoad, descDemand, descHorizon, descRequest, descTarget, descRecommended, descFloor, descCeiling, descDecision, descMinR, descMaxR,
 	descCurrent, descReady, descStale, descIdle, descLastSuccess, descSteps, descHistory, descMAE, descQueryErrors,
 	descXi, descSigma, descThreshold, descFallback, descExcesses, descTrainDuration, descLastTrain, descTrainFailures,
-	descHistoryStep, descHistoryRequired, descHistorySteps,
+	descHistoryStep, descHistoryRequired, descHistorySteps, descModelActive,
 	descBudgetQuantile, descBudgetForecast, descBudgetMargin, descBudgetLevel, descBudgetPrice, descBudgetOverloadBudget, descBudgetErrorSamples,
 	descBudgetOverloaded, descBudgetObserved,
 	descSourceValue, descSourceErrors, descSourceFailed,
@@ -349,6 +351,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			if p.model != "" {
 				gauge(descHistoryRequired, m.historyRequired, m.name)
 				gauge(descHistorySteps, m.historyHave, m.name)
+				if m.activeModel != "" {
+					gauge(descModelActive, 1, m.name, m.activeModel)
+				}
 			}
 			if m.source {
 				gauge(descSourceValue, m.sourceValue, m.name)
@@ -440,7 +445,7 @@ func (ps *policyState) snap() policySnap {
 	for i, m := range ps.metrics {
 		need, have := ps.runner.Runner(i).ModelHistory()
 		k := qRequest + 2*i
-		ms := metricSnap{name: m.spec.Name, unit: m.spec.Unit, historyRequired: float64(need), historyHave: float64(have),
+		ms := metricSnap{name: m.spec.Name, unit: m.spec.Unit, historyRequired: float64(need), historyHave: float64(have), activeModel: ps.runner.Runner(i).ActiveModel(),
 			w1: nan, w2: nan, w3: nan, w: nan, ww: nan, demand: nan, forecast: nan, highWater: nan, request: nan,
 			mae: m.mae.value(), queryErrors: [2]float64{ps.queryErrors[k], ps.queryErrors[k+1]},
 			quantile: nan, quantileDown: nan, budgetForecast: nan, margin: nan, level: nan, price: nan, hold: nan, errors: nan, wDown: nan}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -613,5 +614,69 @@ policies:
 				break
 			}
 		}
+	}
+}
+
+// TestModelActive: debi_model_active names, with the value 1, the one model the latest forecast
+// came from — for model auto the one the runner reports it chose, among its models; for a
+// single model that model — and nothing while the model has not forecast.
+func TestModelActive(t *testing.T) {
+	ramp := func(at time.Time) (float64, bool, error) { return 100 + at.Sub(t0).Minutes(), true, nil }
+	f := &fakeQuerier{byExpr: map[string]series{"demand": ramp, "replicas": constant(2), "ready": constant(2)}}
+	c := loadConfig(t, `
+global: {interval: 15s}
+policies:
+  - {name: auto, target: {namespace: shop, name: a}, algorithm: budget, request: 1, history_step: 30s, history: 200,
+     queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}}
+  - {name: naive, target: {namespace: shop, name: b}, algorithm: naive-budget, request: 1, history_step: 30s, history: 200,
+     queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}}
+  - {name: seasonal, target: {namespace: shop, name: c}, algorithm: seasonal-naive-debi, request: 1, history_step: 30s,
+     season: 1h, history: 40, queries: {demand: 'demand', replicas: 'replicas', ready_replicas: 'ready'}}
+`)
+	reg := prometheus.NewRegistry()
+	e, err := New(c, c.Policies, f, slog.New(slog.DiscardHandler), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		e.Step(context.Background(), t0.Add(time.Duration(i)*30*time.Second))
+		e.Wait()
+	}
+	actives := func(pol string) map[string]float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, mf := range mfs {
+			if mf.GetName() != "debi_model_active" {
+				continue
+			}
+			for _, m := range mf.Metric {
+				var p, model string
+				for _, lp := range m.Label {
+					switch lp.GetName() {
+					case "policy":
+						p = lp.GetValue()
+					case "model":
+						model = lp.GetValue()
+					}
+				}
+				if p == pol {
+					got[model] = m.Gauge.GetValue()
+				}
+			}
+		}
+		return got
+	}
+	chosen := e.policies[0].runner.Runner(0).ActiveModel()
+	if got := actives("auto"); len(got) != 1 || got[chosen] != 1 || !slices.Contains([]string{"holtwinters", "arima", "naive"}, chosen) {
+		t.Errorf("auto: debi_model_active %v, the runner chose %q", got, chosen)
+	}
+	if got := actives("naive"); len(got) != 1 || got["naive"] != 1 {
+		t.Errorf("naive-budget: debi_model_active %v, want naive 1", got)
+	}
+	if got := actives("seasonal"); len(got) != 0 {
+		t.Errorf("seasonal without its history: debi_model_active %v, want none", got)
 	}
 }

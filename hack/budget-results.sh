@@ -13,7 +13,7 @@ if [ ! -d "$TRACES" ]; then echo "no trace directory $TRACES (the shared traces 
 args=()
 for f in "$TRACES"/*_*.csv; do args+=(--trace "$f"); done
 COMMON=${COMMON:---max-steps 8064}
-MODELS=${MODELS:-naive-budget,seasonal-naive-budget,holtwinters-budget,arima-budget,lstm-budget,bilstm-budget}
+MODELS=${MODELS:-auto-budget,naive-budget,seasonal-naive-budget,holtwinters-budget,arima-budget,lstm-budget,bilstm-budget}
 cd "$ROOT"
 BIN=${BIN:-bin/debi}
 go build -o "$BIN" ./cmd/debi

@@ -28,8 +28,9 @@ const (
 // DefaultDebiModel is the forecaster of the plain "debi" policy when none is configured.
 const DefaultDebiModel = "holtwinters"
 
-// DefaultBudgetModel is the forecaster of the plain "budget" policy.
-const DefaultBudgetModel = "holtwinters"
+// DefaultBudgetModel is the forecaster of the plain "budget" policy: forecast.Auto, whichever of
+// Holt-Winters, ARIMA and the last value has forecast the recent history best.
+const DefaultBudgetModel = "auto"
 
 // Spec is a parsed policy name.
 type Spec struct {

@@ -221,6 +221,21 @@ func (r *Runner) ModelHistory() (needed, have int) {
 	return max(box.f.MinHistory(), r.cfg.LeadSteps+1), len(r.history)
 }
 
+// ActiveModel names the model the latest forecast came from: the model's own name, or what it
+// reports as active (forecast.Auto: the model it chose; forecast.Fallback: the fallback while the
+// model waits); "" before the model is trained or without one. Like ModelHistory, it must not
+// run concurrently with Step.
+func (r *Runner) ActiveModel() string {
+	box := r.model.Load()
+	if box == nil || !box.trained {
+		return ""
+	}
+	if a, ok := box.f.(interface{ Active() string }); ok {
+		return a.Active()
+	}
+	return box.f.Name()
+}
+
 // Config returns the runner's configuration (after normalisation).
 func (r *Runner) Config() Config { return r.cfg }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/debi-scaler/debi/forecast"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -21,16 +22,26 @@ import (
 // rule=priced is the priced rule (scaling.RulePriced) on tick scoring: the same, plus the price,
 // the need of the 25 ticks of three start-up windows in the shape read, and the programme
 // (scaling.Plan, 256 states per tick at a 2-minute lead).
+//
+// default is the default policy (budget: the priced rule, the model auto) past the two days
+// Holt-Winters waits for: one tick in twenty also has Holt-Winters, ARIMA and the last value
+// forecast and scores them; the models' refits (every Retrain steps, in the background in the
+// exporter) are not in it.
 func BenchmarkBudgetDecision(b *testing.B) {
-	for _, c := range []struct{ name, scoring, rule string }{
-		{"tick", "tick", "quantile"}, {"sample", "sample", "quantile"}, {"rule=priced", "tick", "priced"},
+	for _, c := range []struct{ name, policy, scoring, rule string }{
+		{"tick", "naive-budget", "tick", "quantile"}, {"sample", "naive-budget", "sample", "quantile"},
+		{"rule=priced", "naive-budget", "tick", "priced"}, {"default", "budget", "tick", ""},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			spec, _ := Parse("naive-budget", "")
+			spec, _ := Parse(c.policy, "")
 			cfg := DefaultConfig(spec)
 			cfg.Step, cfg.LeadSteps, cfg.LeadTime = 5*time.Minute, 2, 2*time.Minute
 			cfg.Calibration.Scoring = c.scoring
-			cfg.Params.Budget.Rule = scaling.BudgetRule(c.rule)
+			if c.rule != "" {
+				cfg.Params.Budget.Rule = scaling.BudgetRule(c.rule)
+			} else {
+				cfg.Retrain = 0 // the refits are timed in the models' own benchmarks
+			}
 			r, err := New(cfg)
 			if err != nil {
 				b.Fatal(err)
@@ -57,40 +68,55 @@ func BenchmarkBudgetDecision(b *testing.B) {
 	}
 }
 
-// BenchmarkBudgetRunnerMemory is the heap one budget policy's Runner holds in steady state under
-// each rule (naive model, 15 s ticks, 5-minute history steps, its error window full): 100
-// runners fed 4,000 ticks each, the growth of the live heap after a GC divided by 100. The
-// priced rule keeps no scale-down pool of errors (its size is both W and WDown) but the
-// programme's arrays and the shapes' scores.
+// BenchmarkBudgetRunnerMemory is the heap one budget policy's Runner holds in steady state (15 s
+// ticks, 5-minute history steps, its error window full): under each rule with the naive model,
+// 100 runners fed 4,000 ticks each; and the default policy (budget: the priced rule, the model
+// auto), 20 runners fed 12,000 ticks each, past the two days Holt-Winters waits for, so that
+// every model auto chooses among holds its state. The growth of the live heap after a GC
+// divided by the runners. The priced rule keeps no scale-down pool of errors (its size is both
+// W and WDown) but the programme's arrays and the shapes' scores.
 func BenchmarkBudgetRunnerMemory(b *testing.B) {
-	const runners, ticks = 100, 4000
-	for _, rule := range []string{"quantile", "priced"} {
-		b.Run("rule="+rule, func(b *testing.B) {
+	for _, c := range []struct {
+		name, policy, rule string
+		runners, ticks     int
+	}{
+		{"rule=quantile", "naive-budget", "quantile", 100, 4000},
+		{"rule=priced", "naive-budget", "priced", 100, 4000},
+		{"default", "budget", "", 20, 12000},
+	} {
+		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				rs := make([]*Runner, runners)
+				rs := make([]*Runner, c.runners)
 				for k := range rs {
-					spec, _ := Parse("naive-budget", "")
+					spec, _ := Parse(c.policy, "")
 					cfg := DefaultConfig(spec)
 					cfg.Step, cfg.LeadSteps, cfg.LeadTime = 5*time.Minute, 2, 2*time.Minute
-					cfg.Params.Budget.Rule = scaling.BudgetRule(rule)
+					if c.rule != "" {
+						cfg.Params.Budget.Rule = scaling.BudgetRule(c.rule)
+					}
 					r, err := New(cfg)
 					if err != nil {
 						b.Fatal(err)
 					}
-					for i := range ticks {
+					for i := range c.ticks {
 						d := 40 + 10*math.Sin(float64(i+k)/300) + 3*math.Sin(float64(i)*1.7)
 						if _, err := r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: d, Current: 12, Ready: 12}); err != nil {
 							b.Fatal(err)
+						}
+					}
+					if c.policy == "budget" {
+						if a, ok := r.model.Load().f.(*forecast.Auto); !ok || a.Active() == "" {
+							b.Fatalf("the default policy's model is %T, forecasting with %q", r.model.Load().f, a.Active())
 						}
 					}
 					rs[k] = r
 				}
 				runtime.GC()
 				runtime.ReadMemStats(&after)
-				b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/runners, "bytes/policy")
+				b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(c.runners), "bytes/policy")
 				runtime.KeepAlive(rs)
 			}
 		})

@@ -281,6 +281,7 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	// its table declares it (the configuration's key, bounds and doc are the same).
 	params(f, "scaling.", p.Table(), p)
 	f.str("debi.model", "Forecaster of the debi policy.", &o.DebiModel)
+	f.str("budget.model", "Forecaster of the budget policy (auto: the one of Holt-Winters, ARIMA and the last value that has forecast the recent history best).", &o.BudgetModel)
 	params(f, "evt.", o.POT.Table(), &o.POT)
 	neighboursSet := new(bool)
 	params(f, "budget.", o.Calibration.Table(), &o.Calibration)["budget.quantile-neighbours"].IsSetByUser(neighboursSet)

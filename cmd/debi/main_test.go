@@ -307,7 +307,7 @@ policies:
   - name: web
     target: {namespace: shop, name: web}
     algorithm: budget
-    model: holtwinters
+    model: auto
     request: 1
     queries: {demand: 'sum(demand{app="web"})', replicas: 'replicas', ready_replicas: 'ready'}
 `), 0o600); err != nil {
@@ -318,10 +318,10 @@ policies:
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	// budget is holtwinters-budget: shown once, under the configuration's name, marked. The
+	// budget is auto-budget: shown once, under the configuration's name, marked. The
 	// actual row replays the recorded replicas (one change, 3 → 4) with the recorded ready
 	// counts; the coverage counts the 10 points without samples as filled.
-	for _, want := range []string{`"trace": "web (6d23h55m to 2026-11-24 00:00)"`, `"policy": "holtwinters-budget"`, `"configured": "holtwinters-budget"`,
+	for _, want := range []string{`"trace": "web (6d23h55m to 2026-11-24 00:00)"`, `"policy": "auto-budget"`, `"configured": "auto-budget"`,
 		`"policy": "hpa"`, `"policy": "oracle"`, `"policy": "actual"`, `"samples": 2016`, `"class": "recorded"`, `"filled": "50m0s"`, `"start": "2026-11-17T00:05:00Z"`,
 		`"series": "ready"`, `"actual_ready": "recorded (ready)"`, `"floor_closed": `, `"frontier_floor": `,
 		`"recommendation": {`, `"against": "actual"`, `"sentence": `,
@@ -337,7 +337,7 @@ policies:
 		}
 	}
 	if strings.Contains(out, `"policy": "budget"`) {
-		t.Errorf("budget and holtwinters-budget both in the report:\n%.3000s", out)
+		t.Errorf("budget and auto-budget both in the report:\n%.3000s", out)
 	}
 	plots := t.TempDir()
 	code, out, stderr = runCmd("backtest", "--config.file", cfg, "--prometheus.url", srv.URL, "--range", "167h55m",
@@ -354,7 +354,7 @@ policies:
 			t.Errorf("plot file %q is not shell-safe (or not named after the policy and range)", b)
 		}
 	}
-	for _, want := range []string{"History read from Prometheus", "demand: covered 6d23h10m of 6d23h55m", "filled 50m", "> holtwinters-budget (yours)", "cost/actual", "  actual  ", "its ready pods recorded (ready)", "floor_closed",
+	for _, want := range []string{"History read from Prometheus", "demand: covered 6d23h10m of 6d23h55m", "filled 50m", "> auto-budget (yours)", "cost/actual", "  actual  ", "its ready pods recorded (ready)", "floor_closed",
 		"Recommendation for web (6d23h55m to 2026-11-24 00:00)", "what ran (actual)", "cheapest target keeping 1%", "→ ",
 		"hpa = your HPA shop/web: target 0.60 (60 %), 2–20 replicas, read from kube-state-metrics;"} {
 		if !strings.Contains(out, want) {

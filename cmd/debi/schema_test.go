@@ -125,6 +125,10 @@ func loadWith(path string, v any) (*config.Policy, error) {
 		m = sub
 	}
 	m[parts[len(parts)-1]] = v
+	if path == "fallback_model" {
+		// A fallback serves a model that waits for its history; the default, auto, does not.
+		pol["model"] = "holtwinters"
+	}
 	b, err := yaml.Marshal(map[string]any{"policies": []any{pol}})
 	if err != nil {
 		return nil, err
@@ -435,6 +439,13 @@ func (s setting) translate(t *testing.T, where string, v any) (*config.Policy, e
 		if err := json.Unmarshal(j, es.Spec.Debi); err != nil {
 			return nil, err
 		}
+	}
+	if s.key == "fallback_model" {
+		// A fallback serves a model that waits for its history; the default, auto, does not.
+		if es.Spec.Debi == nil {
+			es.Spec.Debi = &esv1.DebiSpec{}
+		}
+		es.Spec.Debi.Model = "holtwinters"
 	}
 	op, _, err := elasticscaler.TranslateElasticScaler(&es)
 	if err != nil {

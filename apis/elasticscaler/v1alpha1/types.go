@@ -277,11 +277,13 @@ type DebiSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	PausedReplicas *int32 `json:"pausedReplicas,omitempty"`
-	// Model is the forecaster of the DEBI and BUDGET algorithms, e.g. holtwinters.
+	// Model is the forecaster of the DEBI and BUDGET algorithms, e.g. holtwinters (DEBI's
+	// default) or auto (BUDGET's: whichever of Holt-Winters, ARIMA and the last value has
+	// forecast the recent history best).
 	// +optional
 	Model string `json:"model,omitempty"`
 	// FallbackModel is a model that forecasts while model waits for the history it needs
-	// (holtwinters: two days), e.g. arima (policies[].fallback_model).
+	// (holtwinters: two days), e.g. arima (policies[].fallback_model). auto needs none.
 	// +optional
 	FallbackModel string `json:"fallbackModel,omitempty"`
 	// LeadTime is the actuation delay the forecast must cover (default 2m).
