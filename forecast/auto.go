@@ -217,9 +217,14 @@ func (a *Auto) score(history []float64) {
 	case a.pos < 0:
 		shift = 1
 	default:
-		for s := 0; s <= len(a.at) && shift < 0; s++ {
-			if a.continues(history, s) {
-				shift = s
+		// One new point is the common case (a caller forecasts once per history step), more come
+		// after a gap or to a clone trained in the background, none when the same history comes
+		// twice. They are tried in that order, so that a flat stretch, where every shift matches,
+		// still counts one point a call.
+		most := max(len(a.at), 1)
+		for s := 1; s <= most+1 && shift < 0; s++ {
+			if k := s % (most + 1); a.continues(history, k) { // 1 … most, then 0
+				shift = k
 			}
 		}
 	}

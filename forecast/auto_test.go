@@ -109,3 +109,37 @@ func TestAutoRegistered(t *testing.T) {
 		t.Fatalf("forecast %v, err %v", dst, err)
 	}
 }
+
+// TestAutoFlatHistory: on a flat stretch every shift of the history matches the last call's, and
+// one new point a call is still counted (a stretch at zero, an idle workload, must not stop the
+// scoring nor misalign it): the position advances once a call through the cap, and a model that
+// forecasts the flat value has no error; the same history passed twice counts none.
+func TestAutoFlatHistory(t *testing.T) {
+	a, err := NewAuto(Config{Season: 50}, &stubModel{name: "last", min: 1}, &stubModel{name: "trend", slope: 1, min: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	window := make([]float64, 20)
+	dst := make([]float64, 3)
+	if _, err := a.Fit(context.Background(), window); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		if err := a.Predict(window, dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.pos != 99 || a.err[0] != 0 || a.scored[0] == 0 || a.Active() != "last" {
+		t.Errorf("position %d (want 99), errors %v scored %v, active %s: want the last value, exact", a.pos, a.err, a.scored, a.Active())
+	}
+	moved := append(window[1:], 1)
+	if err := a.Predict(moved, dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Predict(moved, dst); err != nil {
+		t.Fatal(err)
+	}
+	if a.pos != 100 {
+		t.Errorf("position %d after one new point passed twice, want 100", a.pos)
+	}
+}
