@@ -7,6 +7,7 @@ import (
 	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
 	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/statetimeline"
 	"github.com/grafana/grafana-foundation-sdk/go/table"
 	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 )
@@ -375,7 +376,18 @@ func policyForecastRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.Dashbo
 			"s", 12, 7,
 			q{expr: `time() - debi_policy_last_success_timestamp_seconds{` + sel + `}`, legend: "{{policy}} since last success"},
 			q{expr: `sum by (policy, query) (rate(debi_query_errors_total{` + sel + `}[$__rate_interval])) * 60`, legend: "{{policy}} {{query}} errors/min", unit: "short", axis: "errors/min"},
-		).AxisLabel("since last success").Min(0))
+		).AxisLabel("since last success").Min(0)).
+		WithPanel(modelTimeline(id.extra()))
+}
+
+// modelTimeline is the panel "Forecast model": which model each policy's forecast came from over
+// time (debi_model_active; for model auto, the one whose recent forecasts were closest).
+func modelTimeline(id uint32) *statetimeline.PanelBuilder {
+	return statetimeline.NewPanelBuilder().Id(id).Title("Forecast model").
+		Description("The model the latest forecast came from, one row per policy, metric and model: the policy's model, or for model auto (budget's default) whichever of Holt-Winters, ARIMA and the last value has forecast the recent history best; with a fallback_model, the fallback while the model waits for its history. Empty before the first forecast.").
+		Datasource(ds).Span(24).Height(6).
+		Targets(targets([]q{{expr: `max by (policy, metric, model) (debi_model_active{` + sel + `})`, legend: "{{policy}} {{metric}}: {{model}}"}})).
+		ShowValue(common.VisibilityModeNever).MergeValues(true)
 }
 
 // policyBudgetRow is the row BudgetRow of overload-budget policies: quantile, margin, calibrated

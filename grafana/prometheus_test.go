@@ -38,6 +38,9 @@ func exposition(step int) string {
 		l := fmt.Sprintf(`policy=%q,namespace="shop",workload_type="deployment",workload=%q`, p, pol.workload)
 		d := 1.5 + float64(i%2) + 0.1*float64(step%5)
 		fmt.Fprintf(&b, "debi_policy_info{%s,algorithm=%q,model=\"holtwinters\"} 1\n", l, alg)
+		if alg != "hpa" {
+			fmt.Fprintf(&b, "debi_model_active{%s,metric=\"cpu\",model=\"arima\"} 1\n", l)
+		}
 		fmt.Fprintf(&b, "debi_webhook_policy_info{policy=%q,mode=%q,algorithm=%q} 1\n", p, pol.mode, alg)
 		if alg == "budget" {
 			fmt.Fprintf(&b, "debi_load_ratio{%s,load=\"down\"} 0.8\n", l)
