@@ -51,6 +51,9 @@ type Options struct {
 	Layout    string // OCI image layout directory to (re)write
 	Tarball   string // docker-loadable tarball to write; "" for none
 	Stderr    io.Writer
+	// WorkDir is where the binaries are built and kept; "" builds them in a temporary directory
+	// that Build removes before it returns.
+	WorkDir string
 }
 
 // Result describes what Build wrote.
@@ -66,7 +69,7 @@ type PlatformInfo struct {
 	Digest     v1.Hash
 	LayerBytes int64 // compressed layer
 	ConfigSize int64
-	Binary     string // path of the built binary (in a temporary directory)
+	Binary     string // path of the built binary in Options.WorkDir; "" when that was unset
 }
 
 // SourceDateEpoch returns $SOURCE_DATE_EPOCH, else the commit time of HEAD in root.
@@ -104,9 +107,14 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("CA bundle (install Debian's ca-certificates): %w", err)
 	}
-	tmp, err := os.MkdirTemp("", "debi-image-")
-	if err != nil {
-		return nil, err
+	tmp := o.WorkDir
+	if tmp == "" {
+		dir, err := os.MkdirTemp("", "debi-image-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		tmp = dir
 	}
 	res := &Result{Images: map[string]PlatformInfo{}}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
@@ -158,7 +166,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		info.Binary = bin
+		if o.WorkDir != "" {
+			info.Binary = bin
+		}
 		res.Images[p] = info
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
 			Add:        img,

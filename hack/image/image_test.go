@@ -55,6 +55,7 @@ func testOptions(t *testing.T, root, dir string) Options {
 		Layout:   filepath.Join(dir, "image"),
 		Tarball:  filepath.Join(dir, "debi-image.tar"),
 		Stderr:   testWriter{t},
+		WorkDir:  dir,
 	}
 }
 
@@ -165,17 +166,23 @@ func TestImage(t *testing.T) {
 
 	// Reproducible: a second build of the same commit, into another directory, gives the same
 	// index digest, the same index.json and the same tarball, byte for byte.
+	// It builds in a temporary directory of its own, which it must leave removed.
 	o2 := testOptions(t, root, t.TempDir())
+	o2.WorkDir = ""
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	t1 := time.Now()
 	res2, err := Build(ctx, o2)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "debi-image-*")); len(left) > 0 {
+		t.Errorf("Build with no WorkDir left %v behind", left)
+	}
 	t.Logf("second build: %s, index %s", time.Since(t1).Round(time.Millisecond), res2.Index)
 	if res2.Index != res.Index {
 		for p, i := range res.Images {
-			t.Logf("%s: %s vs %s (binary %x vs %x)", p, i.Digest, res2.Images[p].Digest,
-				fileSum(t, i.Binary), fileSum(t, res2.Images[p].Binary))
+			t.Logf("%s: %s vs %s (binary %x)", p, i.Digest, res2.Images[p].Digest, fileSum(t, i.Binary))
 		}
 		t.Fatalf("two builds of the same tree: index %s vs %s", res.Index, res2.Index)
 	}
