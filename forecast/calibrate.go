@@ -141,15 +141,19 @@ const (
 // (1−α) quantile of what comes. It is not safe for concurrent use. After warm-up it does not
 // allocate.
 type Calibrator struct {
-	cfg    CalibratorConfig
-	ring   []float64 // errors in arrival order (a ring of cfg.Window), without Neighbours
-	byF    []fcError // Neighbours: the errors with their forecasts, by ascending forecast
-	seq    uint64    // Neighbours: the arrival number of the next error
-	near   []float64 // Neighbours: scratch for the errors nearest a forecast
-	next   int
-	sorted []float64 // the same errors, ascending
-	alpha  float64
-	alt    *Calibrator // ErrorsMin: the ratio side (this one is additive)
+	cfg  CalibratorConfig
+	ring []float64       // errors in arrival order (a ring of cfg.Window), without Neighbours
+	byF  []fcError       // Neighbours: the errors with their forecasts, by ascending forecast
+	seq  [Classes]uint32 // Neighbours: each class's arrival number of its next error (modulo 2³²)
+	// Neighbours: how many errors of each class are kept, and the class a quantile is read from
+	// (-1: every class; UpperAtOf).
+	classes [Classes]int
+	want    int
+	near    []float64 // Neighbours: scratch for the errors nearest a forecast
+	next    int
+	sorted  []float64 // the same errors, ascending
+	alpha   float64
+	alt     *Calibrator // ErrorsMin: the ratio side (this one is additive)
 	// The POT fit of the sorted errors over their (1−τ) quantile: level t, GPD(ξ, σ), share nt/n.
 	potOK         bool
 	potT, xi, sig float64
@@ -177,7 +181,7 @@ func NewCalibrator(cfg CalibratorConfig) (*Calibrator, error) {
 		c.alt = a
 		return c, nil
 	}
-	c := &Calibrator{cfg: cfg, alpha: cfg.Budget}
+	c := &Calibrator{cfg: cfg, alpha: cfg.Budget, want: -1}
 	if cfg.Neighbours > 0 {
 		c.byF = make([]fcError, 0, cfg.Window)
 	} else {
@@ -190,13 +194,27 @@ func NewCalibrator(cfg CalibratorConfig) (*Calibrator, error) {
 // non-negative number.
 var ErrNoForecast = errors.New("forecast or actual missing")
 
-// AddError records the outcome of one forecast: actual is what came, forecast what was said.
+// Classes is the number of classes of forecasts a Calibrator keeps apart (AddErrorOf).
+const Classes = 2
+
+// AddError records the outcome of one forecast of class 0: actual is what came, forecast what
+// was said.
 func (c *Calibrator) AddError(actual, forecast float64) error {
+	return c.AddErrorOf(0, actual, forecast)
+}
+
+// AddErrorOf records the outcome of one forecast of the class given (0 ≤ class < Classes): each
+// class keeps its last Window errors, and UpperAtOf reads the quantile from one class's.
+// Without Neighbours the class is not kept: every error counts for every class.
+func (c *Calibrator) AddErrorOf(class int, actual, forecast float64) error {
 	if !potFinite(actual) || !potFinite(forecast) || actual < 0 || forecast < 0 {
 		return fmt.Errorf("%w: actual %v, forecast %v", ErrNoForecast, actual, forecast)
 	}
+	if class < 0 || class >= Classes {
+		return fmt.Errorf("forecast class %d: want 0 to %d", class, Classes-1)
+	}
 	if c.alt != nil {
-		_ = c.alt.AddError(actual, forecast)
+		_ = c.alt.AddErrorOf(class, actual, forecast)
 	}
 	// The floor is 1 % of the typical level, so an idle stretch (0 against 0) is no error and
 	// a forecast of 0 against real load is a large but finite one.
@@ -230,13 +248,20 @@ func (c *Calibrator) AddError(actual, forecast float64) error {
 	case c.cfg.Neighbours > 0:
 		// The errors are kept by their forecasts (byF) instead of by their values (sorted), the
 		// quantile read from the nearest ones only; the oldest is found by its arrival number.
-		if len(c.byF) == c.cfg.Window {
-			oldest := c.seq - uint64(c.cfg.Window)
-			i := slices.IndexFunc(c.byF, func(x fcError) bool { return x.seq == oldest })
+		if c.classes[class] == c.cfg.Window {
+			oldest := c.seq[class] - uint32(c.cfg.Window)
+			i := slices.IndexFunc(c.byF, func(x fcError) bool { return x.seq == oldest && int(x.class) == class })
 			c.byF = slices.Delete(c.byF, i, i+1)
+			c.classes[class]--
 		}
-		c.byF = insertByForecast(c.byF, fcError{forecast, e, c.seq})
-		c.seq++
+		if len(c.byF) == cap(c.byF) {
+			// A class's first error past the others' windows: room for one more window, exactly
+			// (append's growth would overshoot; a Calibrator holds at most Classes windows).
+			c.byF = append(make([]fcError, 0, len(c.byF)+c.cfg.Window), c.byF...)
+		}
+		c.byF = insertByForecast(c.byF, fcError{float32(forecast), float32(e), c.seq[class], uint8(class)})
+		c.classes[class]++
+		c.seq[class]++
 	case len(c.ring) < c.cfg.Window:
 		c.ring = append(c.ring, e)
 		c.sorted = insertSorted(c.sorted, e)
@@ -272,11 +297,12 @@ func removeSorted(s []float64, v float64) []float64 {
 	return append(s[:i], s[i+1:]...)
 }
 
-// fcError is one kept error with the forecast it was made on and its arrival number
-// (Neighbours).
+// fcError is one kept error with the forecast it was made on, its arrival number and its
+// class (Neighbours).
 type fcError struct {
-	f, e float64
-	seq  uint64
+	f, e  float32 // single precision: a Calibrator keeps thousands (a tenth of a policy's memory)
+	seq   uint32
+	class uint8
 }
 
 func cmpFcError(a, b fcError) int {
@@ -299,36 +325,52 @@ func insertByForecast(s []fcError, v fcError) []fcError {
 // monotone), and the quantile found by selection (quantileOf).
 func (c *Calibrator) nearQuantile(f float64) float64 {
 	n := len(c.byF)
+	m := n // the errors of the class read (every error: n)
+	if c.want >= 0 {
+		m = c.classes[c.want]
+	}
+	// in is whether the kept error i is of the class read.
+	in := func(i int) bool { return c.want < 0 || int(c.byF[i].class) == c.want }
 	alpha := c.Alpha()
-	k := min(n, max(c.cfg.MinErrors, int(math.Round(c.cfg.Neighbours*float64(n))), int(math.Ceil(NeighboursPerBudget/c.cfg.Budget))))
+	k := min(m, max(c.cfg.MinErrors, int(math.Round(c.cfg.Neighbours*float64(m))), int(math.Ceil(NeighboursPerBudget/c.cfg.Budget))))
 	fl := math.Max(c.floor, 1e-12)
 	g := math.Max(f, 0) + fl
 	// Above f (i ≥ hi) the ratio is (forecast + fl)/g, below it g/(forecast + fl): both ≥ 1
 	// (AddError keeps no negative forecast). ra and rb are the next ones on each side.
-	hi, _ := slices.BinarySearchFunc(c.byF, fcError{f: f, e: math.Inf(-1)}, cmpFcError)
+	hi, _ := slices.BinarySearchFunc(c.byF, fcError{f: float32(f), e: float32(math.Inf(-1))}, cmpFcError)
 	lo := hi - 1
+	for hi < n && !in(hi) {
+		hi++
+	}
+	for lo >= 0 && !in(lo) {
+		lo--
+	}
 	inf := math.Inf(1)
 	ra, rb := inf, inf
 	if hi < n {
-		ra = (c.byF[hi].f + fl) / g
+		ra = (float64(c.byF[hi].f) + fl) / g
 	}
 	if lo >= 0 {
-		rb = g / (c.byF[lo].f + fl)
+		rb = g / (float64(c.byF[lo].f) + fl)
 	}
 	c.near = c.near[:0]
 	last := math.Inf(-1)
 	for len(c.near) < k {
 		if ra < rb {
-			c.near, last = append(c.near, c.byF[hi].e), ra
-			if hi++; hi < n {
-				ra = (c.byF[hi].f + fl) / g
+			c.near, last = append(c.near, float64(c.byF[hi].e)), ra
+			for hi++; hi < n && !in(hi); hi++ {
+			}
+			if hi < n {
+				ra = (float64(c.byF[hi].f) + fl) / g
 			} else {
 				ra = inf
 			}
 		} else {
-			c.near, last = append(c.near, c.byF[lo].e), rb
-			if lo--; lo >= 0 {
-				rb = g / (c.byF[lo].f + fl)
+			c.near, last = append(c.near, float64(c.byF[lo].e)), rb
+			for lo--; lo >= 0 && !in(lo); lo-- {
+			}
+			if lo >= 0 {
+				rb = g / (float64(c.byF[lo].f) + fl)
 			} else {
 				rb = inf
 			}
@@ -336,11 +378,15 @@ func (c *Calibrator) nearQuantile(f float64) float64 {
 	}
 	// Every error as near as the k-th comes too: which of equally near forecasts to take must
 	// not depend on their errors (the order of byF among equal forecasts).
-	for ; lo >= 0 && g/(c.byF[lo].f+fl) == last; lo-- {
-		c.near = append(c.near, c.byF[lo].e)
+	for ; lo >= 0 && g/(float64(c.byF[lo].f)+fl) == last; lo-- {
+		if in(lo) {
+			c.near = append(c.near, float64(c.byF[lo].e))
+		}
 	}
-	for ; hi < n && (c.byF[hi].f+fl)/g == last; hi++ {
-		c.near = append(c.near, c.byF[hi].e)
+	for ; hi < n && (float64(c.byF[hi].f)+fl)/g == last; hi++ {
+		if in(hi) {
+			c.near = append(c.near, float64(c.byF[hi].e))
+		}
 	}
 	return quantileOf(c.near, 1-alpha)
 }
@@ -481,6 +527,24 @@ func (c *Calibrator) Upper(f float64) float64 {
 		u = math.Min(u, c.alt.upper(f))
 	}
 	return u
+}
+
+// UpperAtOf is UpperAt read from the errors of the class given alone (AddErrorOf), when it
+// has MinErrors of them; else, and without Neighbours, from every error.
+func (c *Calibrator) UpperAtOf(class int, f, alpha float64) float64 {
+	if c.cfg.Neighbours > 0 && class >= 0 && class < Classes && c.classes[class] >= c.cfg.MinErrors {
+		c.want = class
+		if c.alt != nil {
+			c.alt.want = class
+		}
+		defer func() {
+			c.want = -1
+			if c.alt != nil {
+				c.alt.want = -1
+			}
+		}()
+	}
+	return c.UpperAt(f, alpha)
 }
 
 // UpperAt is Upper at the level α given (clamped as Alpha is) instead of the calibrated one:

@@ -297,7 +297,7 @@ func TestCalibratorNeighboursBruteForce(t *testing.T) {
 			if err := c.AddError(a, f); err != nil {
 				t.Fatal(err)
 			}
-			ring = append(ring, kept{f, a - f})
+			ring = append(ring, kept{f, float64(float32(a - f))}) // kept in single precision
 			if len(ring) > cfg.Window {
 				ring = ring[1:]
 			}
@@ -323,6 +323,83 @@ func TestCalibratorNeighboursBruteForce(t *testing.T) {
 				t.Fatalf("trial %d step %d: Upper(%v) = %v, brute force %v", trial, i, q, got, want)
 			}
 		}
+	}
+}
+
+// TestCalibratorClassesBruteForce: with errors of two classes, UpperAtOf reads the nearest
+// errors of the class asked alone, each class keeping its own last Window errors, and falls back
+// to every error while the class has fewer than MinErrors; UpperAt reads every error.
+func TestCalibratorClassesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	type kept struct{ f, e float64 }
+	for trial := range 100 {
+		cfg := DefaultCalibratorConfig()
+		cfg.Window, cfg.MinErrors = 10+rng.IntN(60), 2+rng.IntN(8)
+		cfg.Neighbours = rng.Float64()
+		cfg.Budget = 0.02 + 0.4*rng.Float64()
+		c, err := NewCalibrator(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rings := make([][]kept, Classes)
+		// One class is rare, so that it spends a while under MinErrors.
+		rare := rng.IntN(Classes)
+		for i := range 4 * cfg.Window {
+			class := 1 - rare
+			if rng.IntN(5) == 0 {
+				class = rare
+			}
+			f := float64(rng.IntN(8))
+			a := math.Max(0, f+rng.NormFloat64()*(1+f)+3*float64(class))
+			if err := c.AddErrorOf(class, a, f); err != nil {
+				t.Fatal(err)
+			}
+			rings[class] = append(rings[class], kept{f, float64(float32(a - f))})
+			if len(rings[class]) > cfg.Window {
+				rings[class] = rings[class][1:]
+			}
+			if got, want := c.Errors(), len(rings[0])+len(rings[1]); got != want {
+				t.Fatalf("trial %d step %d: %d errors kept, want %d", trial, i, got, want)
+			}
+			q := float64(rng.IntN(9)) + rng.Float64()
+			alpha := 0.01 + 0.3*rng.Float64()
+			fl := math.Max(c.floor, 1e-12)
+			brute := func(ring []kept) float64 {
+				d := func(x float64) float64 { return math.Abs(math.Log(x+fl) - math.Log(q+fl)) }
+				s := slices.Clone(ring)
+				slices.SortStableFunc(s, func(x, y kept) int { return cmp.Compare(d(x.f), d(y.f)) })
+				k := min(len(s), max(cfg.MinErrors, int(math.Round(cfg.Neighbours*float64(len(s)))), int(math.Ceil(NeighboursPerBudget/cfg.Budget))))
+				for k < len(s) && d(s[k].f) == d(s[k-1].f) {
+					k++
+				}
+				var errs []float64
+				for _, x := range s[:k] {
+					errs = append(errs, x.e)
+				}
+				slices.Sort(errs)
+				return math.Max(0, q+quantileSorted(errs, 1-alpha))
+			}
+			all := append(slices.Clone(rings[0]), rings[1]...)
+			if len(all) < cfg.MinErrors {
+				continue
+			}
+			if got, want := c.UpperAt(q, alpha), brute(all); math.Abs(got-want) > 1e-9 {
+				t.Fatalf("trial %d step %d: UpperAt(%v) = %v, brute force over both classes %v", trial, i, q, got, want)
+			}
+			for class := range Classes {
+				want := brute(all)
+				if len(rings[class]) >= cfg.MinErrors {
+					want = brute(rings[class])
+				}
+				if got := c.UpperAtOf(class, q, alpha); math.Abs(got-want) > 1e-9 {
+					t.Fatalf("trial %d step %d: UpperAtOf(%d, %v) = %v, brute force %v (%d of its errors)", trial, i, class, q, got, want, len(rings[class]))
+				}
+			}
+		}
+	}
+	c, _ := NewCalibrator(DefaultCalibratorConfig())
+	if err := c.AddErrorOf(Classes, 1, 1); err == nil {
+		t.Error("AddErrorOf: a class out of range was taken")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/debi-scaler/debi/forecast"
 	"github.com/debi-scaler/debi/scaling"
 )
 
@@ -174,8 +175,13 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 	lo, hi := lambdaBounds(bud)
 	p.lnL = min(max(p.lnL, lo), hi)
 	lambda := math.Exp(p.lnL)
-	// The margin at the level 1/λ: a tick covered is overloaded at most that often.
-	m := math.Max(0, r.calUp.UpperAt(fu, 1/lambda)-fu)
+	// The margin at the level 1/λ: a tick covered is overloaded at most that often. Each tick's
+	// margin is read from the errors of its class (classOf): those of forecasts that a history
+	// point came between, and those of forecasts that none did.
+	var margin [forecast.Classes]float64
+	for c := range margin {
+		margin[c] = math.Max(0, r.calUp.UpperAtOf(c, fu, 1/lambda)-fu)
+	}
 	per := r.cfg.Params.Budget.SLAUtilization * r.cfg.Request
 	shape := p.shape()
 	ticks := (pricedWindows*p.plan.Look + 1) * p.stride
@@ -184,7 +190,7 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 	for j := 0; j < ticks; j++ {
 		tau := obs.Time.Add(time.Duration(j) * tick)
 		n := r.cfg.Params.MaxReplicas
-		switch x := math.Ceil((p.pathAt(tb, shape, obs.Time, d, off, tau) + m) / per); {
+		switch x := math.Ceil((p.pathAt(tb, shape, obs.Time, d, off, tau) + margin[r.classOf(obs.Time, tau)]) / per); {
 		case math.IsNaN(x):
 			n, missing = max(obs.Current, minR), true // a forecast without a number
 		case x < float64(n):
@@ -217,7 +223,8 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 	b.Lambda = lambda
 	b.Margin = math.NaN()
 	if fu > 0 {
-		b.Margin = (fu + m) / fu // the margin at the level 1/λ the need was read with
+		// The margin at the level 1/λ the need at the lead was read with.
+		b.Margin = (fu + margin[r.classOf(obs.Time, obs.Time.Add(tb.lead))]) / fu
 	}
 	b.Quantile = (float64(n) - 0.5) * per
 	b.QuantileDown = b.Quantile

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -153,5 +154,57 @@ func TestPricedRuleNaNForecast(t *testing.T) {
 	}
 	if res.Decision.Replicas < 10 {
 		t.Errorf("a NaN forecast: %d replicas, below the 10 there are (%+v)", res.Decision.Replicas, res.Budget)
+	}
+}
+
+// TestPricedMarginByClass: under a demand that steps at every history point (5 minutes) and is
+// flat between, the last value's forecast of a time before the next point is right and of one
+// past it 10 cores off (on 40 pods of one core, never overloaded): the margin read for the lead
+// follows the class of the lead's forecast, none while the lead ends before the next point and
+// the step once it reaches past it (read from every error alike, both would be the step).
+func TestPricedMarginByClass(t *testing.T) {
+	r := newRunner(t, "naive-budget", func(c *Config) {
+		c.Params.Budget.Rule, c.Params.Budget.Hold = scaling.RulePriced, 0
+		c.Step, c.LeadSteps, c.LeadTime = 5*time.Minute, 2, 2*time.Minute
+		// Each observation is the demand of its tick, and each history point the observation at
+		// its time, so that the last value's forecast is exact until the next point.
+		c.ObservationWindow, c.Metrics.Window = 0, 15*time.Second
+	})
+	ctx := context.Background()
+	const tick = 15 * time.Second
+	demand := func(tau time.Duration) float64 { // 10 or 20 cores, alternating every 5 minutes
+		if int(tau/(5*time.Minute))%2 == 0 {
+			return 10
+		}
+		return 20
+	}
+	var within, crossing []float64
+	for i := range 6 * 60 * 4 { // six hours of 15 s ticks
+		tau := time.Duration(i) * tick
+		res, err := r.Step(ctx, Observation{Time: t0.Add(tau), Demand: demand(tau), Current: 40, Ready: 40})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i < 4*60*4 || res.Budget == nil { // the last two hours, both classes long calibrated
+			continue
+		}
+		// The class of the lead's forecast: whether a history point falls in (now, now + lead].
+		if phase := tau % (5 * time.Minute); phase+2*time.Minute < 5*time.Minute {
+			within = append(within, res.Budget.Margin)
+		} else {
+			crossing = append(crossing, res.Budget.Margin)
+		}
+	}
+	if len(within) == 0 || len(crossing) == 0 {
+		t.Fatalf("%d margins within, %d crossing", len(within), len(crossing))
+	}
+	mid := func(v []float64) float64 { slices.Sort(v); return v[len(v)/2] }
+	mw, mc := mid(within), mid(crossing)
+	t.Logf("median margin factor at the lead: %.3f within a step, %.3f across a history point", mw, mc)
+	if !(mw < 1.1) {
+		t.Errorf("margin within a step %v, want under 1.1: the forecast is right there", mw)
+	}
+	if !(mc > 1.3) {
+		t.Errorf("margin across a history point %v, want over 1.3: the forecast misses the step there", mc)
 	}
 }

@@ -41,7 +41,9 @@ type pendingForecast struct {
 	due      time.Time
 	from     time.Time // down: the forecast sees the observations of demand from here on
 	forecast float64
-	seen     float64 // down: the largest observation since the forecast was made
+	// class is the forecast's class of errors (classCrossing or classWithin).
+	class int
+	seen  float64 // down: the largest observation since the forecast was made
 	// The priced rule's up forecasts in each shape of the path between samples (pricer.shape).
 	shaped [shapes]float64
 }
@@ -227,7 +229,7 @@ func (r *Runner) tickBudget(obs Observation) {
 			n++
 			continue
 		}
-		_ = r.calUp.AddError(d, p.forecast)
+		_ = r.calUp.AddErrorOf(p.class, d, p.forecast)
 		if priced {
 			r.pr.score(d, p)
 		}
@@ -257,6 +259,7 @@ func (r *Runner) tickBudget(obs Observation) {
 	fd = math.Max(fd, fu)
 	pf := pendingForecast{due: upAt.Add(dt), forecast: fu}
 	if priced {
+		pf.class = r.classOf(obs.Time, pf.due)
 		// The priced rule's forecast of the lead is read from the path between samples in the
 		// shape the ticks have followed (pricer.shape), and its margin from the errors of that.
 		r.pr.shaped(tb, &pf, obs.Time, d, off, upAt, upAt.Add(dt))
@@ -282,4 +285,23 @@ func (r *Runner) tickBudget(obs Observation) {
 	if fu > 0 {
 		b.Margin = b.Quantile / fu
 	}
+}
+
+// The classes of a forecast's errors (forecast.Calibrator.AddErrorOf): whether a history point
+// comes between the forecast and the time it is for. Under a forecast refreshed once a history
+// step, the demand before the next history point is the one the path already describes, and what
+// the next point brings (a step in a sampled series, a turn of the trend) is new: the two kinds of
+// error differ, and the priced rule reads each tick's margin from the errors of its own class.
+const (
+	classCrossing = iota // a history point comes in between
+	classWithin          // none does
+)
+
+// classOf is the class of a forecast made at a for the time b: classWithin when no history point
+// falls in (a, b] (history points are at the multiples of Step, as Runner.prepare advances them).
+func (r *Runner) classOf(a, b time.Time) int {
+	if b.UnixNano()/int64(r.cfg.Step) > a.UnixNano()/int64(r.cfg.Step) {
+		return classCrossing
+	}
+	return classWithin
 }
