@@ -42,7 +42,7 @@ var calibratorTable = []CalibratorParam{
 		Float: func(c *CalibratorConfig) *float64 { return &c.Budget }, OK: inOpen(0, 0.5), Want: "must be in (0, 0.5)"},
 	{Key: "calibration_gain", Flag: "budget.calibration-gain", Unit: "fraction", Doc: "γ of the online calibration α ← α + γ·(budget − overloaded), per tick (0: fixed α).",
 		Float: func(c *CalibratorConfig) *float64 { return &c.Gain }, OK: inClosed(0, 1), Want: "must be in [0, 1]"},
-	{Key: "error_window", Flag: "budget.error-window", Unit: "errors", Doc: "Forecast errors kept (one per tick under --budget.scoring tick, per sample otherwise).",
+	{Key: "error_window", Flag: "budget.error-window", Unit: "errors", Doc: "Forecast errors kept (one per tick under --budget.scoring tick, per sample otherwise; under the priced rule, of each class of forecast: before the next history point or across it).",
 		Int: func(c *CalibratorConfig) *int { return &c.Window }, OK: atLeast(10), Want: "must be at least 10"},
 	{Key: "tail_fraction", Unit: "fraction", Doc: "τ of the POT fit on the errors (quantile_method pot).",
 		Float: func(c *CalibratorConfig) *float64 { return &c.Tau }, OK: inOpen(0, 1), Want: "must be in (0, 1)"},

@@ -657,7 +657,7 @@ func decomposition(w io.Writer, res map[string]map[string]traceResult, halves ma
 		return
 	}
 	pols := []string{"budget", "clairvoyant-1h-budget", "clairvoyant-15m-budget", "clairvoyant-0s-budget"}
-	p("`gap_closed` (the share of the oracle's saving at equal overload) of `budget` with its Holt-Winters forecast and with `clairvoyant-<d>`, " +
+	p("`gap_closed` (the share of the oracle's saving at equal overload) of `budget` with its own forecast (`auto`) and with `clairvoyant-<d>`, " +
 		"a diagnostic forecaster that knows the future demand smoothed over `d` (a centred mean) and nothing finer; `0s` knows every future sample. " +
 		"Budget 1 %%, start-up 2 min; cells are `--demand linear` / `--demand step`. " +
 		"What `clairvoyant-1h` reaches is what perfect knowledge of the hourly component is worth through this policy; " +
