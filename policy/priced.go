@@ -178,9 +178,15 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 	// The margin at the level 1/λ: a tick covered is overloaded at most that often. Each tick's
 	// margin is read from the errors of its class (classOf): those of forecasts that a history
 	// point came between, and those of forecasts that none did.
+	// Each is read once, when a tick of its class first needs it (on a 1-minute history every
+	// tick crosses a point, and the other class is never read).
 	var margin [forecast.Classes]float64
-	for c := range margin {
-		margin[c] = math.Max(0, r.calUp.UpperAtOf(c, fu, 1/lambda)-fu)
+	var read [forecast.Classes]bool
+	marginOf := func(c int) float64 {
+		if !read[c] {
+			margin[c], read[c] = math.Max(0, r.calUp.UpperAtOf(c, fu, 1/lambda)-fu), true
+		}
+		return margin[c]
 	}
 	per := r.cfg.Params.Budget.SLAUtilization * r.cfg.Request
 	shape := p.shape()
@@ -190,7 +196,7 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 	for j := 0; j < ticks; j++ {
 		tau := obs.Time.Add(time.Duration(j) * tick)
 		n := r.cfg.Params.MaxReplicas
-		switch x := math.Ceil((p.pathAt(tb, shape, obs.Time, d, off, tau) + margin[r.classOf(obs.Time, tau)]) / per); {
+		switch x := math.Ceil((p.pathAt(tb, shape, obs.Time, d, off, tau) + marginOf(r.classOf(obs.Time, tau))) / per); {
 		case math.IsNaN(x):
 			n, missing = max(obs.Current, minR), true // a forecast without a number
 		case x < float64(n):
@@ -224,7 +230,7 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 	b.Margin = math.NaN()
 	if fu > 0 {
 		// The margin at the level 1/λ the need at the lead was read with.
-		b.Margin = (fu + margin[r.classOf(obs.Time, obs.Time.Add(tb.lead))]) / fu
+		b.Margin = (fu + marginOf(r.classOf(obs.Time, obs.Time.Add(tb.lead)))) / fu
 	}
 	b.Quantile = (float64(n) - 0.5) * per
 	b.QuantileDown = b.Quantile
