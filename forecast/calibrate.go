@@ -56,7 +56,8 @@ type CalibratorConfig struct {
 	Gain float64 `yaml:"calibration_gain" json:"calibration_gain"`
 	// Window is the number of recent errors kept (760): one per decision under scoring tick
 	// (760 decisions are 3.2 h at a 15 s sync period, whatever the history step), one per
-	// history step under scoring sample; of each class of forecast (AddErrorOf) apart.
+	// history step under scoring sample; under the priced rule, of each class of forecast apart
+	// (those for a time before the next history point, and those across it).
 	Window int `yaml:"error_window" json:"error_window"`
 	// Tau is the tail fraction of the POT fit (0.2).
 	Tau float64 `yaml:"tail_fraction" json:"tail_fraction"`
