@@ -325,6 +325,12 @@ func insertByForecast(s []fcError, v fcError) []fcError {
 // around f, grown from both ends; a side's distance is compared as a ratio (the logarithm is
 // monotone), and the quantile found by selection (quantileOf).
 func (c *Calibrator) nearQuantile(f float64) float64 {
+	c.nearErrors(f)
+	return quantileOf(c.near, 1-c.Alpha())
+}
+
+// nearErrors sets c.near to the errors of the kept forecasts nearest f, of the class read.
+func (c *Calibrator) nearErrors(f float64) {
 	n := len(c.byF)
 	m := n // the errors of the class read (every error: n)
 	if c.want >= 0 {
@@ -332,7 +338,6 @@ func (c *Calibrator) nearQuantile(f float64) float64 {
 	}
 	// in is whether the kept error i is of the class read.
 	in := func(i int) bool { return c.want < 0 || int(c.byF[i].class) == c.want }
-	alpha := c.Alpha()
 	k := min(m, max(c.cfg.MinErrors, int(math.Round(c.cfg.Neighbours*float64(m))), int(math.Ceil(NeighboursPerBudget/c.cfg.Budget))))
 	fl := math.Max(c.floor, 1e-12)
 	g := math.Max(f, 0) + fl
@@ -389,7 +394,55 @@ func (c *Calibrator) nearQuantile(f float64) float64 {
 			c.near = append(c.near, float64(c.byF[hi].e))
 		}
 	}
-	return quantileOf(c.near, 1-alpha)
+}
+
+// PricedUpperAtOf is the upper bound of what comes after forecast f that a caller who prices
+// exceedance buys: of the bounds UpperAtOf(class, f, α) at the levels α = 1/λ, 2/λ, 4/λ, … up to
+// ½, the one whose margin over f (at least 0), in units of unit, plus λ·α is least (the lowest
+// level of equal ones). With unit a pod's worth of demand and λ the price of an overloaded tick in
+// pod-ticks, that is the bound at which a tick's pods plus its expected overload cost least: at
+// 1/λ an exceedance costs a pod-tick, and the level doubles while the margin it gives up is worth
+// more than the overload it adds — past errors so rare and so tall that covering them costs more
+// than leaving them (a spike's onset among the errors at its base), not where they are dense.
+func (c *Calibrator) PricedUpperAtOf(class int, f, lambda, unit float64) float64 {
+	if !(lambda > 0) || !(unit > 0) || math.IsNaN(f) {
+		return c.UpperAtOf(class, f, 1/lambda)
+	}
+	price := lambda * unit // of a level of 1, in the errors' unit
+	var v []float64        // the errors read, sorted from the quantile at top up: the default configuration's fast path
+	top := alphaMax
+	if c.cfg.Neighbours > 0 && c.cfg.Errors == ErrorsAdditive && c.alt == nil && c.Errors() >= c.cfg.MinErrors {
+		if class >= 0 && class < Classes && c.classes[class] >= c.cfg.MinErrors {
+			c.want = class
+		}
+		c.nearErrors(f)
+		c.want = -1
+		v = c.near
+		// Only a level whose price alone is under the cost at 1/λ can be cheaper: sort the errors
+		// from the quantile of the highest such level up (selection leaves none below it larger),
+		// all that quantileSorted reads at the levels read.
+		a0 := min(max(1/lambda, alphaMin), alphaMax)
+		top = min(alphaMax, (math.Max(0, math.Max(0, f+quantileOf(v, 1-a0))-f)+price/lambda)/price)
+		lo := int(float64(len(v)-1) * (1 - top))
+		selectNth(v, lo)
+		slices.Sort(v[lo:])
+	}
+	best, cost := math.NaN(), math.Inf(1)
+	for a := 1 / lambda; ; a *= 2 {
+		var u float64
+		if v != nil {
+			u = math.Max(0, f+quantileSorted(v, 1-min(max(a, alphaMin), alphaMax)))
+		} else {
+			u = c.UpperAtOf(class, f, a)
+		}
+		if x := math.Max(0, u-f) + price*a; x < cost {
+			best, cost = u, x
+		}
+		if 2*a > top { // the next level is above ½, or can cost no less than the first
+			break
+		}
+	}
+	return best
 }
 
 // quantileOf is quantileSorted of v sorted, found by selection (selectNth, which reorders v)

@@ -445,3 +445,83 @@ func TestCalibratorUpperOddForecast(t *testing.T) {
 		}
 	}
 }
+
+// TestPricedUpperAtOfBruteForce: the priced bound equals the cheapest of UpperAtOf's bounds at
+// the levels 1/λ, 2/λ, 4/λ, … ½ (its margin in units plus λ times the level), for each class,
+// with and without neighbours, cold and warm.
+func TestPricedUpperAtOfBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for trial := range 60 {
+		cfg := DefaultCalibratorConfig()
+		cfg.Window, cfg.MinErrors = 20+rng.IntN(200), 5+rng.IntN(20)
+		cfg.Neighbours = []float64{0, 0.125, rng.Float64()}[trial%3]
+		cfg.Budget = 0.005 + 0.1*rng.Float64()
+		c, err := NewCalibrator(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 * cfg.Window {
+			class := rng.IntN(Classes)
+			f := float64(rng.IntN(20))
+			a := math.Max(0, f+rng.NormFloat64()*(1+float64(class)))
+			if rng.IntN(30) == 0 {
+				a += 20 + 20*rng.Float64() // a rare tall error
+			}
+			if err := c.AddErrorOf(class, a, f); err != nil {
+				t.Fatal(err)
+			}
+			if i%7 != 0 {
+				continue
+			}
+			q := float64(rng.IntN(20)) + rng.Float64()
+			lambda := math.Exp(rng.Float64() * math.Log(4/cfg.Budget))
+			unit := 0.25 + 4*rng.Float64()
+			for class := range Classes {
+				want, cost := math.NaN(), math.Inf(1)
+				for a := 1 / lambda; ; a *= 2 {
+					u := c.UpperAtOf(class, q, a)
+					if x := math.Max(0, u-q) + lambda*unit*a; x < cost {
+						want, cost = u, x
+					}
+					if 2*a > alphaMax {
+						break
+					}
+				}
+				if got := c.PricedUpperAtOf(class, q, lambda, unit); math.Abs(got-want) > 1e-9 {
+					t.Fatalf("trial %d step %d class %d: PricedUpperAtOf(%v, λ %v, unit %v) = %v, cheapest of the levels %v", trial, i, class, q, lambda, unit, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestPricedUpperAtOfTail: of 200 errors, three are a spike's onset 50 pods tall. At a price of
+// 100 pod-ticks an overloaded tick the level doubles past them (a margin of 50 pods costs more
+// than the 1 % of ticks it covers), where the level 1/λ alone covers them; at 10⁴ they are worth
+// covering.
+func TestPricedUpperAtOfTail(t *testing.T) {
+	cfg := DefaultCalibratorConfig()
+	cfg.Window = 200
+	c, err := NewCalibrator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		a := 10.0 + 0.01*float64(i%5)
+		if i == 50 || i == 100 || i == 150 {
+			a = 60
+		}
+		if err := c.AddErrorOf(0, a, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u := c.UpperAtOf(0, 10, 0.01); u < 50 {
+		t.Fatalf("UpperAtOf at 1 %% = %v: the tall errors are not in the test's tail", u)
+	}
+	if u := c.PricedUpperAtOf(0, 10, 100, 1); u > 10.1 {
+		t.Errorf("PricedUpperAtOf at λ 100 = %v, want the spike's onset left uncovered (about 10.04)", u)
+	}
+	if u := c.PricedUpperAtOf(0, 10, 1e4, 1); u < 50 {
+		t.Errorf("PricedUpperAtOf at λ 10⁴ = %v, want the spike's onset covered (above 50)", u)
+	}
+}

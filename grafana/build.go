@@ -417,7 +417,7 @@ func policyBudgetRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.Dashboar
 			q{expr: `debi_budget_overload_budget{` + sel + `}`, legend: "{{policy}} budget b"},
 		).Min(0).Decimals(2)).
 		WithPanel(series(id.next(), "Budget: price of an overloaded tick (priced rule)",
-			"λ of scaling.budget.rule priced, in pod-ticks per overloaded tick: the size minimises pods + λ·(overloaded ticks) over the lead ahead and the margin is read at the level 1/λ. It rises about 2 % per overloaded tick and falls 0.02·b per served one: rising, the policy spent above its budget and now covers more; at its floor (1) it covers only what costs less than a pod-tick. Empty under the quantile rule.",
+			"λ of scaling.budget.rule priced, in pod-ticks per overloaded tick: the size minimises pods + λ·(overloaded ticks) over the lead ahead and the margin is read at the level λ prices (1/λ, or a multiple of it where covering the tail costs more pods than its overload). It rises about 2 % per overloaded tick and falls 0.02·b per served one: rising, the policy spent above its budget and now covers more; at its floor (1) it covers only what costs less than a pod-tick. Empty under the quantile rule.",
 			"short", 8, 8,
 			q{expr: `debi_budget_price{` + sel + `}`, legend: "{{policy}} λ"},
 		).AxisLabel("pod-ticks").Min(0).Decimals(1)).

@@ -12,7 +12,8 @@ import (
 // pods + λ·(overloaded ticks) over the lead ahead, by the programme the backtest's floor solves
 // in hindsight (scaling.Plan), on the need of each tick read from the forecast path at the time
 // the tick comes (not the largest sample of a wider window) plus the calibrated margin; λ is
-// priced online by dual ascent on the budget, and the margin's level is 1/λ, so one price
+// priced online by dual ascent on the budget, and the margin's level is priced by λ too (1/λ, or
+// a multiple of it where the tail given up costs more pods than its overload), so one price
 // decides both which ticks to cover and how surely.
 const (
 	// pricedGain is η of ln λ ← ln λ + η·(overloaded − budget) at every tick: a run of
@@ -175,20 +176,22 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 	lo, hi := lambdaBounds(bud)
 	p.lnL = min(max(p.lnL, lo), hi)
 	lambda := math.Exp(p.lnL)
-	// The margin at the level 1/λ: a tick covered is overloaded at most that often. Each tick's
-	// margin is read from the errors of its class (classOf): those of forecasts that a history
-	// point came between, and those of forecasts that none did.
+	// The margin of a tick at the level λ prices (Calibrator.PricedUpperAtOf): 1/λ, where an
+	// exceedance costs a pod-tick, or 2/λ, 4/λ, … where the margin given up saves more pods than
+	// the overload it adds costs at λ (the tail of a spike's onset among the errors at its base).
+	// Each tick's margin is read from the errors of its class (classOf): those of forecasts that
+	// a history point came between, and those of forecasts that none did.
 	// Each is read once, when a tick of its class first needs it (on a 1-minute history every
 	// tick crosses a point, and the other class is never read).
+	per := r.cfg.Params.Budget.SLAUtilization * r.cfg.Request
 	var margin [forecast.Classes]float64
 	var read [forecast.Classes]bool
 	marginOf := func(c int) float64 {
 		if !read[c] {
-			margin[c], read[c] = math.Max(0, r.calUp.UpperAtOf(c, fu, 1/lambda)-fu), true
+			margin[c], read[c] = math.Max(0, r.calUp.PricedUpperAtOf(c, fu, lambda, per)-fu), true
 		}
 		return margin[c]
 	}
-	per := r.cfg.Params.Budget.SLAUtilization * r.cfg.Request
 	shape := p.shape()
 	ticks := (pricedWindows*p.plan.Look + 1) * p.stride
 	p.need = p.need[:0]
@@ -229,7 +232,7 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 	b.Lambda = lambda
 	b.Margin = math.NaN()
 	if fu > 0 {
-		// The margin at the level 1/λ the need at the lead was read with.
+		// The margin the need at the lead was read with.
 		b.Margin = (fu + marginOf(r.classOf(obs.Time, obs.Time.Add(tb.lead)))) / fu
 	}
 	b.Quantile = (float64(n) - 0.5) * per
