@@ -1,7 +1,6 @@
 package forecast
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -54,11 +53,17 @@ type CalibratorConfig struct {
 	Budget float64 `yaml:"overload_budget" json:"overload_budget"`
 	// Gain is γ of α_{t+1} = α_t + γ·(b − exceeded_t) (0.005); 0 keeps α = b.
 	Gain float64 `yaml:"calibration_gain" json:"calibration_gain"`
-	// Window is the number of recent errors kept (760): one per decision under scoring tick
-	// (760 decisions are 3.2 h at a 15 s sync period, whatever the history step), one per
-	// history step under scoring sample; under the priced rule, of each class of forecast apart
-	// (those for a time before the next history point, and those across it).
+	// Window is the number of recent errors kept (760): one per Stride decisions under scoring
+	// tick (760 decisions are 3.2 h at a 15 s sync period, whatever the history step), one per
+	// Stride history steps under scoring sample; under the priced rule, of each class of forecast
+	// apart (those for a time before the next history point, and those across it). At most
+	// 32,768; under Neighbours each error takes 10 bytes.
 	Window int `yaml:"error_window" json:"error_window"`
+	// Stride keeps one error in this many (1: every one), of each class in arrival order: the
+	// errors of neighbouring decisions are of forecasts a tick apart, nearly alike, so a window
+	// can cover Stride times the time in the same memory. Which one of each Stride in a row is
+	// drawn by a hash of their number, so that no phase of the history step's rhythm is left out.
+	Stride int `yaml:"error_stride" json:"error_stride"`
 	// Tau is the tail fraction of the POT fit (0.2).
 	Tau float64 `yaml:"tail_fraction" json:"tail_fraction"`
 	// Method is QuantilePOT or QuantileEmpirical.
@@ -96,7 +101,7 @@ const NeighboursPerBudget = 2
 
 // DefaultCalibratorConfig returns the defaults of METHOD §9.
 func DefaultCalibratorConfig() CalibratorConfig {
-	return CalibratorConfig{Budget: 0.01, Gain: 0.005, Window: 760, Tau: 0.2, Method: QuantileEmpirical, Errors: ErrorsAdditive, Scoring: ScoringTick, MinErrors: 30, ColdMargin: 2, Neighbours: DefaultNeighbours}
+	return CalibratorConfig{Budget: 0.01, Gain: 0.005, Window: 760, Stride: 1, Tau: 0.2, Method: QuantileEmpirical, Errors: ErrorsAdditive, Scoring: ScoringTick, MinErrors: 30, ColdMargin: 2, Neighbours: DefaultNeighbours}
 }
 
 // WithMethodDefaults is c with the defaults that depend on the quantile method applied to the
@@ -143,14 +148,13 @@ const (
 // allocate.
 type Calibrator struct {
 	cfg  CalibratorConfig
-	ring []float64       // errors in arrival order (a ring of cfg.Window), without Neighbours
-	byF  []fcError       // Neighbours: the errors with their forecasts, by ascending forecast
-	seq  [Classes]uint32 // Neighbours: each class's arrival number of its next error (modulo 2³²)
-	// Neighbours: how many errors of each class are kept, and the class a quantile is read from
-	// (-1: every class; UpperAtOf).
-	classes [Classes]int
-	want    int
-	near    []float64 // Neighbours: scratch for the errors nearest a forecast
+	ring []float64  // errors in arrival order (a ring of cfg.Window), without Neighbours
+	byF  errorStore // Neighbours: the errors with their forecasts and classes
+	// Neighbours: the class a quantile is read from (-1: every class; UpperAtOf).
+	want int
+	near []float64 // Neighbours: scratch for the errors nearest a forecast
+	// arrived counts each class's errors recorded, kept or not (one in Stride is kept).
+	arrived [Classes]uint64
 	next    int
 	sorted  []float64 // the same errors, ascending
 	alpha   float64
@@ -184,7 +188,7 @@ func NewCalibrator(cfg CalibratorConfig) (*Calibrator, error) {
 	}
 	c := &Calibrator{cfg: cfg, alpha: cfg.Budget, want: -1}
 	if cfg.Neighbours > 0 {
-		c.byF = make([]fcError, 0, cfg.Window)
+		c.byF = newErrorStore(cfg.Window)
 	} else {
 		c.ring, c.sorted = make([]float64, 0, cfg.Window), make([]float64, 0, cfg.Window)
 	}
@@ -245,24 +249,15 @@ func (c *Calibrator) AddErrorOf(class int, actual, forecast float64) error {
 	default:
 		e = math.Log(math.Max(actual, f) / math.Max(forecast, f))
 	}
+	c.arrived[class]++
+	if !kept(c.arrived[class]-1, c.cfg.Stride) {
+		return nil
+	}
 	switch {
 	case c.cfg.Neighbours > 0:
 		// The errors are kept by their forecasts (byF) instead of by their values (sorted), the
-		// quantile read from the nearest ones only; the oldest is found by its arrival number.
-		if c.classes[class] == c.cfg.Window {
-			oldest := c.seq[class] - uint32(c.cfg.Window)
-			i := slices.IndexFunc(c.byF, func(x fcError) bool { return x.seq == oldest && int(x.class) == class })
-			c.byF = slices.Delete(c.byF, i, i+1)
-			c.classes[class]--
-		}
-		if len(c.byF) == cap(c.byF) {
-			// A class's first error past the others' windows: room for one more window, exactly
-			// (append's growth would overshoot; a Calibrator holds at most Classes windows).
-			c.byF = append(make([]fcError, 0, len(c.byF)+c.cfg.Window), c.byF...)
-		}
-		c.byF = insertByForecast(c.byF, fcError{float32(forecast), float32(e), c.seq[class], uint8(class)})
-		c.classes[class]++
-		c.seq[class]++
+		// quantile read from the nearest ones only.
+		c.byF.add(class, fcError{float32(forecast), float32(e)})
 	case len(c.ring) < c.cfg.Window:
 		c.ring = append(c.ring, e)
 		c.sorted = insertSorted(c.sorted, e)
@@ -275,6 +270,26 @@ func (c *Calibrator) AddErrorOf(class int, actual, forecast float64) error {
 	}
 	c.refit()
 	return nil
+}
+
+// kept is whether the error that arrived n-th (from 0) is kept under a stride of k: one of each
+// block of k in a row, at a place in the block drawn from the block's number by a fixed hash
+// (SplitMix64's finaliser), the same on every replica and after a restart. Not always the first of
+// the block: errors come in the rhythm of the history step (four ticks a 1-minute point at 15 s),
+// and a fixed place would keep the same phases of that rhythm and never the others (at k = 2 and
+// four ticks a point, the first and third tick after a point); a hashed place keeps every phase of
+// any rhythm equally often, where a digit sum (Thue–Morse) still favours some (Newman's
+// phenomenon: 57 % of the phase 0 of three at k = 2).
+func kept(n uint64, k int) bool {
+	if k <= 1 {
+		return true
+	}
+	b := uint64(k)
+	h := n/b + 0x9e3779b97f4a7c15
+	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
+	h = (h ^ h>>27) * 0x94d049bb133111eb
+	h ^= h >> 31
+	return n%b == h%b
 }
 
 // localSpan is the number of recent errors whose mean absolute value is the local scale of
@@ -298,26 +313,6 @@ func removeSorted(s []float64, v float64) []float64 {
 	return append(s[:i], s[i+1:]...)
 }
 
-// fcError is one kept error with the forecast it was made on, its arrival number and its
-// class (Neighbours).
-type fcError struct {
-	f, e  float32 // single precision: a Calibrator keeps thousands (a tenth of a policy's memory)
-	seq   uint32
-	class uint8
-}
-
-func cmpFcError(a, b fcError) int {
-	if c := cmp.Compare(a.f, b.f); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.e, b.e)
-}
-
-func insertByForecast(s []fcError, v fcError) []fcError {
-	i, _ := slices.BinarySearchFunc(s, v, cmpFcError)
-	return slices.Insert(s, i, v)
-}
-
 // nearQuantile is q_{1−α} of the errors whose forecasts were nearest f (Neighbours): the
 // share Neighbours of those kept, at least MinErrors and at least NeighboursPerBudget/Budget,
 // nearest by |ln(forecast/f)| (each side lifted by the floor, so that 0 is a level like any
@@ -331,19 +326,19 @@ func (c *Calibrator) nearQuantile(f float64) float64 {
 
 // nearErrors sets c.near to the errors of the kept forecasts nearest f, of the class read.
 func (c *Calibrator) nearErrors(f float64) {
-	n := len(c.byF)
+	n := c.byF.len()
 	m := n // the errors of the class read (every error: n)
 	if c.want >= 0 {
-		m = c.classes[c.want]
+		m = c.byF.count(c.want)
 	}
 	// in is whether the kept error i is of the class read.
-	in := func(i int) bool { return c.want < 0 || int(c.byF[i].class) == c.want }
+	in := func(i int) bool { return c.want < 0 || c.byF.classAt(i) == c.want }
 	k := min(m, max(c.cfg.MinErrors, int(math.Round(c.cfg.Neighbours*float64(m))), int(math.Ceil(NeighboursPerBudget/c.cfg.Budget))))
 	fl := math.Max(c.floor, 1e-12)
 	g := math.Max(f, 0) + fl
 	// Above f (i ≥ hi) the ratio is (forecast + fl)/g, below it g/(forecast + fl): both ≥ 1
 	// (AddError keeps no negative forecast). ra and rb are the next ones on each side.
-	hi, _ := slices.BinarySearchFunc(c.byF, fcError{f: float32(f), e: float32(math.Inf(-1))}, cmpFcError)
+	hi := c.byF.search(fcError{f: float32(f), e: float32(math.Inf(-1))})
 	lo := hi - 1
 	for hi < n && !in(hi) {
 		hi++
@@ -354,29 +349,29 @@ func (c *Calibrator) nearErrors(f float64) {
 	inf := math.Inf(1)
 	ra, rb := inf, inf
 	if hi < n {
-		ra = (float64(c.byF[hi].f) + fl) / g
+		ra = (float64(c.byF.at(hi).f) + fl) / g
 	}
 	if lo >= 0 {
-		rb = g / (float64(c.byF[lo].f) + fl)
+		rb = g / (float64(c.byF.at(lo).f) + fl)
 	}
 	c.near = c.near[:0]
 	last := math.Inf(-1)
 	for len(c.near) < k {
 		if ra < rb {
-			c.near, last = append(c.near, float64(c.byF[hi].e)), ra
+			c.near, last = append(c.near, float64(c.byF.at(hi).e)), ra
 			for hi++; hi < n && !in(hi); hi++ {
 			}
 			if hi < n {
-				ra = (float64(c.byF[hi].f) + fl) / g
+				ra = (float64(c.byF.at(hi).f) + fl) / g
 			} else {
 				ra = inf
 			}
 		} else {
-			c.near, last = append(c.near, float64(c.byF[lo].e)), rb
+			c.near, last = append(c.near, float64(c.byF.at(lo).e)), rb
 			for lo--; lo >= 0 && !in(lo); lo-- {
 			}
 			if lo >= 0 {
-				rb = g / (float64(c.byF[lo].f) + fl)
+				rb = g / (float64(c.byF.at(lo).f) + fl)
 			} else {
 				rb = inf
 			}
@@ -384,14 +379,14 @@ func (c *Calibrator) nearErrors(f float64) {
 	}
 	// Every error as near as the k-th comes too: which of equally near forecasts to take must
 	// not depend on their errors (the order of byF among equal forecasts).
-	for ; lo >= 0 && g/(float64(c.byF[lo].f)+fl) == last; lo-- {
+	for ; lo >= 0 && g/(float64(c.byF.at(lo).f)+fl) == last; lo-- {
 		if in(lo) {
-			c.near = append(c.near, float64(c.byF[lo].e))
+			c.near = append(c.near, float64(c.byF.at(lo).e))
 		}
 	}
-	for ; hi < n && (float64(c.byF[hi].f)+fl)/g == last; hi++ {
+	for ; hi < n && (float64(c.byF.at(hi).f)+fl)/g == last; hi++ {
 		if in(hi) {
-			c.near = append(c.near, float64(c.byF[hi].e))
+			c.near = append(c.near, float64(c.byF.at(hi).e))
 		}
 	}
 }
@@ -412,7 +407,7 @@ func (c *Calibrator) PricedUpperAtOf(class int, f, lambda, unit float64) float64
 	var v []float64        // the errors read, sorted from the quantile at top up: the default configuration's fast path
 	top := alphaMax
 	if c.cfg.Neighbours > 0 && c.cfg.Errors == ErrorsAdditive && c.alt == nil && c.Errors() >= c.cfg.MinErrors {
-		if class >= 0 && class < Classes && c.classes[class] >= c.cfg.MinErrors {
+		if class >= 0 && class < Classes && c.byF.count(class) >= c.cfg.MinErrors {
 			c.want = class
 		}
 		c.nearErrors(f)
@@ -571,7 +566,7 @@ func (c *Calibrator) Alpha() float64 { return min(max(c.alpha, alphaMin), alphaM
 func (c *Calibrator) Exceeded() (exceeded, observed int) { return c.exceeded, c.observed }
 
 // Errors is the number of errors kept.
-func (c *Calibrator) Errors() int { return len(c.ring) + len(c.byF) }
+func (c *Calibrator) Errors() int { return len(c.ring) + c.byF.len() }
 
 // Upper is the calibrated upper (1−α) quantile of what comes after forecast f (never below 0).
 // With fewer than MinErrors errors it is f·ColdMargin.
@@ -586,7 +581,7 @@ func (c *Calibrator) Upper(f float64) float64 {
 // UpperAtOf is UpperAt read from the errors of the class given alone (AddErrorOf), when it
 // has MinErrors of them; else, and without Neighbours, from every error.
 func (c *Calibrator) UpperAtOf(class int, f, alpha float64) float64 {
-	if c.cfg.Neighbours > 0 && class >= 0 && class < Classes && c.classes[class] >= c.cfg.MinErrors {
+	if c.cfg.Neighbours > 0 && class >= 0 && class < Classes && c.byF.count(class) >= c.cfg.MinErrors {
 		c.want = class
 		if c.alt != nil {
 			c.alt.want = class

@@ -30,8 +30,8 @@ func TestCalibratorMarginGaussian(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if c.Errors() != cfg.Window {
-			t.Fatalf("%s: %d errors kept, want the window %d", method, c.Errors(), cfg.Window)
+		if want := min(cfg.Window, (5000+cfg.Stride-1)/cfg.Stride); c.Errors() != want {
+			t.Fatalf("%s: %d errors kept, want %d (one in %d, at most the window %d)", method, c.Errors(), want, cfg.Stride, cfg.Window)
 		}
 		if m, want := c.Upper(1), math.Exp(2.326*0.1); math.Abs(m-want) > 0.04 {
 			t.Errorf("%s: margin %v, want ≈ %v", method, m, want)
@@ -94,7 +94,9 @@ func TestCalibratorAlpha(t *testing.T) {
 }
 
 func TestCalibratorBadInput(t *testing.T) {
-	c, _ := NewCalibrator(DefaultCalibratorConfig())
+	cfg := DefaultCalibratorConfig()
+	cfg.Stride = 1 // every error kept: the count says which were
+	c, _ := NewCalibrator(cfg)
 	for _, p := range [][2]float64{{math.NaN(), 1}, {1, math.Inf(1)}, {-1, 1}, {1, -2}} {
 		if err := c.AddError(p[0], p[1]); err == nil {
 			t.Errorf("AddError(%v, %v) accepted", p[0], p[1])
@@ -115,6 +117,8 @@ func TestCalibratorBadInput(t *testing.T) {
 		{"overload_budget", func(c *CalibratorConfig) { c.Budget = 0 }},
 		{"calibration_gain", func(c *CalibratorConfig) { c.Gain = -1 }},
 		{"error_window", func(c *CalibratorConfig) { c.Window = 3 }},
+		{"error_window", func(c *CalibratorConfig) { c.Window = maxWindow + 1 }}, // beyond 16-bit slots
+		{"error_stride", func(c *CalibratorConfig) { c.Stride = 0 }},
 		{"tail_fraction", func(c *CalibratorConfig) { c.Tau = 1 }},
 		{"quantile_method", func(c *CalibratorConfig) { c.Method = "magic" }},
 		{"min_errors", func(c *CalibratorConfig) { c.MinErrors = 10000 }},
@@ -152,7 +156,7 @@ func BenchmarkCalibrator(b *testing.B) {
 // alike.
 func TestCalibratorLocalScale(t *testing.T) {
 	cfg := DefaultCalibratorConfig()
-	cfg.Gain, cfg.Errors = 0, ErrorsLocal
+	cfg.Gain, cfg.Errors, cfg.Window, cfg.Stride = 0, ErrorsLocal, 760, 1 // the window within one stretch
 	c, err := NewCalibrator(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +259,7 @@ func TestCalibratorNeighboursResolveBudget(t *testing.T) {
 		budget, want float64
 	}{{0.01, 5}, {0.04, 0.1}} {
 		cfg := DefaultCalibratorConfig()
-		cfg.Budget, cfg.Gain, cfg.Neighbours, cfg.Window = tc.budget, 0, 0.1, 400
+		cfg.Budget, cfg.Gain, cfg.Neighbours, cfg.Window, cfg.Stride = tc.budget, 0, 0.1, 400, 1
 		c, err := NewCalibrator(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -282,33 +286,38 @@ func TestCalibratorNeighboursBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for trial := range 200 {
 		cfg := DefaultCalibratorConfig()
-		cfg.Window, cfg.MinErrors = 10+rng.IntN(60), 2
+		cfg.Window, cfg.MinErrors, cfg.Stride = 10+rng.IntN(60), 2, 1+rng.IntN(3)
 		cfg.Neighbours = rng.Float64()
 		cfg.Budget = 0.02 + 0.4*rng.Float64() // 2/budget of 5–100: the share decides, or the budget does
 		c, err := NewCalibrator(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		type kept struct{ f, e float64 }
-		var ring []kept
+		type keptErr struct{ f, e float64 }
+		var ring []keptErr
 		for i := range 3 * cfg.Window {
 			f := float64(rng.IntN(8)) // ties on purpose, 0 included
 			a := math.Max(0, f+rng.NormFloat64()*(1+f))
 			if err := c.AddError(a, f); err != nil {
 				t.Fatal(err)
 			}
-			ring = append(ring, kept{f, float64(float32(a - f))}) // kept in single precision
+			if kept(uint64(i), cfg.Stride) { // one in Stride kept (TestKept)
+				ring = append(ring, keptErr{f, float64(float32(a - f))}) // kept in single precision
+			}
 			if len(ring) > cfg.Window {
 				ring = ring[1:]
 			}
-			if i < cfg.MinErrors {
+			if c.Errors() != len(ring) {
+				t.Fatalf("trial %d step %d: %d errors kept, want %d (one in %d)", trial, i, c.Errors(), len(ring), cfg.Stride)
+			}
+			if len(ring) < cfg.MinErrors {
 				continue
 			}
 			q := float64(rng.IntN(9)) + rng.Float64()
 			fl := math.Max(c.floor, 1e-12)
 			d := func(x float64) float64 { return math.Abs(math.Log(x+fl) - math.Log(q+fl)) }
 			s := slices.Clone(ring)
-			slices.SortStableFunc(s, func(x, y kept) int { return cmp.Compare(d(x.f), d(y.f)) })
+			slices.SortStableFunc(s, func(x, y keptErr) int { return cmp.Compare(d(x.f), d(y.f)) })
 			k := min(len(s), max(cfg.MinErrors, int(math.Round(cfg.Neighbours*float64(len(s)))), int(math.Ceil(NeighboursPerBudget/cfg.Budget))))
 			for k < len(s) && d(s[k].f) == d(s[k-1].f) { // and every one as near as the k-th
 				k++
@@ -327,21 +336,27 @@ func TestCalibratorNeighboursBruteForce(t *testing.T) {
 }
 
 // TestCalibratorClassesBruteForce: with errors of two classes, UpperAtOf reads the nearest
-// errors of the class asked alone, each class keeping its own last Window errors, and falls back
-// to every error while the class has fewer than MinErrors; UpperAt reads every error.
+// errors of the class asked alone, each class keeping its own last Window errors (one in Stride of
+// its own), and falls back to every error while the class has fewer than MinErrors; UpperAt reads
+// every error. Forecasts and errors repeat (whole numbers, a third of the errors), so that the
+// oldest leaves among equals of both classes.
 func TestCalibratorClassesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	type kept struct{ f, e float64 }
+	type keptErr struct {
+		f, e  float64
+		class int
+	}
 	for trial := range 100 {
 		cfg := DefaultCalibratorConfig()
-		cfg.Window, cfg.MinErrors = 10+rng.IntN(60), 2+rng.IntN(8)
+		cfg.Window, cfg.MinErrors, cfg.Stride = 10+rng.IntN(60), 2+rng.IntN(8), 1+rng.IntN(3)
 		cfg.Neighbours = rng.Float64()
 		cfg.Budget = 0.02 + 0.4*rng.Float64()
 		c, err := NewCalibrator(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rings := make([][]kept, Classes)
+		rings := make([][]keptErr, Classes)
+		arrived := make([]int, Classes)
 		// One class is rare, so that it spends a while under MinErrors.
 		rare := rng.IntN(Classes)
 		for i := range 4 * cfg.Window {
@@ -351,10 +366,16 @@ func TestCalibratorClassesBruteForce(t *testing.T) {
 			}
 			f := float64(rng.IntN(8))
 			a := math.Max(0, f+rng.NormFloat64()*(1+f)+3*float64(class))
+			if rng.IntN(3) == 0 {
+				a = math.Round(a)
+			}
 			if err := c.AddErrorOf(class, a, f); err != nil {
 				t.Fatal(err)
 			}
-			rings[class] = append(rings[class], kept{f, float64(float32(a - f))})
+			if kept(uint64(arrived[class]), cfg.Stride) {
+				rings[class] = append(rings[class], keptErr{f, float64(float32(a - f)), class})
+			}
+			arrived[class]++
 			if len(rings[class]) > cfg.Window {
 				rings[class] = rings[class][1:]
 			}
@@ -364,10 +385,10 @@ func TestCalibratorClassesBruteForce(t *testing.T) {
 			q := float64(rng.IntN(9)) + rng.Float64()
 			alpha := 0.01 + 0.3*rng.Float64()
 			fl := math.Max(c.floor, 1e-12)
-			brute := func(ring []kept) float64 {
+			brute := func(ring []keptErr) float64 {
 				d := func(x float64) float64 { return math.Abs(math.Log(x+fl) - math.Log(q+fl)) }
 				s := slices.Clone(ring)
-				slices.SortStableFunc(s, func(x, y kept) int { return cmp.Compare(d(x.f), d(y.f)) })
+				slices.SortStableFunc(s, func(x, y keptErr) int { return cmp.Compare(d(x.f), d(y.f)) })
 				k := min(len(s), max(cfg.MinErrors, int(math.Round(cfg.Neighbours*float64(len(s)))), int(math.Ceil(NeighboursPerBudget/cfg.Budget))))
 				for k < len(s) && d(s[k].f) == d(s[k-1].f) {
 					k++
@@ -501,7 +522,7 @@ func TestPricedUpperAtOfBruteForce(t *testing.T) {
 // covering.
 func TestPricedUpperAtOfTail(t *testing.T) {
 	cfg := DefaultCalibratorConfig()
-	cfg.Window = 200
+	cfg.Window, cfg.Stride = 200, 1
 	c, err := NewCalibrator(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -523,5 +544,64 @@ func TestPricedUpperAtOfTail(t *testing.T) {
 	}
 	if u := c.PricedUpperAtOf(0, 10, 1e4, 1); u < 50 {
 		t.Errorf("PricedUpperAtOf at λ 10⁴ = %v, want the spike's onset covered (above 50)", u)
+	}
+}
+
+// TestCalibratorLargestWindow: at the largest window an error store's 16-bit slots index (two
+// classes of 2¹⁵), the rings wrap and every error is still found when it leaves.
+func TestCalibratorLargestWindow(t *testing.T) {
+	cfg := DefaultCalibratorConfig()
+	cfg.Window, cfg.Stride = maxWindow, 1
+	c, err := NewCalibrator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2*maxWindow + 1000 {
+		f := float64(i % 97)
+		if err := c.AddErrorOf(i%2, f+float64(i%13), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.Errors() != 2*maxWindow || c.byF.count(0) != maxWindow || c.byF.count(1) != maxWindow {
+		t.Fatalf("%d errors kept (%d and %d by class), want %d of each class", c.Errors(), c.byF.count(0), c.byF.count(1), maxWindow)
+	}
+	for i := 1; i < c.byF.len(); i++ {
+		if cmpFcError(c.byF.at(i-1), c.byF.at(i)) > 0 {
+			t.Fatalf("kept errors out of order at %d: %v then %v", i, c.byF.at(i-1), c.byF.at(i))
+		}
+	}
+}
+
+// TestKept: under a stride of k one error of each k in a row is kept, and every phase of a
+// rhythm the errors come in (a history step of p ticks) equally often: of the errors at the
+// phase r of p, a k-th (within 0.02, five standard deviations), where keeping the first of each k
+// would keep the phases of p = 4 at k = 2 either always or never.
+func TestKept(t *testing.T) {
+	for k := 1; k <= 5; k++ {
+		for start := uint64(0); start < 20000; start += uint64(k) {
+			n := 0
+			for i := range uint64(k) {
+				if kept(start+i, k) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("stride %d: %d of the errors %d to %d kept, want 1", k, n, start, start+uint64(k)-1)
+			}
+		}
+		for _, p := range []uint64{2, 3, 4, 5, 7, 20} {
+			for r := range p {
+				kept1, all := 0, 0
+				for i := r; i < 200000; i += p {
+					all++
+					if kept(i, k) {
+						kept1++
+					}
+				}
+				if share := float64(kept1) / float64(all); math.Abs(share-1/float64(k)) > 0.02 {
+					t.Errorf("stride %d, rhythm %d, phase %d: %.3f of its errors kept, want %.3f", k, p, r, share, 1/float64(k))
+				}
+			}
+		}
 	}
 }

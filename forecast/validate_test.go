@@ -57,7 +57,7 @@ func TestCalibratorConfigValidateEveryField(t *testing.T) {
 	// min_errors is checked against error_window only when error_window is valid.
 	c = DefaultCalibratorConfig()
 	c.Window, c.MinErrors = 5, 30
-	if err := c.Validate(); err == nil || err.Error() != "error_window must be at least 10, got 5" {
+	if err := c.Validate(); err == nil || err.Error() != "error_window must be in [10, 32768], got 5" {
 		t.Errorf("bad window, min_errors above it: %v, want the error_window error alone", err)
 	}
 	c.MinErrors = 1
