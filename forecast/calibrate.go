@@ -53,17 +53,12 @@ type CalibratorConfig struct {
 	Budget float64 `yaml:"overload_budget" json:"overload_budget"`
 	// Gain is γ of α_{t+1} = α_t + γ·(b − exceeded_t) (0.005); 0 keeps α = b.
 	Gain float64 `yaml:"calibration_gain" json:"calibration_gain"`
-	// Window is the number of recent errors kept (760): one per Stride decisions under scoring
-	// tick (760 decisions are 3.2 h at a 15 s sync period, whatever the history step), one per
-	// Stride history steps under scoring sample; under the priced rule, of each class of forecast
-	// apart (those for a time before the next history point, and those across it). At most
-	// 32,768; under Neighbours each error takes 10 bytes.
+	// Window is the number of recent errors kept (760): one per decision under scoring tick
+	// (760 decisions are 3.2 h at a 15 s sync period, whatever the history step), one per
+	// history step under scoring sample; under the priced rule, of each class of forecast apart
+	// (those for a time before the next history point, and those across it). At most 32,768;
+	// under Neighbours each error takes 10 bytes.
 	Window int `yaml:"error_window" json:"error_window"`
-	// Stride keeps one error in this many (1: every one), of each class in arrival order: the
-	// errors of neighbouring decisions are of forecasts a tick apart, nearly alike, so a window
-	// can cover Stride times the time in the same memory. Which one of each Stride in a row is
-	// drawn by a hash of their number, so that no phase of the history step's rhythm is left out.
-	Stride int `yaml:"error_stride" json:"error_stride"`
 	// Tau is the tail fraction of the POT fit (0.2).
 	Tau float64 `yaml:"tail_fraction" json:"tail_fraction"`
 	// Method is QuantilePOT or QuantileEmpirical.
@@ -101,7 +96,7 @@ const NeighboursPerBudget = 2
 
 // DefaultCalibratorConfig returns the defaults of METHOD §9.
 func DefaultCalibratorConfig() CalibratorConfig {
-	return CalibratorConfig{Budget: 0.01, Gain: 0.005, Window: 760, Stride: 1, Tau: 0.2, Method: QuantileEmpirical, Errors: ErrorsAdditive, Scoring: ScoringTick, MinErrors: 30, ColdMargin: 2, Neighbours: DefaultNeighbours}
+	return CalibratorConfig{Budget: 0.01, Gain: 0.005, Window: 760, Tau: 0.2, Method: QuantileEmpirical, Errors: ErrorsAdditive, Scoring: ScoringTick, MinErrors: 30, ColdMargin: 2, Neighbours: DefaultNeighbours}
 }
 
 // WithMethodDefaults is c with the defaults that depend on the quantile method applied to the
@@ -151,14 +146,12 @@ type Calibrator struct {
 	ring []float64  // errors in arrival order (a ring of cfg.Window), without Neighbours
 	byF  errorStore // Neighbours: the errors with their forecasts and classes
 	// Neighbours: the class a quantile is read from (-1: every class; UpperAtOf).
-	want int
-	near []float64 // Neighbours: scratch for the errors nearest a forecast
-	// arrived counts each class's errors recorded, kept or not (one in Stride is kept).
-	arrived [Classes]uint64
-	next    int
-	sorted  []float64 // the same errors, ascending
-	alpha   float64
-	alt     *Calibrator // ErrorsMin: the ratio side (this one is additive)
+	want   int
+	near   []float64 // Neighbours: scratch for the errors nearest a forecast
+	next   int
+	sorted []float64 // the same errors, ascending
+	alpha  float64
+	alt    *Calibrator // ErrorsMin: the ratio side (this one is additive)
 	// The POT fit of the sorted errors over their (1−τ) quantile: level t, GPD(ξ, σ), share nt/n.
 	potOK         bool
 	potT, xi, sig float64
@@ -249,10 +242,6 @@ func (c *Calibrator) AddErrorOf(class int, actual, forecast float64) error {
 	default:
 		e = math.Log(math.Max(actual, f) / math.Max(forecast, f))
 	}
-	c.arrived[class]++
-	if !kept(c.arrived[class]-1, c.cfg.Stride) {
-		return nil
-	}
 	switch {
 	case c.cfg.Neighbours > 0:
 		// The errors are kept by their forecasts (byF) instead of by their values (sorted), the
@@ -270,26 +259,6 @@ func (c *Calibrator) AddErrorOf(class int, actual, forecast float64) error {
 	}
 	c.refit()
 	return nil
-}
-
-// kept is whether the error that arrived n-th (from 0) is kept under a stride of k: one of each
-// block of k in a row, at a place in the block drawn from the block's number by a fixed hash
-// (SplitMix64's finaliser), the same on every replica and after a restart. Not always the first of
-// the block: errors come in the rhythm of the history step (four ticks a 1-minute point at 15 s),
-// and a fixed place would keep the same phases of that rhythm and never the others (at k = 2 and
-// four ticks a point, the first and third tick after a point); a hashed place keeps every phase of
-// any rhythm equally often, where a digit sum (Thue–Morse) still favours some (Newman's
-// phenomenon: 57 % of the phase 0 of three at k = 2).
-func kept(n uint64, k int) bool {
-	if k <= 1 {
-		return true
-	}
-	b := uint64(k)
-	h := n/b + 0x9e3779b97f4a7c15
-	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
-	h = (h ^ h>>27) * 0x94d049bb133111eb
-	h ^= h >> 31
-	return n%b == h%b
 }
 
 // localSpan is the number of recent errors whose mean absolute value is the local scale of

@@ -30,8 +30,8 @@ func TestCalibratorMarginGaussian(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if want := min(cfg.Window, (5000+cfg.Stride-1)/cfg.Stride); c.Errors() != want {
-			t.Fatalf("%s: %d errors kept, want %d (one in %d, at most the window %d)", method, c.Errors(), want, cfg.Stride, cfg.Window)
+		if c.Errors() != cfg.Window {
+			t.Fatalf("%s: %d errors kept, want the window %d", method, c.Errors(), cfg.Window)
 		}
 		if m, want := c.Upper(1), math.Exp(2.326*0.1); math.Abs(m-want) > 0.04 {
 			t.Errorf("%s: margin %v, want ≈ %v", method, m, want)
@@ -94,9 +94,7 @@ func TestCalibratorAlpha(t *testing.T) {
 }
 
 func TestCalibratorBadInput(t *testing.T) {
-	cfg := DefaultCalibratorConfig()
-	cfg.Stride = 1 // every error kept: the count says which were
-	c, _ := NewCalibrator(cfg)
+	c, _ := NewCalibrator(DefaultCalibratorConfig())
 	for _, p := range [][2]float64{{math.NaN(), 1}, {1, math.Inf(1)}, {-1, 1}, {1, -2}} {
 		if err := c.AddError(p[0], p[1]); err == nil {
 			t.Errorf("AddError(%v, %v) accepted", p[0], p[1])
@@ -118,7 +116,6 @@ func TestCalibratorBadInput(t *testing.T) {
 		{"calibration_gain", func(c *CalibratorConfig) { c.Gain = -1 }},
 		{"error_window", func(c *CalibratorConfig) { c.Window = 3 }},
 		{"error_window", func(c *CalibratorConfig) { c.Window = maxWindow + 1 }}, // beyond 16-bit slots
-		{"error_stride", func(c *CalibratorConfig) { c.Stride = 0 }},
 		{"tail_fraction", func(c *CalibratorConfig) { c.Tau = 1 }},
 		{"quantile_method", func(c *CalibratorConfig) { c.Method = "magic" }},
 		{"min_errors", func(c *CalibratorConfig) { c.MinErrors = 10000 }},
@@ -156,7 +153,7 @@ func BenchmarkCalibrator(b *testing.B) {
 // alike.
 func TestCalibratorLocalScale(t *testing.T) {
 	cfg := DefaultCalibratorConfig()
-	cfg.Gain, cfg.Errors, cfg.Window, cfg.Stride = 0, ErrorsLocal, 760, 1 // the window within one stretch
+	cfg.Gain, cfg.Errors = 0, ErrorsLocal
 	c, err := NewCalibrator(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -259,7 +256,7 @@ func TestCalibratorNeighboursResolveBudget(t *testing.T) {
 		budget, want float64
 	}{{0.01, 5}, {0.04, 0.1}} {
 		cfg := DefaultCalibratorConfig()
-		cfg.Budget, cfg.Gain, cfg.Neighbours, cfg.Window, cfg.Stride = tc.budget, 0, 0.1, 400, 1
+		cfg.Budget, cfg.Gain, cfg.Neighbours, cfg.Window = tc.budget, 0, 0.1, 400
 		c, err := NewCalibrator(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -286,7 +283,7 @@ func TestCalibratorNeighboursBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for trial := range 200 {
 		cfg := DefaultCalibratorConfig()
-		cfg.Window, cfg.MinErrors, cfg.Stride = 10+rng.IntN(60), 2, 1+rng.IntN(3)
+		cfg.Window, cfg.MinErrors = 10+rng.IntN(60), 2
 		cfg.Neighbours = rng.Float64()
 		cfg.Budget = 0.02 + 0.4*rng.Float64() // 2/budget of 5–100: the share decides, or the budget does
 		c, err := NewCalibrator(cfg)
@@ -301,14 +298,12 @@ func TestCalibratorNeighboursBruteForce(t *testing.T) {
 			if err := c.AddError(a, f); err != nil {
 				t.Fatal(err)
 			}
-			if kept(uint64(i), cfg.Stride) { // one in Stride kept (TestKept)
-				ring = append(ring, keptErr{f, float64(float32(a - f))}) // kept in single precision
-			}
+			ring = append(ring, keptErr{f, float64(float32(a - f))}) // kept in single precision
 			if len(ring) > cfg.Window {
 				ring = ring[1:]
 			}
 			if c.Errors() != len(ring) {
-				t.Fatalf("trial %d step %d: %d errors kept, want %d (one in %d)", trial, i, c.Errors(), len(ring), cfg.Stride)
+				t.Fatalf("trial %d step %d: %d errors kept, want %d", trial, i, c.Errors(), len(ring))
 			}
 			if len(ring) < cfg.MinErrors {
 				continue
@@ -336,8 +331,7 @@ func TestCalibratorNeighboursBruteForce(t *testing.T) {
 }
 
 // TestCalibratorClassesBruteForce: with errors of two classes, UpperAtOf reads the nearest
-// errors of the class asked alone, each class keeping its own last Window errors (one in Stride of
-// its own), and falls back to every error while the class has fewer than MinErrors; UpperAt reads
+// errors of the class asked alone, each class keeping its own last Window errors, and falls back to every error while the class has fewer than MinErrors; UpperAt reads
 // every error. Forecasts and errors repeat (whole numbers, a third of the errors), so that the
 // oldest leaves among equals of both classes.
 func TestCalibratorClassesBruteForce(t *testing.T) {
@@ -348,7 +342,7 @@ func TestCalibratorClassesBruteForce(t *testing.T) {
 	}
 	for trial := range 100 {
 		cfg := DefaultCalibratorConfig()
-		cfg.Window, cfg.MinErrors, cfg.Stride = 10+rng.IntN(60), 2+rng.IntN(8), 1+rng.IntN(3)
+		cfg.Window, cfg.MinErrors = 10+rng.IntN(60), 2+rng.IntN(8)
 		cfg.Neighbours = rng.Float64()
 		cfg.Budget = 0.02 + 0.4*rng.Float64()
 		c, err := NewCalibrator(cfg)
@@ -356,7 +350,6 @@ func TestCalibratorClassesBruteForce(t *testing.T) {
 			t.Fatal(err)
 		}
 		rings := make([][]keptErr, Classes)
-		arrived := make([]int, Classes)
 		// One class is rare, so that it spends a while under MinErrors.
 		rare := rng.IntN(Classes)
 		for i := range 4 * cfg.Window {
@@ -372,10 +365,7 @@ func TestCalibratorClassesBruteForce(t *testing.T) {
 			if err := c.AddErrorOf(class, a, f); err != nil {
 				t.Fatal(err)
 			}
-			if kept(uint64(arrived[class]), cfg.Stride) {
-				rings[class] = append(rings[class], keptErr{f, float64(float32(a - f)), class})
-			}
-			arrived[class]++
+			rings[class] = append(rings[class], keptErr{f, float64(float32(a - f)), class})
 			if len(rings[class]) > cfg.Window {
 				rings[class] = rings[class][1:]
 			}
@@ -522,7 +512,7 @@ func TestPricedUpperAtOfBruteForce(t *testing.T) {
 // covering.
 func TestPricedUpperAtOfTail(t *testing.T) {
 	cfg := DefaultCalibratorConfig()
-	cfg.Window, cfg.Stride = 200, 1
+	cfg.Window = 200
 	c, err := NewCalibrator(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -551,7 +541,7 @@ func TestPricedUpperAtOfTail(t *testing.T) {
 // classes of 2¹⁵), the rings wrap and every error is still found when it leaves.
 func TestCalibratorLargestWindow(t *testing.T) {
 	cfg := DefaultCalibratorConfig()
-	cfg.Window, cfg.Stride = maxWindow, 1
+	cfg.Window = maxWindow
 	c, err := NewCalibrator(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -568,40 +558,6 @@ func TestCalibratorLargestWindow(t *testing.T) {
 	for i := 1; i < c.byF.len(); i++ {
 		if cmpFcError(c.byF.at(i-1), c.byF.at(i)) > 0 {
 			t.Fatalf("kept errors out of order at %d: %v then %v", i, c.byF.at(i-1), c.byF.at(i))
-		}
-	}
-}
-
-// TestKept: under a stride of k one error of each k in a row is kept, and every phase of a
-// rhythm the errors come in (a history step of p ticks) equally often: of the errors at the
-// phase r of p, a k-th (within 0.02, five standard deviations), where keeping the first of each k
-// would keep the phases of p = 4 at k = 2 either always or never.
-func TestKept(t *testing.T) {
-	for k := 1; k <= 5; k++ {
-		for start := uint64(0); start < 20000; start += uint64(k) {
-			n := 0
-			for i := range uint64(k) {
-				if kept(start+i, k) {
-					n++
-				}
-			}
-			if n != 1 {
-				t.Fatalf("stride %d: %d of the errors %d to %d kept, want 1", k, n, start, start+uint64(k)-1)
-			}
-		}
-		for _, p := range []uint64{2, 3, 4, 5, 7, 20} {
-			for r := range p {
-				kept1, all := 0, 0
-				for i := r; i < 200000; i += p {
-					all++
-					if kept(i, k) {
-						kept1++
-					}
-				}
-				if share := float64(kept1) / float64(all); math.Abs(share-1/float64(k)) > 0.02 {
-					t.Errorf("stride %d, rhythm %d, phase %d: %.3f of its errors kept, want %.3f", k, p, r, share, 1/float64(k))
-				}
-			}
 		}
 	}
 }
