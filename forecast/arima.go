@@ -54,9 +54,26 @@ type arModel struct {
 
 	// warm keeps the last solution of every order: a refit on a history shifted by a few
 	// steps starts each candidate at its old optimum and needs a few BFGS iterations only.
-	warm map[arOrder][]float64
+	warm arWarm
+}
 
-	z, w, e []float64 // Predict scratch, grown on demand
+// arWarm keeps one solution of each order of the grid, in place (a map of slices would take
+// twice the memory of the 24 orders' coefficients themselves).
+type arWarm [arMaxD + 1][arMaxP + 1][arMaxQ + 1]struct {
+	n int // the number of coefficients kept: 1+p+q once the order has been fitted, else 0
+	c [1 + arMaxP + arMaxQ]float64
+}
+
+// get is the kept solution of o (nil if there is none), a view of the array.
+func (w *arWarm) get(o arOrder) []float64 {
+	e := &w[o.d][o.p][o.q]
+	return e.c[:e.n]
+}
+
+// set keeps x as the solution of o.
+func (w *arWarm) set(o arOrder, x []float64) {
+	e := &w[o.d][o.p][o.q]
+	e.n = copy(e.c[:], x)
 }
 
 func arNew(cfg Config) (*arModel, error) {
@@ -66,7 +83,7 @@ func arNew(cfg Config) (*arModel, error) {
 	if cfg.TimeBudget < 0 {
 		return nil, fmt.Errorf("time_budget %v: must not be negative", cfg.TimeBudget)
 	}
-	return &arModel{cfg: cfg, warm: map[arOrder][]float64{}}, nil
+	return &arModel{cfg: cfg}, nil
 }
 
 // Name returns "arima".
@@ -83,15 +100,10 @@ func (m *arModel) Order() (p, d, q int, aic float64) {
 	return m.order.p, m.order.d, m.order.q, m.aic
 }
 
-// Clone deep-copies the fitted parameters and the warm-start cache.
+// Clone deep-copies the fitted parameters and the warm-start cache (an array: copied with the model).
 func (m *arModel) Clone() Forecaster {
 	c := *m
 	c.coef = append([]float64(nil), m.coef...)
-	c.warm = make(map[arOrder][]float64, len(m.warm))
-	for k, v := range m.warm {
-		c.warm[k] = append([]float64(nil), v...)
-	}
-	c.z, c.w, c.e = nil, nil, nil
 	return &c
 }
 
@@ -257,7 +269,7 @@ grid:
 					break grid
 				}
 				o := arOrder{p, d, q}
-				x0 := m.warm[o]
+				x0 := m.warm.get(o)
 				if len(x0) != 1+p+q {
 					x0 = make([]float64, 1+p+q)
 				}
@@ -266,7 +278,7 @@ grid:
 				if math.IsNaN(f) || math.IsInf(f, 0) {
 					continue
 				}
-				m.warm[o] = x
+				m.warm.set(o, x)
 				if !arAdmissible(x[1:1+p], x[1+p:]) {
 					continue
 				}
@@ -335,8 +347,10 @@ func arStandardise(x []float64) (mean, scale float64) {
 }
 
 // Predict runs the fitted recursion over history to recover the recent shocks, then forecasts
-// recursively with future shocks set to zero. It needs arCond+1 points and does not allocate
-// once its buffers have grown to the history length.
+// recursively with future shocks set to zero. It needs arCond+1 points and does not allocate:
+// the recursion reads the last arMaxP differences, arMaxQ shocks and level only, so it keeps those
+// (a buffer as long as the history, held by every policy, would be its largest state after the
+// calibrator's errors).
 func (m *arModel) Predict(history []float64, dst []float64) error {
 	if !m.fitted {
 		return fmt.Errorf("arima: Predict before Fit")
@@ -345,45 +359,46 @@ func (m *arModel) Predict(history []float64, dst []float64) error {
 		return fmt.Errorf("arima: %w", err)
 	}
 	n, h := len(history), len(dst)
-	if cap(m.z) < n+h {
-		m.z = make([]float64, n+h)
-		m.w = make([]float64, n+h)
-		m.e = make([]float64, n+h)
-	}
-	z, w, e := m.z[:n+h], m.w[:n+h], m.e[:n+h]
-	for i, v := range history {
-		z[i] = (v - m.mean) / m.scale
-	}
 	p, d := m.order.p, m.order.d
 	c, phi, theta := m.coef[0], m.coef[1:1+p], m.coef[1+p:]
-	for t := 0; t < n; t++ {
-		w[t] = z[t]
-		if d == 1 {
-			w[t] = 0
-			if t > 0 {
-				w[t] = z[t] - z[t-1]
+	var (
+		w [arMaxP]float64 // w[i]: the differenced (d = 1) or standardised level at t−1−i
+		e [arMaxQ]float64 // e[j]: the shock at t−1−j; zero before arCond and after the history
+		z float64         // the standardised level at t−1
+	)
+	for t := 0; t < n+h; t++ {
+		var wt, zt, et float64
+		if t < n {
+			zt = (history[t] - m.mean) / m.scale
+			wt = zt
+			if d == 1 {
+				wt = 0
+				if t > 0 {
+					wt = zt - z
+				}
 			}
 		}
-	}
-	clear(e)
-	for t := arCond; t < n+h; t++ {
-		pred := c
-		for i, f := range phi {
-			pred += f * w[t-1-i]
+		if t >= arCond {
+			pred := c
+			for i, f := range phi {
+				pred += f * w[i]
+			}
+			for j, th := range theta {
+				pred += th * e[j]
+			}
+			if t < n {
+				et = wt - pred
+			} else {
+				wt, zt = pred, pred // future shock zero
+				if d == 1 {
+					zt = z + pred
+				}
+				dst[t-n] = zt*m.scale + m.mean
+			}
 		}
-		for j, th := range theta {
-			pred += th * e[t-1-j]
-		}
-		if t < n {
-			e[t] = w[t] - pred
-			continue
-		}
-		w[t] = pred // future shock zero
-		z[t] = pred
-		if d == 1 {
-			z[t] = z[t-1] + pred
-		}
-		dst[t-n] = z[t]*m.scale + m.mean
+		copy(w[1:], w[:arMaxP-1])
+		copy(e[1:], e[:arMaxQ-1])
+		w[0], e[0], z = wt, et, zt
 	}
 	return nil
 }

@@ -220,8 +220,8 @@ func TestARIMAWarmStartAndEdges(t *testing.T) {
 		}
 	}
 	c.coef[0] = 99
-	c.warm[o][0] = 99
-	if m.coef[0] == 99 || m.warm[o][0] == 99 {
+	c.warm.get(o)[0] = 99
+	if m.coef[0] == 99 || m.warm.get(o)[0] == 99 {
 		t.Error("Clone shares coefficient storage")
 	}
 	if _, err := m.Fit(context.Background(), x[:10]); !errors.Is(err, ErrShortHistory) {
@@ -242,5 +242,75 @@ func TestARIMAWarmStartAndEdges(t *testing.T) {
 	rep, err = tb.Fit(context.Background(), x)
 	if err != nil || rep.StopReason != StopTimeBudget || rep.Iterations != 1 {
 		t.Errorf("1 ns budget: err %v, report %+v; want one order then time-budget", err, rep)
+	}
+}
+
+// TestARIMAPredictKeepsOnlyTheLags: Predict, which keeps the last arMaxP differences, arMaxQ
+// shocks and level, gives exactly (bit for bit) what the recursion over arrays as long as the
+// history and horizon gives, for every order of the grid.
+func TestARIMAPredictKeepsOnlyTheLags(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	x := make([]float64, 200)
+	for i := range x {
+		x[i] = 50 + 10*math.Sin(float64(i)/7) + rng.NormFloat64()
+	}
+	full := func(m *arModel, history, dst []float64) {
+		n, h := len(history), len(dst)
+		z, w, e := make([]float64, n+h), make([]float64, n+h), make([]float64, n+h)
+		for i, v := range history {
+			z[i] = (v - m.mean) / m.scale
+		}
+		p, d := m.order.p, m.order.d
+		c, phi, theta := m.coef[0], m.coef[1:1+p], m.coef[1+p:]
+		for t := range n {
+			w[t] = z[t]
+			if d == 1 {
+				w[t] = 0
+				if t > 0 {
+					w[t] = z[t] - z[t-1]
+				}
+			}
+		}
+		for t := arCond; t < n+h; t++ {
+			pred := c
+			for i, f := range phi {
+				pred += f * w[t-1-i]
+			}
+			for j, th := range theta {
+				pred += th * e[t-1-j]
+			}
+			if t < n {
+				e[t] = w[t] - pred
+				continue
+			}
+			w[t], z[t] = pred, pred
+			if d == 1 {
+				z[t] = z[t-1] + pred
+			}
+			dst[t-n] = z[t]*m.scale + m.mean
+		}
+	}
+	for p := 0; p <= arMaxP; p++ {
+		for d := 0; d <= arMaxD; d++ {
+			for q := 0; q <= arMaxQ; q++ {
+				m := &arModel{order: arOrder{p, d, q}, mean: 50, scale: 7, fitted: true}
+				m.coef = []float64{0.01}
+				for range p + q {
+					m.coef = append(m.coef, 0.3*rng.Float64()-0.1)
+				}
+				for _, n := range []int{arCond + 1, 37, len(x)} {
+					got, want := make([]float64, 12), make([]float64, 12)
+					if err := m.Predict(x[:n], got); err != nil {
+						t.Fatal(err)
+					}
+					full(m, x[:n], want)
+					for i := range got {
+						if got[i] != want[i] {
+							t.Fatalf("%v on %d points: forecast %d is %v, the full recursion gives %v", m.order, n, i+1, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
 	}
 }

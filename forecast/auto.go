@@ -44,12 +44,13 @@ type Auto struct {
 	fitted []bool
 	span   float64
 	// The models' state: the mean absolute error and the points scored, and a ring of the
-	// forecasts of the last calls (paths[m][slot][h]), made at history position at[slot].
+	// forecasts of the last l calls (path(m, slot)[h], l long), made at history position at[slot].
 	err    []float64
 	scored []int
-	paths  [][][]float64
+	l      int
+	paths  []float64 // paths[(m·l + slot)·l + h], in one array
 	at     []int64
-	ok     [][]bool // ok[m][slot]: model m forecast at that call
+	ok     []bool // ok[m·l + slot]: model m forecast at that call
 	// pos is the history position of the last call's last point (its count since the first
 	// call), and tail that call's last points, to find the new ones in the next history.
 	pos    int64
@@ -72,7 +73,7 @@ func NewAuto(cfg Config, models ...Forecaster) (*Auto, error) {
 	}
 	n := len(models)
 	a := &Auto{cfg: cfg, models: models, fitted: make([]bool, n), span: float64(span), err: make([]float64, n),
-		scored: make([]int, n), paths: make([][][]float64, n), ok: make([][]bool, n), pos: -1, chosen: -1}
+		scored: make([]int, n), pos: -1, chosen: -1}
 	return a, nil
 }
 
@@ -162,24 +163,21 @@ func (a *Auto) Predict(history []float64, dst []float64) error {
 	slot := int(a.pos % int64(len(dst)))
 	var last error
 	best := -1
+	if a.l != len(dst) {
+		a.l = len(dst)
+		a.paths, a.ok = make([]float64, len(a.models)*a.l*a.l), make([]bool, len(a.models)*a.l)
+		a.at = make([]int64, a.l)
+	}
 	for i, m := range a.models {
-		if len(a.paths[i]) != len(dst) {
-			a.paths[i], a.ok[i] = make([][]float64, len(dst)), make([]bool, len(dst))
-			for s := range a.paths[i] {
-				a.paths[i][s] = make([]float64, len(dst))
-			}
-			a.at = make([]int64, len(dst))
-		}
-		a.ok[i][slot] = false
+		a.ok[i*a.l+slot] = false
 		if !a.fitted[i] || len(history) < m.MinHistory() {
 			continue
 		}
-		p := a.paths[i][slot]
-		if err := m.Predict(history, p); err != nil {
+		if err := m.Predict(history, a.path(i, slot)); err != nil {
 			last = err
 			continue
 		}
-		a.ok[i][slot] = true
+		a.ok[i*a.l+slot] = true
 		if best < 0 || a.better(i, best) {
 			best = i
 		}
@@ -192,8 +190,14 @@ func (a *Auto) Predict(history []float64, dst []float64) error {
 		return last
 	}
 	a.chosen = best
-	copy(dst, a.paths[best][slot])
+	copy(dst, a.path(best, slot))
 	return nil
+}
+
+// path is model i's forecast kept in the slot.
+func (a *Auto) path(i, slot int) []float64 {
+	o := (i*a.l + slot) * a.l
+	return a.paths[o : o+a.l : o+a.l]
 }
 
 // better is whether model i, after j in the order, is read instead of j: i must have been
@@ -229,9 +233,7 @@ func (a *Auto) score(history []float64) {
 		}
 	}
 	if shift < 0 { // a history that does not continue the last: forget the forecasts kept
-		for i := range a.ok {
-			clear(a.ok[i])
-		}
+		clear(a.ok)
 		shift = 1
 	}
 	for k := shift; k >= 1; k-- {
@@ -246,10 +248,10 @@ func (a *Auto) score(history []float64) {
 				continue
 			}
 			for i := range a.models {
-				if !a.ok[i][slot] {
+				if !a.ok[i*a.l+slot] {
 					continue
 				}
-				a.add(i, math.Abs(y-a.paths[i][slot][h-1]))
+				a.add(i, math.Abs(y-a.path(i, slot)[h-1]))
 			}
 		}
 	}
@@ -292,13 +294,6 @@ func (a *Auto) Clone() Forecaster {
 	c.scored = append([]int(nil), a.scored...)
 	c.at = append([]int64(nil), a.at...)
 	c.tail = append([]float64(nil), a.tail...)
-	c.paths, c.ok = make([][][]float64, len(a.paths)), make([][]bool, len(a.ok))
-	for i := range a.paths {
-		c.ok[i] = append([]bool(nil), a.ok[i]...)
-		c.paths[i] = make([][]float64, len(a.paths[i]))
-		for s := range a.paths[i] {
-			c.paths[i][s] = append([]float64(nil), a.paths[i][s]...)
-		}
-	}
+	c.paths, c.ok = append([]float64(nil), a.paths...), append([]bool(nil), a.ok...)
 	return &c
 }

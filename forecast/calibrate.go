@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/debi-scaler/debi/internal/schema"
 )
@@ -53,11 +54,13 @@ type CalibratorConfig struct {
 	Budget float64 `yaml:"overload_budget" json:"overload_budget"`
 	// Gain is γ of α_{t+1} = α_t + γ·(b − exceeded_t) (0.005); 0 keeps α = b.
 	Gain float64 `yaml:"calibration_gain" json:"calibration_gain"`
-	// Window is the number of recent errors kept (760): one per decision under scoring tick
-	// (760 decisions are 3.2 h at a 15 s sync period, whatever the history step), one per
+	// Window is the number of recent errors kept (2880): one per decision under scoring tick
+	// (2880 decisions are 12 h at a 15 s sync period, whatever the history step), one per
 	// history step under scoring sample; under the priced rule, of each class of forecast apart
 	// (those for a time before the next history point, and those across it). At most 32,768;
-	// under Neighbours each error takes 10 bytes.
+	// under Neighbours each error takes 10 bytes. 760 (3.2 h) until issue 31's ninth round:
+	// twelve hours won on both halves of the traces under both demand models
+	// (docs/results-budget.md).
 	Window int `yaml:"error_window" json:"error_window"`
 	// Tau is the tail fraction of the POT fit (0.2).
 	Tau float64 `yaml:"tail_fraction" json:"tail_fraction"`
@@ -83,7 +86,7 @@ type CalibratorConfig struct {
 }
 
 // DefaultNeighbours is the default CalibratorConfig.Neighbours of the empirical quantile: the
-// eighth of the kept errors whose forecasts were nearest (95 of 760).
+// eighth of the kept errors whose forecasts were nearest (360 of 2880).
 const DefaultNeighbours = 0.125
 
 // NeighboursPerBudget/Budget is the fewest errors the quantile of a forecast is read from under
@@ -96,7 +99,7 @@ const NeighboursPerBudget = 2
 
 // DefaultCalibratorConfig returns the defaults of METHOD §9.
 func DefaultCalibratorConfig() CalibratorConfig {
-	return CalibratorConfig{Budget: 0.01, Gain: 0.005, Window: 760, Tau: 0.2, Method: QuantileEmpirical, Errors: ErrorsAdditive, Scoring: ScoringTick, MinErrors: 30, ColdMargin: 2, Neighbours: DefaultNeighbours}
+	return CalibratorConfig{Budget: 0.01, Gain: 0.005, Window: 2880, Tau: 0.2, Method: QuantileEmpirical, Errors: ErrorsAdditive, Scoring: ScoringTick, MinErrors: 30, ColdMargin: 2, Neighbours: DefaultNeighbours}
 }
 
 // WithMethodDefaults is c with the defaults that depend on the quantile method applied to the
@@ -147,7 +150,6 @@ type Calibrator struct {
 	byF  errorStore // Neighbours: the errors with their forecasts and classes
 	// Neighbours: the class a quantile is read from (-1: every class; UpperAtOf).
 	want   int
-	near   []float64 // Neighbours: scratch for the errors nearest a forecast
 	next   int
 	sorted []float64 // the same errors, ascending
 	alpha  float64
@@ -289,12 +291,18 @@ func removeSorted(s []float64, v float64) []float64 {
 // around f, grown from both ends; a side's distance is compared as a ratio (the logarithm is
 // monotone), and the quantile found by selection (quantileOf).
 func (c *Calibrator) nearQuantile(f float64) float64 {
-	c.nearErrors(f)
-	return quantileOf(c.near, 1-c.Alpha())
+	buf := nearPool.Get().(*[]float64)
+	defer nearPool.Put(buf)
+	*buf = c.nearErrors(f, *buf)
+	return quantileOf(*buf, 1-c.Alpha())
 }
 
-// nearErrors sets c.near to the errors of the kept forecasts nearest f, of the class read.
-func (c *Calibrator) nearErrors(f float64) {
+// nearPool holds the scratch the errors nearest a forecast are read into: shared by every
+// Calibrator (a fleet holds as many as read at once), and once grown it does not allocate.
+var nearPool = sync.Pool{New: func() any { return new([]float64) }}
+
+// nearErrors appends to near[:0] the errors of the kept forecasts nearest f, of the class read.
+func (c *Calibrator) nearErrors(f float64, near []float64) []float64 {
 	n := c.byF.len()
 	m := n // the errors of the class read (every error: n)
 	if c.want >= 0 {
@@ -323,11 +331,11 @@ func (c *Calibrator) nearErrors(f float64) {
 	if lo >= 0 {
 		rb = g / (float64(c.byF.at(lo).f) + fl)
 	}
-	c.near = c.near[:0]
+	near = near[:0]
 	last := math.Inf(-1)
-	for len(c.near) < k {
+	for len(near) < k {
 		if ra < rb {
-			c.near, last = append(c.near, float64(c.byF.at(hi).e)), ra
+			near, last = append(near, float64(c.byF.at(hi).e)), ra
 			for hi++; hi < n && !in(hi); hi++ {
 			}
 			if hi < n {
@@ -336,7 +344,7 @@ func (c *Calibrator) nearErrors(f float64) {
 				ra = inf
 			}
 		} else {
-			c.near, last = append(c.near, float64(c.byF.at(lo).e)), rb
+			near, last = append(near, float64(c.byF.at(lo).e)), rb
 			for lo--; lo >= 0 && !in(lo); lo-- {
 			}
 			if lo >= 0 {
@@ -350,14 +358,15 @@ func (c *Calibrator) nearErrors(f float64) {
 	// not depend on their errors (the order of byF among equal forecasts).
 	for ; lo >= 0 && g/(float64(c.byF.at(lo).f)+fl) == last; lo-- {
 		if in(lo) {
-			c.near = append(c.near, float64(c.byF.at(lo).e))
+			near = append(near, float64(c.byF.at(lo).e))
 		}
 	}
 	for ; hi < n && (float64(c.byF.at(hi).f)+fl)/g == last; hi++ {
 		if in(hi) {
-			c.near = append(c.near, float64(c.byF.at(hi).e))
+			near = append(near, float64(c.byF.at(hi).e))
 		}
 	}
+	return near
 }
 
 // PricedUpperAtOf is the upper bound of what comes after forecast f that a caller who prices
@@ -379,9 +388,11 @@ func (c *Calibrator) PricedUpperAtOf(class int, f, lambda, unit float64) float64
 		if class >= 0 && class < Classes && c.byF.count(class) >= c.cfg.MinErrors {
 			c.want = class
 		}
-		c.nearErrors(f)
+		buf := nearPool.Get().(*[]float64)
+		defer nearPool.Put(buf)
+		*buf = c.nearErrors(f, *buf)
 		c.want = -1
-		v = c.near
+		v = *buf
 		// Only a level whose price alone is under the cost at 1/λ can be cheaper: sort the errors
 		// from the quantile of the highest such level up (selection leaves none below it larger),
 		// all that quantileSorted reads at the levels read.

@@ -132,9 +132,10 @@ func TestCalibratorBadInput(t *testing.T) {
 // BenchmarkCalibrator is one budget decision's model side in steady state: a new error (a new
 // sample), an exceedance update and the margin. Must not allocate.
 func BenchmarkCalibrator(b *testing.B) {
-	c, _ := NewCalibrator(DefaultCalibratorConfig())
+	cfg := DefaultCalibratorConfig()
+	c, _ := NewCalibrator(cfg)
 	rng := rand.New(rand.NewPCG(5, 6))
-	for range 2000 {
+	for range cfg.Window + 1000 { // past the window: every buffer at its size
 		_ = c.AddError(100*math.Exp(0.1*rng.NormFloat64()), 100)
 	}
 	b.ReportAllocs()
@@ -148,9 +149,9 @@ func BenchmarkCalibrator(b *testing.B) {
 }
 
 // TestCalibratorLocalScale: under ErrorsLocal the margin follows the recent size of the errors
-// (over localSpan, 240 of them): after a long quiet stretch (errors of ±1) it is a few cores;
-// after a stretch of errors of ±10 it is ten times that, though the kept normalised errors are
-// alike.
+// (over localSpan, 240 of them): after a long quiet stretch (errors of ±1, a window of them) it is
+// a few cores; after a stretch of errors of ±10 it is ten times that, though the kept normalised
+// errors are alike.
 func TestCalibratorLocalScale(t *testing.T) {
 	cfg := DefaultCalibratorConfig()
 	cfg.Gain, cfg.Errors = 0, ErrorsLocal
@@ -160,7 +161,7 @@ func TestCalibratorLocalScale(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	feed := func(sd float64) {
-		for range 2000 {
+		for range max(2000, cfg.Window) {
 			if err := c.AddError(100+sd*rng.NormFloat64(), 100); err != nil {
 				t.Fatal(err)
 			}

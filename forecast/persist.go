@@ -328,7 +328,7 @@ func (m *arModel) UnmarshalBinary(data []byte) error {
 	}
 	m.order, m.fitted, m.mean, m.scale, m.aic, m.coef = ord, fitted[0] == 1, mean, scale, aic, coef
 	if m.fitted {
-		m.warm[ord] = append([]float64(nil), coef...)
+		m.warm.set(ord, coef)
 	}
 	return nil
 }

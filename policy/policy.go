@@ -381,6 +381,11 @@ func (r *Runner) advanceState(in scaling.Input, d scaling.Decision) {
 // refits the high-water level.
 func (r *Runner) advance(ctx context.Context, demand float64, res *Result) {
 	r.steps++
+	if cap(r.history) < r.keep+1 {
+		// Room for the history and the point that comes before the oldest leaves, exactly (append's
+		// growth would overshoot by a fifth).
+		r.history = append(make([]float64, 0, r.keep+1), r.history...)
+	}
 	r.history = append(r.history, demand)
 	if len(r.history) > r.keep {
 		r.history = append(r.history[:0], r.history[len(r.history)-r.keep:]...)

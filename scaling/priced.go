@@ -1,6 +1,9 @@
 package scaling
 
-import "math/bits"
+import (
+	"math/bits"
+	"sync"
+)
 
 // Plan is the priced programme (METHOD §9, the priced rule): over the need of the elements
 // ahead (an element is a tick, or a block of ticks; -1: overloaded whatever is ordered now), the
@@ -12,19 +15,25 @@ import "math/bits"
 // size at q must hold the need of every element of the start-up window ahead that is not left
 // overloaded — and the size of its first element. It is the programme the backtest's floor
 // solves in hindsight (on a whole trace) and the priced rule solves at every decision (on the
-// lead ahead). Its arrays are reused: after the first call at a size it does not allocate. It
-// is not safe for concurrent use.
+// lead ahead). A Plan holds its settings only: the programme's arrays are scratch, shared by all
+// Plans through a pool (a fleet of policies holds as many as decide at once, not one each), and
+// once the pool's have grown to a size a call does not allocate. It is safe for concurrent use.
 type Plan struct {
 	// Look is the start-up window in elements (at most 16: the programme has 2^Look states).
 	Look int
 	// Min is the fewest pods of any element (min_replicas).
 	Min int32
-	// The programme's arrays, reused across calls.
+}
+
+// planScratch is the programme's arrays: every call writes all it reads.
+type planScratch struct {
 	w, nw  []float64
 	m      []int32
 	choice []uint64 // choice[q·words + s/64] bit s%64: element q in O in state s
 	inO    []bool
 }
+
+var planPool = sync.Pool{New: func() any { return new(planScratch) }}
 
 // MaxPlanLook bounds Plan.Look.
 const MaxPlanLook = 16
@@ -39,21 +48,25 @@ func (p *Plan) First(need []int32, lambda float64) int32 {
 	ns := 1 << look
 	full := ns - 1
 	words := (ns + 63) / 64
-	if len(p.w) != ns {
-		p.w, p.nw, p.m = make([]float64, ns), make([]float64, ns), make([]int32, ns)
+	sc := planPool.Get().(*planScratch)
+	defer planPool.Put(sc)
+	if cap(sc.w) < ns {
+		sc.w, sc.nw, sc.m = make([]float64, ns), make([]float64, ns), make([]int32, ns)
 	}
-	if cap(p.choice) < len(need)*words {
-		p.choice = make([]uint64, len(need)*words)
+	if cap(sc.choice) < len(need)*words {
+		sc.choice = make([]uint64, len(need)*words)
 	}
-	choice := p.choice[:len(need)*words]
+	choice := sc.choice[:len(need)*words]
 	clear(choice)
-	clear(p.w)
-	w, nw, m := p.w, p.nw, p.m
+	w, nw, m := sc.w[:ns], sc.nw[:ns], sc.m[:ns]
+	clear(w)
 	for q := range need {
 		WindowMax(m, need, q)
 		nq := need[q]
-		for s := range ns {
-			s0, s1 := (s<<1)&full, (s<<1|1)&full
+		row := choice[q*words : q*words+words]
+		mask := len(w) - 1 // full, spelled so that the compiler knows s0 and s1 are in w
+		for s := range m {
+			s0, s1 := (s<<1)&mask, (s<<1|1)&mask
 			base := max(p.Min, m[s])
 			// In O: the price, except for an element overloaded whatever is ordered now.
 			v1 := float64(base) + w[s1]
@@ -65,14 +78,13 @@ func (p *Plan) First(need []int32, lambda float64) int32 {
 				}
 			}
 			nw[s] = v1
-			choice[q*words+s/64] |= 1 << (s % 64)
+			row[s/64] |= 1 << (s % 64)
 		}
 		w, nw = nw, w
 	}
-	p.w, p.nw = w, nw
 	// Walk the choices back from the end (past it, no element is needed) to the first element's.
 	s := full
-	inO := p.inO[:0]
+	inO := sc.inO[:0]
 	for q := len(need) - 1; q >= 0; q-- {
 		bit := choice[q*words+s/64]>>(s%64)&1 == 1
 		if q <= look {
@@ -83,7 +95,7 @@ func (p *Plan) First(need []int32, lambda float64) int32 {
 			s |= 1
 		}
 	}
-	p.inO = inO
+	sc.inO = inO
 	// inO holds elements min(look, len−1) … 0, last first.
 	n := p.Min
 	for idx, o := range inO {
@@ -99,15 +111,18 @@ func (p *Plan) First(need []int32, lambda float64) int32 {
 // (bit p: element q+1+p in O), to the largest need among those outside O; an element past the
 // end of c, or overloaded at every size (-1), needs nothing.
 func WindowMax(m []int32, c []int32, q int) {
-	full := len(m) - 1
-	m[full] = 0
-	for s := full - 1; s >= 0; s-- {
-		p := bits.TrailingZeros(uint(^s))
-		j := q + 1 + p
+	// Bit by bit: with bits 0 … p−1 done, the states with bit p set (element q+1+p in O) are those
+	// without it, and the states with it clear need element q+1+p's need as well.
+	m[0] = 0
+	for p := range bits.Len(uint(len(m) - 1)) {
 		n := int32(0)
-		if j < len(c) && c[j] >= 0 {
+		if j := q + 1 + p; j < len(c) && c[j] >= 0 {
 			n = c[j]
 		}
-		m[s] = max(m[s|1<<p], n)
+		lo := m[:1<<p]
+		copy(m[1<<p:2<<p], lo)
+		for s, v := range lo {
+			lo[s] = max(v, n)
+		}
 	}
 }

@@ -117,3 +117,88 @@ func BenchmarkPlan(b *testing.B) {
 		})
 	}
 }
+
+// planReference is First as it was written first, one state at a time with its own choice: the
+// programme the faster First must decide exactly as (TestPlanReference).
+func planReference(p *Plan, need []int32, lambda float64) int32 {
+	if len(need) == 0 {
+		return p.Min
+	}
+	look := min(max(p.Look, 0), MaxPlanLook)
+	ns := 1 << look
+	full := ns - 1
+	words := (ns + 63) / 64
+	choice := make([]uint64, len(need)*words)
+	w, nw, m := make([]float64, ns), make([]float64, ns), make([]int32, ns)
+	for q := range need {
+		m[full] = 0
+		for s := full - 1; s >= 0; s-- {
+			p := 0
+			for s>>p&1 == 1 {
+				p++
+			}
+			n := int32(0)
+			if j := q + 1 + p; j < len(need) && need[j] >= 0 {
+				n = need[j]
+			}
+			m[s] = max(m[s|1<<p], n)
+		}
+		nq := need[q]
+		for s := range ns {
+			s0, s1 := (s<<1)&full, (s<<1|1)&full
+			base := max(p.Min, m[s])
+			v1 := float64(base) + w[s1]
+			if nq >= 0 {
+				v1 += lambda
+				if v0 := float64(max(base, nq)) + w[s0]; v0 <= v1 {
+					nw[s] = v0
+					continue
+				}
+			}
+			nw[s] = v1
+			choice[q*words+s/64] |= 1 << (s % 64)
+		}
+		w, nw = nw, w
+	}
+	s := full
+	var inO []bool
+	for q := len(need) - 1; q >= 0; q-- {
+		bit := choice[q*words+s/64]>>(s%64)&1 == 1
+		if q <= look {
+			inO = append(inO, bit)
+		}
+		s = (s << 1) & full
+		if bit {
+			s |= 1
+		}
+	}
+	n := p.Min
+	for idx, o := range inO {
+		if q := len(inO) - 1 - idx; !o && need[q] >= 0 {
+			n = max(n, need[q])
+		}
+	}
+	return n
+}
+
+// TestPlanReference: First decides exactly as planReference — the same first size, ties
+// included — at every look from 0 to 10, with elements overloaded whatever is ordered, minimum
+// sizes 0 and 2, on needs with many equal values.
+func TestPlanReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for trial := range 3000 {
+		look := trial % 11
+		need := make([]int32, 1+rng.IntN(3*look+2))
+		for j := range need {
+			need[j] = int32(rng.IntN(6))
+			if rng.IntN(8) == 0 {
+				need[j] = -1
+			}
+		}
+		p := &Plan{Look: look, Min: int32(2 * (trial % 2))}
+		lambda := []float64{0.25, 1, 2, 3.5, 8, 40}[trial%6]
+		if got, want := p.First(need, lambda), planReference(p, need, lambda); got != want {
+			t.Fatalf("look %d, min %d, λ %v, need %v: first size %d, the reference %d", look, p.Min, lambda, need, got, want)
+		}
+	}
+}
