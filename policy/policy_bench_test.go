@@ -51,8 +51,12 @@ func BenchmarkBudgetDecision(b *testing.B) {
 				d := 40 + 10*math.Sin(float64(i)/300) + 3*math.Sin(float64(i)*1.7)
 				return Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: d, Current: 12, Ready: 12}
 			}
+			// Warm up (errors, calibration, buffers at capacity) until every class of errors has its
+			// window: a 5-minute history point every 20 ticks, so the errors of forecasts across one
+			// come one tick in 20.
+			warm := max(20000, 21*cfg.Calibration.Window)
 			i := 0
-			for ; i < 20000; i++ { // warm up: errors, calibration, buffers at capacity
+			for ; i < warm; i++ {
 				if _, err := r.Step(ctx, obs(i)); err != nil {
 					b.Fatal(err)
 				}
