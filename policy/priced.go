@@ -35,9 +35,10 @@ const (
 // holds behind it; a reading at the sample's time ahead of it) and on the workload, so each is
 // scored on the lead's forecast and the one with the smaller recent error is read (pricer.shape).
 const (
-	shapeLinear = iota // linear between samples, anchored at the demand now
-	shapeAhead         // each sample held until the next; the interval of now at the last path's forecast of it
-	shapeBehind        // each sample held over the step before it
+	shapeLinear  = iota // linear between samples, anchored at the demand now
+	shapeAhead          // each sample held until the next; the interval of now at the last path's forecast of it
+	shapeBehind         // each sample held over the step before it
+	shapeFromNow        // linear, from the demand at the history step (not the history point), anchored at the demand now
 	shapes
 )
 
@@ -55,6 +56,10 @@ type pricer struct {
 	ahead float64
 	last  time.Time // the last tick priced
 	hold  pricedHold
+	// fromNow is whether shapeFromNow may be read: where the history point lags the demand by
+	// half a history step or more, the model forecasts a series as late as its own step, and a
+	// path from the demand now would join points of two different times.
+	fromNow bool
 }
 
 // score judges the shapes of the forecast f, come due, against the demand d.
@@ -76,6 +81,9 @@ func (p *pricer) shape() int {
 		return best
 	}
 	for i := range p.err {
+		if i == shapeFromNow && !p.fromNow {
+			continue
+		}
 		if p.err[i] < p.err[best] {
 			best = i
 		}
@@ -87,6 +95,12 @@ func (p *pricer) shape() int {
 func (p *pricer) pathAt(tb *tickBudget, s int, now time.Time, d, off float64, tau time.Time) float64 {
 	if s == shapeLinear || !tb.ok || len(tb.path) == 0 {
 		return tb.at(tau) + off
+	}
+	if s == shapeFromNow {
+		// The history point is a mean over the metrics window, which lags the demand; the path
+		// from the demand the nowcast read at its start has the slope of the model's forecast
+		// over the first interval from where the demand was, not from where the mean was.
+		return tb.atFrom(tb.start, tau) + d - tb.atFrom(tb.start, now)
 	}
 	x := float64(tau.Sub(tb.t0)) / float64(tb.step)
 	if s == shapeBehind {
@@ -159,6 +173,7 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 		p.plan = scaling.Plan{Look: (k + p.stride - 1) / p.stride, Min: minR}
 		p.lnL = math.Log(float64(p.plan.Look + 1))
 		p.hold.init(k, int(r.cfg.Params.Budget.Hold/tick))
+		p.fromNow = 2*r.historyLag() < r.cfg.Step
 	}
 	// The price follows the overload of the tick just served, except at max_replicas, where no
 	// size could have avoided it, and once per tick: a doubled or late observation moves nothing.
@@ -237,4 +252,14 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 	}
 	b.Quantile = (float64(n) - 0.5) * per
 	b.QuantileDown = b.Quantile
+}
+
+// historyLag is about how far a history point lags the demand: the mean over the observation's
+// window (a rate), and over the metrics' stabilisation window of those.
+func (r *Runner) historyLag() time.Duration {
+	lag := r.cfg.ObservationWindow / 2
+	if !r.cfg.Spec.Raw {
+		lag += r.cfg.Metrics.Window / 2
+	}
+	return lag
 }

@@ -41,7 +41,12 @@ func TestPricedPathShapes(t *testing.T) {
 		{shapeBehind, at(5), d},
 		{shapeBehind, at(5.1), 40 + d - 20}, // each sample over the step before it, anchored now
 		{shapeBehind, at(30), 40 + d - 20},  // flat past the end
+		// From the demand at t0 (start 15, set below) instead of the history point 10: at t0+1m
+		// the path is 15 + (1/5)·(20 − 15) = 16, so the anchor is d − 16.
+		{shapeFromNow, at(2.5), 17.5 + d - 16}, // halfway from 15 to 20
+		{shapeFromNow, at(7.5), 30 + d - 16},   // the points beyond are the model's
 	} {
+		tb.start = 15
 		if got := p.pathAt(tb, c.shape, at(1), d, off, c.tau); got != c.want {
 			t.Errorf("shape %d at %v: %v, want %v", c.shape, c.tau.Sub(t0), got, c.want)
 		}
@@ -64,10 +69,69 @@ func TestPricedPathShapes(t *testing.T) {
 		t.Errorf("errors 5, 1, 10: shape %d, want ahead (%d); errors %v", got, shapeAhead, p.err)
 	}
 	for range 200 {
-		p.score(20, pendingForecast{shaped: [shapes]float64{20.5, 26, 30}})
+		p.score(20, pendingForecast{shaped: [shapes]float64{20.5, 26, 30, 30}})
 	}
 	if got := p.shape(); got != shapeLinear {
 		t.Errorf("linear nearest since: shape %d, want linear; errors %v", got, p.err)
+	}
+	// The path from the demand at its start is read only where the history point lags the
+	// demand by less than half a step.
+	for range 2000 {
+		p.score(20, pendingForecast{shaped: [shapes]float64{20.5, 26, 30, 20.1}})
+	}
+	if got := p.shape(); got != shapeLinear {
+		t.Errorf("from-now nearest but not allowed: shape %d, want linear; errors %v", got, p.err)
+	}
+	p.fromNow = true
+	if got := p.shape(); got != shapeFromNow {
+		t.Errorf("from-now nearest and allowed: shape %d, want %d; errors %v", got, shapeFromNow, p.err)
+	}
+}
+
+// TestPricedPathStartsAtTheDemand: under demand that ramps, seen through a 1-minute rate and
+// stabilised over a minute, the history point lags the demand by 52.5 s (the mean over the
+// window of the means over theirs); the path's start is the nowcast at the history step, the
+// demand there. The history-point lag decides whether the rule may read the path from there: on
+// 5-minute history steps, but not on 1-minute ones.
+func TestPricedPathStartsAtTheDemand(t *testing.T) {
+	for _, c := range []struct {
+		step    time.Duration
+		fromNow bool
+	}{{5 * time.Minute, true}, {time.Minute, false}} {
+		r := newRunner(t, "naive-budget", func(cfg *Config) {
+			cfg.Params.Budget.Rule = scaling.RulePriced
+			cfg.Step, cfg.LeadSteps, cfg.LeadTime, cfg.ObservationWindow = c.step, 2, 2*time.Minute, time.Minute
+		})
+		// Flat for five minutes, so that the deconvolution's tick means start exact, then a ramp;
+		// the observation is the mean over the minute before each tick.
+		const slope = 0.01 // cores per second
+		demand := func(s float64) float64 { return 10 + slope*max(0, s-300) }
+		integral := func(s float64) float64 { return 10*s + slope*max(0, s-300)*max(0, s-300)/2 }
+		checked := 0
+		for i := range 2000 {
+			s := float64(i) * 15
+			obs := Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: (integral(s) - integral(s-60)) / 60, Current: 40, Ready: 40}
+			res, err := r.Step(context.Background(), obs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.NewSample || i < 100 {
+				continue
+			}
+			checked++
+			if got := r.tb.start; math.Abs(got-demand(s)) > 1e-6 {
+				t.Fatalf("step %v, tick %d: the path starts at %v, want the demand there %v", c.step, i, got, demand(s))
+			}
+			if got, want := r.tb.base, demand(s-52.5); math.Abs(got-want) > 1e-6 {
+				t.Fatalf("step %v, tick %d: the history point %v, want the demand 52.5 s before (%v)", c.step, i, got, want)
+			}
+		}
+		if checked == 0 {
+			t.Fatalf("step %v: no history step checked", c.step)
+		}
+		if r.pr.fromNow != c.fromNow {
+			t.Errorf("step %v: from-now allowed %v, want %v (the history point lags 60 s)", c.step, r.pr.fromNow, c.fromNow)
+		}
 	}
 }
 

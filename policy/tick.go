@@ -20,6 +20,11 @@ type tickBudget struct {
 	base float64
 	path []float64
 	ok   bool // path holds a model forecast (else the path is flat at base)
+	// start is the demand at t0 as the nowcast read it (the base until then, or without one): the
+	// priced rule's shapeFromNow starts the path there rather than at the history point, which is
+	// a mean over the metrics window and lags the demand.
+	start float64
+	fresh bool // the path is new, and start not yet read
 	// Pending forecasts: up ones wait for their time, down ones keep the largest observation
 	// since they were made.
 	up        []pendingForecast
@@ -49,21 +54,24 @@ type pendingForecast struct {
 }
 
 func (tb *tickBudget) newPath(t time.Time, base float64, pred []float64, ok bool) {
-	tb.t0, tb.base, tb.ok = t, base, ok
+	tb.t0, tb.base, tb.ok, tb.start, tb.fresh = t, base, ok, base, true
 	tb.path = append(tb.path[:0], pred...)
 }
 
 // at is the path's value at τ: linear between its points, flat past its ends.
-func (tb *tickBudget) at(tau time.Time) float64 {
+func (tb *tickBudget) at(tau time.Time) float64 { return tb.atFrom(tb.base, tau) }
+
+// atFrom is at with the path's first value (at t0) base.
+func (tb *tickBudget) atFrom(base float64, tau time.Time) float64 {
 	if !tb.ok || len(tb.path) == 0 || !tau.After(tb.t0) {
-		return tb.base
+		return base
 	}
 	x := float64(tau.Sub(tb.t0)) / float64(tb.step)
 	j := int(x) // between point j−1 (base for j = 0) and point j
 	if j >= len(tb.path) {
 		return tb.path[len(tb.path)-1]
 	}
-	lo := tb.base
+	lo := base
 	if j > 0 {
 		lo = tb.path[j-1]
 	}
@@ -248,6 +256,11 @@ func (r *Runner) tickBudget(obs Observation) {
 		_ = r.calDown.AddError(p.seen, p.forecast)
 	}
 	tb.down = tb.down[:n]
+	// The demand at a new path's start, as the nowcast reads it at the path's first tick.
+	if tb.fresh && obs.Time.Equal(tb.t0) && !math.IsNaN(d) && !math.IsInf(d, 0) {
+		tb.start = d
+	}
+	tb.fresh = false
 	// Forecast from now: the path anchored at the demand now, at each tick (its reactivity).
 	if math.IsNaN(tb.base) {
 		tb.base, tb.t0 = d, obs.Time
