@@ -129,6 +129,40 @@ func TestPricedPathStartsAtTheDemand(t *testing.T) {
 		if checked == 0 {
 			t.Fatalf("step %v: no history step checked", c.step)
 		}
+		// A doubled observation at a history step reads the start once; a missing one leaves the
+		// history point as the start.
+		per := int(c.step / (15 * time.Second))
+		at := func(i int, v float64) Observation {
+			return Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: v, Current: 40, Ready: 40}
+		}
+		ramp := func(i int) float64 { s := float64(i) * 15; return (integral(s) - integral(s-60)) / 60 }
+		i := 2000
+		for ; i%per != 0; i++ {
+			if _, err := r.Step(context.Background(), at(i, ramp(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res, err := r.Step(context.Background(), at(i, ramp(i))); err != nil || !res.NewSample {
+			t.Fatalf("step %v: tick %d is not a history step (%v, %v)", c.step, i, res.NewSample, err)
+		}
+		start := r.tb.start
+		if _, err := r.Step(context.Background(), at(i, ramp(i)+20)); err != nil {
+			t.Fatal(err)
+		}
+		if r.tb.start != start {
+			t.Errorf("step %v: a doubled observation moved the start from %v to %v", c.step, start, r.tb.start)
+		}
+		for i++; i%per != 0; i++ {
+			if _, err := r.Step(context.Background(), at(i, ramp(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res, _ := r.Step(context.Background(), at(i, math.NaN())); !res.NewSample {
+			t.Fatalf("step %v: no history step at tick %d with a missing observation", c.step, i)
+		}
+		if math.IsNaN(r.tb.start) || r.tb.start != r.tb.base {
+			t.Errorf("step %v: a missing observation at a history step: start %v, want the history point %v", c.step, r.tb.start, r.tb.base)
+		}
 		if r.pr.fromNow != c.fromNow {
 			t.Errorf("step %v: from-now allowed %v, want %v (the history point lags 60 s)", c.step, r.pr.fromNow, c.fromNow)
 		}
