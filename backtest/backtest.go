@@ -62,8 +62,17 @@ type Metrics struct {
 	FloorClosed float64 `json:"floor_closed"`
 	// Utilization is ∫min(D, Nr·R) / ∫N·R.
 	Utilization float64 `json:"utilization"`
-	// OverloadFraction is the share of scored time with D > u_sla·Nr·R.
+	// OverloadFraction is the share of scored time with D > u_sla·Nr·R as Options.Overload
+	// counts it: at the ticks (the demand at each tick against the pods ready then), or
+	// OverloadTime.
 	OverloadFraction float64 `json:"overload_fraction"`
+	// OverloadTime is the share of scored time with D > u_sla·Nr·R read between the ticks:
+	// over each tick's interval, the demand as the demand model lays it (linear between the
+	// ticks, or the level at the interval's start under step) against the pods ready over it
+	// (those of the tick before, after its decision). A pod that arrives at a tick serves from
+	// that tick on, so the part of the interval before it that the demand was above the pods
+	// there were is counted, which the count at the ticks does not see.
+	OverloadTime float64 `json:"overload_time"`
 	// Unserved is ∫max(0, D − Nr·R) dt in core-hours.
 	Unserved float64 `json:"unserved"`
 	// ScaleActions count changes of the spec replica count; ActionsPerDay per scored day.
@@ -172,8 +181,10 @@ type TraceResult struct {
 	WarmupTime time.Duration `json:"warmup_time"`
 	Ticks      int           `json:"ticks"`
 	// Unavoidable is the share of scored time whose demand exceeds u_sla·N_max·R: overload no
-	// policy can avoid (demand beyond the max_replicas bound).
+	// policy can avoid (demand beyond the max_replicas bound), counted as Options.Overload counts.
 	Unavoidable float64 `json:"unavoidable_overload"`
+	// UnavoidableTime is Unavoidable read between the ticks, as Run.OverloadTime reads.
+	UnavoidableTime float64 `json:"unavoidable_overload_time"`
 	// OracleFrontierRatio is the oracle's frontier ratio: the limit of what any policy can save
 	// at equal overload (NaN without the oracle).
 	OracleFrontierRatio float64 `json:"oracle_frontier_ratio"`

@@ -25,7 +25,22 @@ type NeedBound struct {
 // NeedBound is the world's bound under o (its request, u_sla, replica bounds and start-up delay),
 // refined up to the overload fraction xmax.
 func (w *World) NeedBound(o Options, xmax float64) *NeedBound {
-	peak := w.peak()[min(w.Warm, len(w.peak())):]
+	all := w.peak()
+	peak := all[min(w.Warm, len(all)):]
+	if o.Overload == OverloadTime && o.Demand != DemandStep {
+		// Counted over time, the pods ready at a tick serve the interval after it, which no size
+		// below the need of the smaller of its two ends serves for any of its time: reading that
+		// need at the tick keeps the bound below every schedule's cost at its overload (a tick
+		// below it is overloaded for the whole interval, and the others are counted at least as
+		// much by the time they are overloaded). Under step demand an interval holds the level
+		// of the tick that starts it, the tick's own.
+		peak = slices.Clone(peak)
+		for i := range peak {
+			if j := min(w.Warm, len(all)) + i + 1; j < len(all) {
+				peak[i] = min(peak[i], all[j])
+			}
+		}
+	}
 	need := make([]float64, len(peak))
 	pods := make([]int32, len(peak))
 	b := &NeedBound{saved: make([]float64, len(peak)+1), unit: o.Request * w.Tick.Seconds() / 3600}

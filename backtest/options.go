@@ -19,6 +19,15 @@ const (
 	DemandStep   = "step"   // piecewise constant: each sample holds until the next
 )
 
+// How overload is counted (Options.Overload).
+const (
+	// OverloadTick reads each tick's demand against the pods ready at that tick (the default).
+	OverloadTick = "tick"
+	// OverloadTime reads the share of each interval between ticks overloaded (Metrics.OverloadTime):
+	// a pod that arrives at a tick serves from that tick on, not over the interval before it.
+	OverloadTime = "time"
+)
+
 // Options are the parameters of a backtest; the zero value is not usable, start from
 // DefaultOptions. Every span of time is a duration.
 type Options struct {
@@ -47,6 +56,10 @@ type Options struct {
 	SamplePeriod time.Duration `json:"sample_period,omitempty"`
 	// Demand is how demand runs between samples: DemandLinear or DemandStep.
 	Demand string `json:"demand"`
+	// Overload is the count every figure is judged on (overload, the band, the frontier, the
+	// floor and the oracle): OverloadTick or OverloadTime. Metrics.OverloadTime is reported under
+	// either.
+	Overload string `json:"overload_count"`
 	// MetricWindow is the observation lag: a policy observes the mean demand over
 	// [t − MetricWindow, t] (a rate(...[1m]) or metrics-server window); 0 observes the
 	// instantaneous demand.
@@ -139,6 +152,7 @@ func DefaultOptions() Options {
 		Metrics:         scaling.DefaultMetricsPolicy(),
 		Tick:            15 * time.Second,
 		Demand:          DemandLinear,
+		Overload:        OverloadTick,
 		MetricWindow:    time.Minute,
 		StartupDelay:    2 * time.Minute,
 		PeakUtilization: 0.25,
@@ -168,6 +182,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("sample-period: must not be negative, got %v", o.SamplePeriod)
 	case o.Demand != DemandLinear && o.Demand != DemandStep:
 		return fmt.Errorf("demand: must be %q or %q, got %q", DemandLinear, DemandStep, o.Demand)
+	case o.Overload != OverloadTick && o.Overload != OverloadTime:
+		return fmt.Errorf("overload-count: must be %q or %q, got %q", OverloadTick, OverloadTime, o.Overload)
 	case o.MetricWindow < 0:
 		return fmt.Errorf("metric-window: must not be negative, got %v", o.MetricWindow)
 	case o.Scale < 0 || math.IsNaN(o.Scale) || math.IsInf(o.Scale, 0):

@@ -227,7 +227,7 @@ func (rep *Report) jsonView() any {
 					"configured":     r.Policy == rep.Options.Configured,
 					"frontier_ratio": num(r.FrontierRatio), "frontier_clamped": r.FrontierClamped, "gap_closed": num(r.GapClosed), "gap_at_overload": num(r.GapAtOverload),
 					"frontier_bound": num(r.FrontierBound), "floor_closed": num(r.FloorClosed),
-					"utilization": num(r.Utilization), "overload_fraction": num(r.OverloadFraction), "unserved": num(r.Unserved),
+					"utilization": num(r.Utilization), "overload_fraction": num(r.OverloadFraction), "overload_time": num(r.OverloadTime), "unserved": num(r.Unserved),
 					"scale_actions": r.ScaleActions, "actions_per_day": num(r.ActionsPerDay), "mean_replicas": num(r.MeanReplicas),
 					"zero_share": num(r.ZeroShare), "cold_overload": num(r.ColdOverload),
 					"under_share": num(r.UnderShare), "under_pods": num(r.UnderPods), "over_share": num(r.OverShare), "over_pods": num(r.OverPods),
@@ -250,7 +250,7 @@ func (rep *Report) jsonView() any {
 			t := map[string]any{
 				"trace": tr.Trace, "class": tr.Class, "samples": tr.Samples, "sample_period": tr.SamplePeriod.String(), "start": startOrNil(tr.Start),
 				"scale": num(tr.Scale), "ticks": tr.Ticks, "warmup_time": tr.WarmupTime.String(),
-				"oracle_frontier_ratio": num(tr.OracleFrontierRatio), "unavoidable_overload": num(tr.Unavoidable),
+				"oracle_frontier_ratio": num(tr.OracleFrontierRatio), "unavoidable_overload": num(tr.Unavoidable), "unavoidable_overload_time": num(tr.UnavoidableTime),
 				"frontier_floor": num(tr.FrontierFloor),
 				"runs":           runs, "frontier": tr.Frontier, "sweep_error": tr.SweepFailed, "actual_ready": tr.ActualReady,
 			}

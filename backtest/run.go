@@ -97,7 +97,10 @@ func traceWorld(t trace.Trace, o Options) (TraceResult, *World, Recorded, error)
 	}
 	tr := TraceResult{Trace: t.Name, Class: t.Class, Samples: len(vals), SamplePeriod: period, Scale: scale, Metrics: scales,
 		Start: rec.Start, WarmupTime: time.Duration(o.Warmup) * period, Ticks: len(w.Inst), OracleFrontierRatio: math.NaN(),
-		Unavoidable: w.Unavoidable(o), ActualReady: actualReady(rec)}
+		Unavoidable: w.Unavoidable(o), UnavoidableTime: w.UnavoidableTime(o), ActualReady: actualReady(rec)}
+	if o.Overload == OverloadTime {
+		tr.Unavoidable = tr.UnavoidableTime
+	}
 	tr.bound = w.NeedBound(o, boundReach(tr.Unavoidable, o))
 	if rec.Asked > 0 {
 		sr := NewScoredRange(rec.Asked, rec.RangeStart, rec.Start, len(vals), o.Warmup, period)

@@ -203,6 +203,7 @@ func simulate(ctx context.Context, w *World, name string, o Options, initial int
 		if scored {
 			s.add(i, nSpec, nr, res)
 		}
+		s.lastNr = nr
 	}
 	s.score()
 	m.TrainSeconds = train.Seconds()
@@ -281,6 +282,10 @@ type tally struct {
 	under, over, underPods, overPods float64
 	// zero and cold count the ticks at zero replicas and those overloaded with no pod ready.
 	zero, cold float64
+	// overTime adds up the share of each scored tick's interval overloaded (Metrics.OverloadTime),
+	// read against lastNr, the pods ready after the tick before's decision (-1: none yet).
+	overTime float64
+	lastNr   int32
 	// marginSum and levelSum add up the budget's headroom in pods and its level α over the
 	// marginN ticks that had a budget quantile.
 	marginSum, levelSum float64
@@ -291,7 +296,7 @@ type tally struct {
 }
 
 func newTally(w *World, o Options, hasModel bool, m *Metrics) *tally {
-	s := &tally{w: w, o: o, hasModel: hasModel, m: m, peak: w.peak(), tick: w.Tick.Seconds()}
+	s := &tally{w: w, o: o, hasModel: hasModel, m: m, peak: w.peak(), tick: w.Tick.Seconds(), lastNr: -1}
 	if w.multi() {
 		s.metricTicks, s.metricAlone = make([]int, len(w.Metrics)), make([]int, len(w.Metrics))
 	}
@@ -316,6 +321,7 @@ func (s *tally) add(i int, nSpec, nr int32, res policy.Result) {
 	if nSpec == 0 {
 		s.zero++
 	}
+	s.overTime += s.w.overShare(i, s.lastNr, nr, o.SLAUtilization*o.Request, o.Demand == DemandStep)
 	if s.metricTicks != nil {
 		over, last := 0, 0
 		for k := range s.w.MInst {
@@ -357,6 +363,10 @@ func (s *tally) score() {
 		m.Cost = o.Request * s.replicaSum * tick / 3600
 		m.Unserved /= 3600
 		m.OverloadFraction = s.overTicks / k
+		m.OverloadTime = s.overTime / k
+		if o.Overload == OverloadTime {
+			m.OverloadFraction = m.OverloadTime
+		}
 		m.MeanReplicas = s.replicaSum / k
 		m.ZeroShare, m.ColdOverload = s.zero/k, s.cold/k
 		m.ActionsPerDay = float64(m.ScaleActions) / (m.Seconds / 86400)

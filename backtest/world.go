@@ -35,6 +35,58 @@ type World struct {
 	Recorded, RecordedReady []float64
 }
 
+// UnavoidableTime is the share of scored time whose demand exceeds u_sla·N_max·R, read between
+// the ticks as Metrics.OverloadTime reads.
+func (w *World) UnavoidableTime(o Options) float64 {
+	k := len(w.Inst) - w.Warm
+	if k <= 0 {
+		return 0
+	}
+	var t float64
+	for i := w.Warm; i < len(w.Inst); i++ {
+		t += w.overShare(i, o.Params.MaxReplicas, o.Params.MaxReplicas, o.SLAUtilization*o.Request, o.Demand == DemandStep)
+	}
+	return t / float64(k)
+}
+
+// overShare is the share of the interval that ends at tick i over which a demand is above
+// ready·perPod, the capacity of the pods ready over it (those of tick i−1), when any metric's is:
+// linear between the ticks, or at the level of tick i−1 under step demand (whose samples change
+// at ticks, so an interval holds one sample's level). With no tick before i, or no ready count
+// for it (ready < 0), the demand at tick i is read against the pods ready then (now), as the
+// tick count reads it.
+func (w *World) overShare(i int, ready, now int32, perPod float64, step bool) float64 {
+	if i == 0 || ready < 0 {
+		if w.peak()[i] > float64(now)*perPod {
+			return 1
+		}
+		return 0
+	}
+	c := float64(ready) * perPod
+	metrics := w.MInst
+	if metrics == nil {
+		metrics = [][]float64{w.Inst}
+	}
+	// Over the interval, each metric's demand is above c on a part that starts it (head), ends
+	// it (tail), or all of it: the union is the largest head plus the largest tail.
+	var head, tail float64
+	for _, m := range metrics {
+		a, b := m[i-1], m[i]
+		if step {
+			b = a
+		}
+		switch {
+		case a > c && b > c:
+			return 1
+		case a > c:
+			head = max(head, (a-c)/(a-b))
+		case b > c:
+			tail = max(tail, (b-c)/(b-a))
+		}
+	}
+	return min(1, head+tail)
+}
+
 // Unavoidable is the share of scored ticks whose demand exceeds u_sla·N_max·R.
 func (w *World) Unavoidable(o Options) float64 {
 	n, k := 0, 0

@@ -263,6 +263,7 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.dur("tick", "Controllers' sync period: every policy decides once per tick.", &o.Tick)
 	f.dur("sample-period", "Time between trace samples (0: from the trace's minute column).", &o.SamplePeriod)
 	f.str("demand", "Demand between samples: linear or step.", &o.Demand)
+	f.str("overload-count", "What every figure judges overload on: tick (the demand at each tick against the pods ready then) or time (the share of each interval between ticks overloaded; a pod serves from the tick it arrives at).", &o.Overload)
 	f.dur("metric-window", "Observation lag: policies see the mean demand over this window (0: instantaneous).", &o.MetricWindow)
 	f.float("peak-utilization", "Demand scale: the p99 of the warm-up maps to this fraction of N_max·R.", &o.PeakUtilization)
 	f.float("scale", "Demand = trace value × scale (overrides --peak-utilization).", &o.Scale)
