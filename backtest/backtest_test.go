@@ -587,6 +587,9 @@ policies:
 // overload is 5/10. Pods serve at once here (no start-up delay): TestNeedBoundStartup.
 func TestNeedBound(t *testing.T) {
 	o := DefaultOptions()
+	// The tick count's bound: each tick's own need (under the time count it is read at the
+	// smaller end of the interval after it: TestOverloadTimeOracleAndFloor).
+	o.Overload = OverloadTick
 	o.Request, o.SLAUtilization, o.Params.MinReplicas, o.Params.MaxReplicas = 1, 0.5, 1, 10
 	o.StartupDelay = 0
 	w := &World{Tick: 15 * time.Second, Inst: []float64{9, 1, 2, 4, 0.4}, Warm: 1} // the first tick is warm-up

@@ -25,6 +25,7 @@ func fixedSize(n int32) decider {
 // u_sla·2·5 = 9 cores of each metric: cpu stays at 4; rps runs at 4 with samples 20–29 at 20.
 func TestOverloadSecondMetricOnly(t *testing.T) {
 	o := DefaultOptions()
+	o.Overload = OverloadTick // ticks counted (the shares over time: TestOverloadShareMetrics)
 	o.Warmup = 2
 	cpu, rps := make([]float64, 40), make([]float64, 40)
 	for i := range cpu {

@@ -21,10 +21,13 @@ const (
 
 // How overload is counted (Options.Overload).
 const (
-	// OverloadTick reads each tick's demand against the pods ready at that tick (the default).
+	// OverloadTick reads each tick's demand against the pods ready at that tick: a schedule sized
+	// for each tick's own demand is never overloaded at a tick, however long it is overloaded
+	// between them.
 	OverloadTick = "tick"
 	// OverloadTime reads the share of each interval between ticks overloaded (Metrics.OverloadTime):
-	// a pod that arrives at a tick serves from that tick on, not over the interval before it.
+	// a pod that arrives at a tick serves from that tick on, not over the interval before it. The
+	// default.
 	OverloadTime = "time"
 )
 
@@ -152,7 +155,7 @@ func DefaultOptions() Options {
 		Metrics:         scaling.DefaultMetricsPolicy(),
 		Tick:            15 * time.Second,
 		Demand:          DemandLinear,
-		Overload:        OverloadTick,
+		Overload:        OverloadTime,
 		MetricWindow:    time.Minute,
 		StartupDelay:    2 * time.Minute,
 		PeakUtilization: 0.25,

@@ -27,8 +27,11 @@ func needAt(d float64, o Options) int32 {
 func oracle(w *World, o Options) decider {
 	ticks := func(d time.Duration) int { return int((d + w.Tick - 1) / w.Tick) }
 	k := ticks(o.DecisionDelay) + ticks(o.StartupDelay)
-	if o.Overload == OverloadTime {
-		k++ // the pods ready at a tick serve until the next: its demand too
+	if o.Overload == OverloadTime && o.Demand != DemandStep {
+		// The pods ready at a tick serve until the next, and under linear demand the demand
+		// moves to the next tick's over that interval: its demand too. Under step demand the
+		// interval holds the tick's own level.
+		k++
 	}
 	return func(_ context.Context, i int, obs policy.Observation) (policy.Result, error) {
 		var n int32

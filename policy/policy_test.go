@@ -645,3 +645,35 @@ func TestBudgetFallback(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetTickMeanFromStart: on a ramp seen through a 60 s mean at 15 s ticks, the mean demand
+// over each tick kept for the deconvolution is exact from the first tick on, and again after a
+// missing observation. The observation lags the ramp by half a window, so a mean kept from it at
+// the first tick (or the first after the gap) would be carried a window at a time for as long
+// as the ramp lasts.
+func TestBudgetTickMeanFromStart(t *testing.T) {
+	r := newRunner(t, "naive-budget", func(c *Config) {
+		c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+	})
+	const slope = 0.1 // cores per tick
+	ramp := func(x float64) float64 { return 10 + slope*x }
+	const gap = 50
+	for i := range 120 {
+		obs := Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: ramp(float64(i) - 2), Current: 40, Ready: 40}
+		if i == gap {
+			obs.Demand = math.NaN()
+		}
+		if _, err := r.Step(context.Background(), obs); err != nil && !errors.Is(err, ErrNoData) {
+			t.Fatal(err)
+		}
+		for _, m := range r.tb.tickMeans {
+			k := float64(m.t.Sub(t0)) / float64(15*time.Second)
+			if want := ramp(k - 0.5); math.Abs(m.v-want) > 1e-9 {
+				t.Fatalf("at tick %d the mean kept for tick %v is %v, want %v", i, k, m.v, want)
+			}
+		}
+	}
+	if len(r.tb.tickMeans) < 4 {
+		t.Fatalf("%d tick means kept, want a window's", len(r.tb.tickMeans))
+	}
+}

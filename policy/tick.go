@@ -149,13 +149,18 @@ type judgement struct {
 // after a jump is judged on the demand there was, not on three quarters of the jump). The demand
 // now (that mean plus half its change since the last tick) is clipped between the observation
 // and the trend's nowcast, so it is no noisier than the trend's. With no tick means a window
-// back yet (start-up, a gap), the trend's nowcast stands.
+// back yet (start-up, a gap), the trend's nowcast stands, and the mean over the last tick is
+// that less half the tick's change. No mean is kept at the first tick, or at the first after a
+// missing observation: the observation lags the demand by half a window, and a mean kept from
+// it would be carried a window at a time for as long as the observation is not flat.
 func (tb *tickBudget) deconvolve(obs Observation, dt time.Duration, trend float64, w time.Duration) (now, tickMean float64) {
 	lo, hi := math.Min(obs.Demand, trend), math.Max(obs.Demand, trend)
 	clip := func(v float64) float64 { return math.Min(hi, math.Max(lo, v)) }
 	past, ok := tb.tickMeanAt(obs.Time.Add(-w))
 	if !ok || len(tb.tickMeans) == 0 {
-		return trend, clip(trend)
+		// The mean over the last tick under the trend: the demand now less half its change
+		// over the tick (under a linear trend the observation changes as the demand does).
+		return trend, clip(trend - (obs.Demand-tb.prevObs)/2)
 	}
 	change := (obs.Demand - tb.prevObs) * float64(w) / float64(dt)
 	far := math.Max(0, obs.Demand+change)
@@ -203,8 +208,8 @@ func (r *Runner) tickBudget(obs Observation) {
 	j := r.tickJudged(obs)
 	d, dt, tickMean := j.now, j.dt, j.tickMean
 	tb.prev, tb.prevObs, tb.prevReady = obs.Time, obs.Demand, obs.Ready
-	if math.IsNaN(tickMean) {
-		tickMean = d
+	if math.IsNaN(tickMean) && r.cfg.ObservationWindow <= 0 {
+		tickMean = d // the observation is the demand now, and the tick's mean is read at the tick
 	}
 	// A tick without a number (a missing observation), or not after the last one kept (a
 	// doubled or late observation), keeps no mean: the means stay a time series of numbers,
