@@ -53,13 +53,18 @@ type Metrics struct {
 	// this trace at this overload. The actual row, whose ready pods are recorded, gets the
 	// bound without the start-up (NeedBound.Instant).
 	FrontierBound float64 `json:"frontier_bound"`
-	// FloorClosed is (1 − FrontierRatio)/(1 − the trace's FrontierFloor): the share of the
-	// saving over the fixed targets that the floor no schedule can beat shows possible which this
-	// policy captures (0 = no better than the best fixed target, 1 = at the floor, below 0 =
-	// dearer than the best fixed target). Unlike GapClosed it is measured against what is
-	// possible inside the overload budget's band, not at the oracle's zero overload. NaN when
-	// the floor saves less than 1 % or an input is missing (FloorClosed).
+	// FloorClosed is (1 − FrontierRatio)/(1 − FrontierBound): the share of the saving over the
+	// fixed targets at this run's own overload that the floor no schedule can beat there shows
+	// possible which this policy captures (0 = no better than the best fixed target, 1 = at the
+	// floor, below 0 = dearer than the best fixed target). Its three terms are read at one
+	// overload, as FrontierRatio is. Unlike GapClosed it is measured against what is possible
+	// at that overload, not at the oracle's zero overload. NaN when the floor saves less than
+	// 1 % or an input is missing (FloorClosed).
 	FloorClosed float64 `json:"floor_closed"`
+	// FloorClosedBand is (1 − FrontierRatio)/(1 − the trace's FrontierFloor): the same against
+	// the lowest floor anywhere in the budget's band, read at another overload than the run's
+	// where that is lower (the headline until issue 31's twelfth round; json only).
+	FloorClosedBand float64 `json:"floor_closed_band"`
 	// Utilization is ∫min(D, Nr·R) / ∫N·R.
 	Utilization float64 `json:"utilization"`
 	// OverloadFraction is the share of scored time with D > u_sla·Nr·R as Options.Overload

@@ -62,7 +62,11 @@ func finishTrace(tr *TraceResult, b float64) {
 	for i := range tr.Runs {
 		r := &tr.Runs[i]
 		r.GapClosed = GapClosed(r.FrontierRatio, tr.OracleFrontierRatio)
-		r.FloorClosed = FloorClosed(r.FrontierRatio, tr.FrontierFloor)
+		// At the run's own overload, as its frontier ratio is: the band's lowest floor lies at
+		// the band's lower edge wherever the fixed targets' cost falls with overload faster
+		// than the cheapest schedule's, and a run that spends its budget could never reach it.
+		r.FloorClosed = FloorClosed(r.FrontierRatio, r.FrontierBound)
+		r.FloorClosedBand = FloorClosed(r.FrontierRatio, tr.FrontierFloor)
 		r.GapAtOverload = math.NaN()
 		if len(env) > 0 && !math.IsNaN(oracleCost) {
 			if e, _ := EnvelopeCost(env, r.OverloadFraction); e-oracleCost >= MinFloorSaving*e {

@@ -152,9 +152,10 @@ func (rep *Report) writeNotes(w io.Writer) {
 
 const footnote = "cost = R·∫N dt (core-hours); cost_ratio is to hpa; frontier_ratio is cost over the " +
 	"HPA-target envelope's at equal overload (* = outside the envelope, nearest end used); floor_closed = " +
-	"(1 − frontier_ratio)/(1 − frontier_floor), the share of the saving possible within the budget's overload " +
-	"band (frontier_floor: the lowest frontier ratio any schedule can have there, hindsight and start-up counted) " +
-	"that the policy captures (0 = the best fixed target, 1 = the floor; - where the floor saves under 1 %); gap_closed = " +
+	"(1 − frontier_ratio)/(1 − frontier_bound), the share of the saving possible at the policy's own overload " +
+	"(frontier_bound: the lowest frontier ratio any schedule can have there, hindsight and start-up counted) " +
+	"that the policy captures (0 = the best fixed target, 1 = the floor; - where the floor saves under 1 %); " +
+	"floor_closed_band (json) the same against frontier_floor, the lowest bound in 0.5–1.5× the budget; gap_closed = " +
 	"(1 − frontier_ratio)/(1 − oracle's); gap_at_overload = (E − cost)/(E − oracle's cost) with E the " +
 	"envelope's cost at the policy's own overload; overload = share of time with D > u_sla·Nr·R; under/over = " +
 	"SPEC RG provisioning against the oracle's need ceil(D/(u_sla·R)): share of time and mean pods; " +
@@ -226,7 +227,7 @@ func (rep *Report) jsonView() any {
 					"policy": r.Policy, "cost": num(r.Cost), "cost_ratio": num(r.CostRatio), "actual_ratio": num(r.ActualRatio),
 					"configured":     r.Policy == rep.Options.Configured,
 					"frontier_ratio": num(r.FrontierRatio), "frontier_clamped": r.FrontierClamped, "gap_closed": num(r.GapClosed), "gap_at_overload": num(r.GapAtOverload),
-					"frontier_bound": num(r.FrontierBound), "floor_closed": num(r.FloorClosed),
+					"frontier_bound": num(r.FrontierBound), "floor_closed": num(r.FloorClosed), "floor_closed_band": num(r.FloorClosedBand),
 					"utilization": num(r.Utilization), "overload_fraction": num(r.OverloadFraction), "overload_time": num(r.OverloadTime), "unserved": num(r.Unserved),
 					"scale_actions": r.ScaleActions, "actions_per_day": num(r.ActionsPerDay), "mean_replicas": num(r.MeanReplicas),
 					"zero_share": num(r.ZeroShare), "cold_overload": num(r.ColdOverload),

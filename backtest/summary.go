@@ -174,11 +174,11 @@ func (rep *Report) WriteScreen(w io.Writer) error {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, wrap("frontier = cost ÷ the cheapest fixed HPA target at the same overload (< 1 beats every one); "+
 		"* = outside the envelope, its nearest end used; "+actualText(rep.Traces)+
-		"floor_closed = (1 − frontier)/(1 − floor), the share captured of the saving the floor shows possible "+
-		"(0 = the best fixed target, 1 = the floor, above 1 only outside the budget's band, as the oracle's zero overload; "+
+		"floor_closed = (1 − frontier)/(1 − the floor at the policy's own overload), the share captured of the saving possible there "+
+		"(0 = the best fixed target, 1 = the floor; "+
 		"- = the floor saves under 1 %; n=k: the median of the k traces where it is defined); "+
 		"overload = share of time above u_sla; oracle = the "+
-		"oracle's frontier ratio; floor = the lowest frontier ratio any schedule can have with its avoidable overload in 0.5–1.5× the budget, hindsight and start-up counted; >N_max = time with demand above u_sla·N_max·R, overload no policy avoids; "+
+		"oracle's frontier ratio; floor = the lowest frontier ratio any schedule can have with its avoidable overload in 0.5–1.5× the budget, hindsight and start-up counted (floor_closed reads it at each policy's own overload instead); >N_max = time with demand above u_sla·N_max·R, overload no policy avoids; "+
 		"--format full gives every figure of every trace (gap_closed and gap_at_overload: the share of the oracle's saving captured).", 100))
 	rep.writeNotes(w)
 	return nil

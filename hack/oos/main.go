@@ -89,13 +89,12 @@ func (t *traceResult) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// floorClosed is r's floor_closed as the backtest wrote it; a report written before the
-// backtest had the field (a kept cache) gets it from the same function, backtest.FloorClosed.
+// floorClosed is r's floor_closed as the backtest computes it, from the run's frontier ratio
+// and the floor at its own overload (backtest.FloorClosed), not read from the field: a report
+// kept in the cache from before issue 31's twelfth round wrote it against the band's lowest
+// floor (now floor_closed_band), and reads as the backtest does now. NaN without the bound.
 func (t traceResult) floorClosed(r run) float64 {
-	if !math.IsNaN(r.FloorClosed) {
-		return r.FloorClosed
-	}
-	return backtest.FloorClosed(r.FrontierRatio, t.Floor)
+	return backtest.FloorClosed(r.FrontierRatio, r.Bound)
 }
 
 func (t traceResult) run(p string) (run, bool) {
@@ -434,9 +433,9 @@ func floors(w io.Writer, res map[string]map[string]traceResult, halves map[strin
 		"so the spec at each tick holds the need of every tick of the two minutes ahead that is not overloaded, and an overloaded tick costs at least `min_replicas`. "+
 		"So at overload x no schedule of sizes, hindsight included, costs less than the cheapest choice of the x overloaded ticks under that rule (`NeedBound`, bounded from below by Lagrangian relaxation; at zero overload it is the oracle's cost). "+
 		"`frontier_floor` is that cost over the envelope of fixed targets at x, at its lowest over the avoidable overloads in 0.5–1.5× the budget (%g %%): "+
-		"no schedule that keeps the band has a lower `frontier_ratio` on that trace. `frontier_bound` is the same at budget's own overload. "+
-		"`floor_closed = (1 − frontier_ratio)/(1 − frontier_floor)` is the share of the floor's saving over the best fixed target that budget captures "+
-		"(0 = the best fixed target, 1 = the floor; `-` where the floor saves under 1 %%). "+
+		"no schedule that keeps the band has a lower `frontier_ratio` on that trace. `frontier_bound` is the same at budget's own overload: no schedule with that overload has a lower `frontier_ratio`. "+
+		"`floor_closed = (1 − frontier_ratio)/(1 − frontier_bound)` is the share of the saving over the best fixed target possible at budget's own overload that budget captures "+
+		"(0 = the best fixed target, 1 = the floor; `-` where the floor saves under 1 %%); it reads the floor at the overload the frontier ratio is read at, where the band's lowest lies at its lower edge wherever the fixed targets get cheaper with overload faster than the floor does. "+
 		"Cells are `--demand linear` / `--demand step`.\n\n", 100*budget)
 	p("| trace | half | class | floor in the band | bound at budget's overload | budget's frontier ratio | budget's floor closed | oracle's |\n|---|---|---|---:|---:|---:|---:|---:|\n")
 	med := map[string]map[string][2][]float64{"A": {}, "B": {}}
@@ -598,7 +597,7 @@ func perTrace(w io.Writer, res map[string]map[string]traceResult, half []string,
 		p("not run under both demand models.\n")
 		return
 	}
-	p("Cells are `--demand linear` / `--demand step`. Floor closed is `(1 − frontier_ratio)/(1 − frontier_floor)`, the share of the saving over the best fixed target that the floor no schedule can beat shows possible which budget captures " +
+	p("Cells are `--demand linear` / `--demand step`. Floor closed is `(1 − frontier_ratio)/(1 − frontier_bound)`, the share of the saving over the best fixed target at budget's own overload that the floor no schedule can beat there shows possible which budget captures " +
 		"(`-` where the floor saves under 1 %%; class medians over the traces where it is defined, `n=k` when fewer). " +
 		"Overload is the avoidable share (demand above u_sla·N_max·R excluded) ÷ the budget; actions are budget's per day against hpa@0.5's.\n\n")
 	p("| trace | class | frontier ratio | floor closed | gap closed | overload ÷ budget | actions/day (hpa@0.5) |\n|---|---|---:|---:|---:|---:|---:|\n")

@@ -117,13 +117,13 @@ func TestChooseTarget(t *testing.T) {
 }
 
 // TestReadUndefinedAsNaN: a ratio the backtest wrote as null (undefined) or did not write reads
-// as NaN, not 0; floor_closed read from the field, or, from a report written before it, from
-// backtest.FloorClosed on the same inputs.
+// as NaN, not 0; floor_closed is backtest.FloorClosed of the frontier ratio and the bound at
+// the run's own overload, whatever the field of an older report says.
 func TestReadUndefinedAsNaN(t *testing.T) {
 	var rep report
 	err := json.Unmarshal([]byte(`{"traces": [
 		{"trace": "a", "class": "bursty", "frontier_floor": 0.8, "oracle_frontier_ratio": null,
-		 "runs": [{"policy": "budget", "frontier_ratio": 0.9, "floor_closed": 0.5, "gap_closed": null},
+		 "runs": [{"policy": "budget", "frontier_ratio": 0.9, "frontier_bound": 0.7, "floor_closed": 0.5, "gap_closed": null},
 		          {"policy": "old", "frontier_ratio": 1.1}]},
 		{"trace": "b", "class": "smooth", "frontier_floor": null, "runs": [{"policy": "budget", "frontier_ratio": 0.9, "floor_closed": null}]}]}`), &rep)
 	if err != nil {
@@ -135,12 +135,12 @@ func TestReadUndefinedAsNaN(t *testing.T) {
 	if budget.FloorClosed != 0.5 || !math.IsNaN(budget.GapClosed) || !math.IsNaN(a.OracleFR) || !math.IsNaN(old.FloorClosed) || !math.IsNaN(old.Bound) {
 		t.Fatalf("read %+v, %+v, oracle %v: want floor_closed 0.5 and NaN for every null or absent ratio", budget, old, a.OracleFR)
 	}
-	if got := a.floorClosed(budget); got != 0.5 {
-		t.Errorf("floor_closed of the field: %v, want 0.5", got)
+	// (1 − 0.9)/(1 − 0.7), not the band's 0.5 the field of an older report holds.
+	if got := a.floorClosed(budget); math.Abs(got-1.0/3) > 1e-12 {
+		t.Errorf("floor_closed at the run's own overload: %v, want 1/3", got)
 	}
-	// (1 − 1.1)/(1 − 0.8) = −0.5 for a report without the field.
-	if got := a.floorClosed(old); math.Abs(got+0.5) > 1e-12 {
-		t.Errorf("floor_closed of a report without the field: %v, want −0.5", got)
+	if got := a.floorClosed(old); !math.IsNaN(got) {
+		t.Errorf("floor_closed of a report without the bound: %v, want undefined", got)
 	}
 	rb, _ := b.run("budget")
 	if got := b.floorClosed(rb); !math.IsNaN(b.Floor) || !math.IsNaN(got) {
