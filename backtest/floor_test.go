@@ -206,9 +206,18 @@ func TestStartupSweepBounds(t *testing.T) {
 	if len(sets) != 3 {
 		t.Fatalf("%d start-up delays reported, want 3", len(sets))
 	}
+	inBand := 0
 	for k, traces := range sets {
 		for _, tr := range traces {
 			for _, r := range tr.Runs {
+				// In the band the trace's floor is the lowest of the bounds, so floor_closed
+				// (against the bound at the run's own overload) is at least floor_closed_band.
+				if b, x := o.Calibration.Budget, r.OverloadFraction-tr.Unavoidable; x >= 0.6*b && x <= 1.4*b && r.FrontierRatio < 1 && !math.IsNaN(r.FloorClosed) {
+					inBand++
+					if !(r.FloorClosed >= r.FloorClosedBand-1e-12) {
+						t.Errorf("delay #%d, %s/%s in the band: floor_closed %v below floor_closed_band %v", k, tr.Trace, r.Policy, r.FloorClosed, r.FloorClosedBand)
+					}
+				}
 				if !(r.FrontierBound <= r.FrontierRatio*(1+1e-12)) {
 					t.Errorf("delay #%d, %s/%s: frontier ratio %v below the bound %v", k, tr.Trace, r.Policy, r.FrontierRatio, r.FrontierBound)
 				}
@@ -217,6 +226,9 @@ func TestStartupSweepBounds(t *testing.T) {
 				}
 			}
 		}
+	}
+	if inBand == 0 {
+		t.Error("no run in the budget's band: floor_closed against floor_closed_band was not compared")
 	}
 }
 
