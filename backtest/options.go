@@ -100,7 +100,10 @@ type Options struct {
 	// Fallback names a model that forecasts while the policy's model waits for its history
 	// (policy.Config.Fallback).
 	Fallback string `json:"fallback,omitempty"`
-	// SweepTargets are the HPA targets of the cost-at-equal-overload frontier.
+	// SweepTargets are the HPA targets of the cost-at-equal-overload frontier. The default
+	// reaches down to 0.05 so that the envelope covers the budget band's lower edge on spiky
+	// load, where a target of 0.3 is overloaded 1–4 % of the time: a run below the envelope's
+	// least overload is compared with a cheaper target at more overload (frontier_clamped).
 	SweepTargets []float64 `json:"sweep_targets"`
 	// MaxSteps, when positive, truncates every trace to that many samples.
 	MaxSteps int `json:"max_steps,omitempty"`
@@ -166,7 +169,7 @@ func DefaultOptions() Options {
 		Season:          24 * time.Hour,
 		POT:             forecast.DefaultPOTConfig(),
 		Calibration:     forecast.DefaultCalibratorConfig(),
-		SweepTargets:    []float64{0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9},
+		SweepTargets:    []float64{0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9},
 	}
 }
 

@@ -599,7 +599,8 @@ func perTrace(w io.Writer, res map[string]map[string]traceResult, half []string,
 	}
 	p("Cells are `--demand linear` / `--demand step`. Floor closed is `(1 − frontier_ratio)/(1 − frontier_bound)`, the share of the saving over the best fixed target at budget's own overload that the floor no schedule can beat there shows possible which budget captures " +
 		"(`-` where the floor saves under 1 %%; class medians over the traces where it is defined, `n=k` when fewer). " +
-		"Overload is the avoidable share (demand above u_sla·N_max·R excluded) ÷ the budget; actions are budget's per day against hpa@0.5's.\n\n")
+		"Overload is the avoidable share (demand above u_sla·N_max·R excluded) ÷ the budget; actions are budget's per day against hpa@0.5's. " +
+		"A frontier ratio with a `*` lies outside the sweep's envelope and is read at its nearest end, another overload.\n\n")
 	p("| trace | class | frontier ratio | floor closed | gap closed | overload ÷ budget | actions/day (hpa@0.5) |\n|---|---|---:|---:|---:|---:|---:|\n")
 	type agg struct{ fr, floor, gap [2][]float64 }
 	by := map[string]*agg{}
