@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -675,5 +676,47 @@ func TestBudgetTickMeanFromStart(t *testing.T) {
 	}
 	if len(r.tb.tickMeans) < 4 {
 		t.Fatalf("%d tick means kept, want a window's", len(r.tb.tickMeans))
+	}
+}
+
+// TestBudgetClassAfterStep: demand that steps at every 5-minute history point, to one of two
+// levels in an order no model can forecast, seen through a 60 s mean at 15 s ticks. A step is
+// news to every forecast made before the nowcast has read it whole (two ticks after the point),
+// so the errors of the forecasts that no point comes between hold few of them: the margin read
+// from that class at a level of 5 % above a forecast of the lower level is none of a step (20
+// cores), while the class that crosses a point holds them. Counted from the point itself, the
+// forecasts of its first two ticks would put the steps into the within class (2 in 11 of its
+// forecasts, a step in half of them: the margin at 5 % is the step). The level is 5 %, not 1 %,
+// because the rule sometimes reads the shape that holds the last path's forecast over the
+// interval (pricer.shape), whose forecasts within a step carry the step too.
+func TestBudgetClassAfterStep(t *testing.T) {
+	r := newRunner(t, "naive-budget", func(c *Config) {
+		c.Step, c.LeadSteps, c.LeadTime, c.ObservationWindow = 5*time.Minute, 2, 2*time.Minute, time.Minute
+	})
+	rng := rand.New(rand.NewPCG(7, 31))
+	var levels []float64
+	level := func(k int) float64 { // the level of history step k
+		for len(levels) <= k {
+			levels = append(levels, 10+20*float64(rng.IntN(2)))
+		}
+		return levels[k]
+	}
+	const tick, perStep = 15 * time.Second, 20
+	// tickMean is the demand over tick i, the one ending at t0 + i·tick: the level of the step
+	// it lies in.
+	tickMean := func(i int) float64 { return level(max(i-1, 0) / perStep) }
+	for i := range 3 * 24 * 60 * 4 {
+		obs := (tickMean(i) + tickMean(i-1) + tickMean(i-2) + tickMean(i-3)) / 4
+		if _, err := r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * tick), Demand: obs, Current: 40, Ready: 40}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	within := r.calUp.UpperAtOf(classWithin, 10, 0.05) - 10
+	crossing := r.calUp.UpperAtOf(classCrossing, 10, 0.05) - 10
+	if within > 2 {
+		t.Errorf("margin of the forecasts no history point comes between = %.2f cores at 5 %%, want under 2 (a step is 20)", within)
+	}
+	if crossing < 10 {
+		t.Errorf("margin of the forecasts a history point comes between = %.2f cores at 5 %%, want the steps in it (over 10)", crossing)
 	}
 }

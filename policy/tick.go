@@ -15,6 +15,9 @@ import (
 // observed when its time came.
 type tickBudget struct {
 	lead, hold, step time.Duration
+	// settle is how long the nowcast takes to read a step whole (classOf): two ticks behind an
+	// observation window, none without one.
+	settle time.Duration
 	// The path: base at t0, then path[j] at t0 + (j+1)·step.
 	t0   time.Time
 	base float64
@@ -207,6 +210,13 @@ func (r *Runner) tickBudget(obs Observation) {
 	tb := &r.tb
 	j := r.tickJudged(obs)
 	d, dt, tickMean := j.now, j.dt, j.tickMean
+	// The nowcast reads a step from the first tick whose observation holds it, at three quarters
+	// on a 1-minute window of 15 s ticks, and whole from the second (TestBudgetNowcastDeconvolved);
+	// an instantaneous observation reads it at once.
+	tb.settle = 0
+	if r.cfg.ObservationWindow > 0 {
+		tb.settle = 2 * dt
+	}
 	tb.prev, tb.prevObs, tb.prevReady = obs.Time, obs.Demand, obs.Ready
 	if math.IsNaN(tickMean) && r.cfg.ObservationWindow <= 0 {
 		tickMean = d // the observation is the demand now, and the tick's mean is read at the tick
@@ -316,9 +326,13 @@ const (
 )
 
 // classOf is the class of a forecast made at a for the time b: classWithin when no history point
-// falls in (a, b] (history points are at the multiples of Step, as Runner.prepare advances them).
+// falls in (a − settle, b] (history points are at the multiples of Step, as Runner.prepare
+// advances them). A forecast made before the nowcast has read a step at the last point whole
+// (tickBudget.settle) is made without that step, as one made before the point is: counted
+// within, its errors would put the steps of a sampled series into the margin of every tick
+// that none comes before (docs/results-budget.md, issue 31's fourteenth round).
 func (r *Runner) classOf(a, b time.Time) int {
-	if b.UnixNano()/int64(r.cfg.Step) > a.UnixNano()/int64(r.cfg.Step) {
+	if b.UnixNano()/int64(r.cfg.Step) > a.Add(-r.tb.settle).UnixNano()/int64(r.cfg.Step) {
 		return classCrossing
 	}
 	return classWithin
