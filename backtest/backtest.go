@@ -48,7 +48,8 @@ type Metrics struct {
 	// is not overloaded has at least its need n*(t) ready, a pod is paid for from its creation
 	// and serves a start-up delay later, so each tick's spec holds the need of every tick of the
 	// start-up window ahead that is not overloaded, and an overloaded tick costs at least
-	// min_replicas; the cheapest choice of the x overloaded ticks is bounded from below. At zero
+	// min_replicas (one above what max_replicas serve holds max_replicas, as every policy
+	// compared does); the cheapest choice of the x overloaded ticks is bounded from below. At zero
 	// overload it is the oracle's own cost. A FrontierRatio target below it is out of reach on
 	// this trace at this overload. The actual row, whose ready pods are recorded, gets the
 	// bound without the start-up (NeedBound.Instant).

@@ -17,8 +17,12 @@ import (
 //
 //	f(O) = Σ_i max(min_replicas, max over the window's ticks outside O of need),
 //
-// and the floor at k overloaded ticks is f*(k) = min over |O| = k of f(O) (ticks whose demand is
-// above u_sla·N_max·R are in every O: no size within the bounds serves them).
+// and the floor at k overloaded ticks is f*(k) = min over |O| = k of f(O). A tick whose demand is
+// above u_sla·N_max·R is in every O (no size within the bounds serves it) and has max_replicas
+// ready: its need is N_max, as if it were outside O. Every policy compared holds N_max there,
+// serving what can be served; a floor that dropped to min_replicas over hours of saturation
+// because the tick is overloaded anyway would count a saving no one would take (it sheds all
+// the load that N_max serves).
 //
 // Two relaxations keep it exact enough and cheap, each only lowering the bound:
 //   - the window is read at a stride s (a divisor of d no longer than a sample period, reading at
@@ -35,6 +39,7 @@ import (
 type startBound struct {
 	chains [][]int32 // the need per chain (residue mod stride), -1 where every size overloads
 	look   int       // ticks of a chain a window reads after its first: d / stride
+	above  [][]bool  // per chain: the ticks above u_sla·N_max·R, which hold N_max (their need)
 	minR   int32
 	pts    []lagPoint // the solved prices, each a tangent of the hull
 	calls  int        // programmes solved (for the tests and the benchmark)
@@ -50,10 +55,10 @@ type lagPoint struct {
 // largest need can lie at a sample inside it, between two ticks read).
 const maxLook, minLook = 10, 4
 
-// newStartBound is the bound over need (pods per scored tick, -1: overloaded at every size) for
-// a start-up of d ticks and samples of period ticks, refined up to kmax overloaded ticks; nil
-// when d is 0 (NeedBound's own sort is then exact).
-func newStartBound(need []int32, minR int32, d, period, kmax int) *startBound {
+// newStartBound is the bound over need (pods per scored tick, -1: overloaded at every size,
+// held at maxR) for a start-up of d ticks and samples of period ticks, refined up to kmax
+// overloaded ticks; nil when d is 0 (NeedBound's own sort is then exact).
+func newStartBound(need []int32, minR, maxR int32, d, period, kmax int) *startBound {
 	if d <= 0 || len(need) == 0 {
 		return nil
 	}
@@ -69,9 +74,13 @@ func newStartBound(need []int32, minR int32, d, period, kmax int) *startBound {
 			s++
 		}
 	}
-	b := &startBound{chains: make([][]int32, s), look: d / s, minR: minR}
+	b := &startBound{chains: make([][]int32, s), above: make([][]bool, s), look: d / s, minR: minR}
 	for i, n := range need {
+		if n < 0 {
+			n = maxR
+		}
 		b.chains[i%s] = append(b.chains[i%s], n)
+		b.above[i%s] = append(b.above[i%s], n == maxR && need[i] < 0)
 	}
 	b.refine(kmax)
 	return b
@@ -82,8 +91,8 @@ func (b *startBound) solve(lambda float64) (float64, int) {
 	b.calls++
 	var f float64
 	var k int
-	for _, c := range b.chains {
-		cf, ck := solveChain(c, b.look, b.minR, lambda)
+	for i, c := range b.chains {
+		cf, ck := solveChain(c, b.above[i], b.look, b.minR, lambda)
 		f, k = f+cf, k+ck
 	}
 	return f, k
@@ -91,8 +100,9 @@ func (b *startBound) solve(lambda float64) (float64, int) {
 
 // solveChain is the programme on one chain: the cost of element q is max(minR, the largest need
 // outside O among elements q … q+look), and an element in O costs λ. The state is which of the
-// next look elements are in O; ties go to fewer overloaded elements.
-func solveChain(c []int32, look int, minR int32, lambda float64) (float64, int) {
+// next look elements are in O; ties go to fewer overloaded elements. An element above capacity
+// (above) is overloaded and costs λ, but holds its need (N_max) as one outside O does.
+func solveChain(c []int32, above []bool, look int, minR int32, lambda float64) (float64, int) {
 	ns := 1 << look
 	full := ns - 1
 	w, nw := make([]float64, ns), make([]float64, ns)
@@ -104,12 +114,14 @@ func solveChain(c []int32, look int, minR int32, lambda float64) (float64, int) 
 		for s := range ns {
 			s0, s1 := (s<<1)&full, (s<<1|1)&full
 			base := max(minR, m[s])
+			if above[q] {
+				nw[s], nk[s] = float64(max(base, nq))+lambda+w[s0], wk[s0]+1
+				continue
+			}
 			v1, k1 := float64(base)+lambda+w[s1], wk[s1]+1
-			if nq >= 0 {
-				if v0 := float64(max(base, nq)) + w[s0]; v0 < v1 || v0 == v1 && wk[s0] <= k1 {
-					nw[s], nk[s] = v0, wk[s0]
-					continue
-				}
+			if v0 := float64(max(base, nq)) + w[s0]; v0 < v1 || v0 == v1 && wk[s0] <= k1 {
+				nw[s], nk[s] = v0, wk[s0]
+				continue
 			}
 			nw[s], nk[s] = v1, k1
 		}

@@ -39,8 +39,35 @@ func TestNeedBoundStartup(t *testing.T) {
 	}
 }
 
+// TestNeedBoundAboveCapacity: demand above u_sla·N_max·R (6 cores at u_sla 0.5, R 1 core,
+// N_max 10) is overloaded at every size, and the floor holds N_max there, as every policy
+// compared does, rather than min_replicas: needs 2, 10, 10, 2 cost 24 pod-ticks with the two
+// saturated ticks overloaded (the least overload any schedule has), 23 with one more. With a
+// start-up of one tick the spec before and at the saturated ticks holds N_max too: 10 + 10 + 10
+// + 2 = 32 at two overloaded ticks. (A floor that dropped the saturated ticks to min_replicas,
+// as it did before, would say 2 + 1 + 2 + 2 = 7.)
+func TestNeedBoundAboveCapacity(t *testing.T) {
+	o := DefaultOptions()
+	o.Overload = OverloadTick
+	o.Request, o.SLAUtilization, o.Params.MinReplicas, o.Params.MaxReplicas = 1, 0.5, 1, 10
+	w := &World{Tick: 15 * time.Second, Period: 15 * time.Second, Inst: []float64{9, 1, 6, 6, 1}, Warm: 1}
+	unit := 15.0 / 3600
+	o.StartupDelay = 0
+	b := w.NeedBound(o, 1)
+	for _, tc := range []struct{ x, want float64 }{{0.5, 24}, {0.75, 23}, {1, 22}} {
+		if got := b.Cost(tc.x); !(math.Abs(got-tc.want*unit) <= 1e-12) {
+			t.Errorf("no start-up, overload %v: %v pod-ticks, want %v", tc.x, got/unit, tc.want)
+		}
+	}
+	o.StartupDelay = 15 * time.Second
+	if got := w.NeedBound(o, 1).Cost(0.5); !(math.Abs(got-32*unit) <= 1e-12) {
+		t.Errorf("start-up one tick, overload 0.5: %v pod-ticks, want 32", got/unit)
+	}
+}
+
 // TestStartBoundBruteForce checks the start-up bound against every overloaded set of short
-// random need series: never above the cheapest schedule with k overloaded ticks, and, with the
+// random need series (a tick above capacity, -1, is in every set and holds max_replicas): never
+// above the cheapest schedule with k overloaded ticks, and, with the
 // window read whole (a sample period of one tick), equal to the lower convex hull of those
 // cheapest costs, which is all a Lagrangian bound can reach. With a longer sample period the
 // stride may skip ticks: still never above.
@@ -54,11 +81,12 @@ func TestStartBoundBruteForce(t *testing.T) {
 			period = 1 + r.IntN(4)
 		}
 		minR := int32(r.IntN(3))
+		maxR := int32(9)
 		need := make([]int32, n)
 		for i := range need {
 			need[i] = int32(r.IntN(9))
 			if r.IntN(12) == 0 {
-				need[i] = -1 // overloaded at every size
+				need[i] = -1 // overloaded at every size, held at max_replicas
 			}
 		}
 		best := make([]float64, n+1) // cheapest f(O) over |O| = k
@@ -83,7 +111,10 @@ func TestStartBoundBruteForce(t *testing.T) {
 			for i := range n {
 				c := minR
 				for j := i; j <= min(i+d, n-1); j++ {
-					if mask>>j&1 == 0 {
+					switch {
+					case need[j] < 0:
+						c = max(c, maxR) // held at max_replicas, overloaded all the same
+					case mask>>j&1 == 0:
 						c = max(c, need[j])
 					}
 				}
@@ -91,7 +122,7 @@ func TestStartBoundBruteForce(t *testing.T) {
 			}
 			best[k] = min(best[k], f)
 		}
-		b := newStartBound(need, minR, d, period, n)
+		b := newStartBound(need, minR, maxR, d, period, n)
 		for k := range best {
 			got := b.lower(float64(k))
 			if math.IsInf(best[k], 1) {

@@ -9,15 +9,17 @@ import (
 // NeedBound is the cheapest cost of any schedule of sizes within the replica bounds at a given
 // overload fraction over the scored ticks of a World, hindsight included. A tick that is not
 // overloaded has at least its need n*(t) ready (needAt, the scorer's own comparison), and a pod
-// ready is a pod paid for; an overloaded tick at least min_replicas. So at overload x the
-// cheapest overloads the x·K ticks of largest need, the ones above u_sla·N_max·R (no size
-// avoids them) first: the instant bound, which lets pods serve the moment they are created.
+// ready is a pod paid for; an overloaded tick at least min_replicas, but for one above
+// u_sla·N_max·R, which no size avoids and which holds N_max as every policy compared holds it
+// (serving what can be served). So at overload x the cheapest overloads those ticks, saving
+// nothing on them, and then the ticks of largest need: the instant bound, which lets pods serve
+// the moment they are created.
 // With a start-up delay a pod is paid for from its creation, so the spec at each tick holds the
 // ready pods of the whole start-up window ahead: the start-up bound (startBound), never below the
 // instant one, which Cost takes.
 type NeedBound struct {
 	total float64   // Σ need over the scored ticks, in pods
-	saved []float64 // saved[k]: Σ (need − min_replicas) over the k ticks of largest need
+	saved []float64 // saved[k]: what the k cheapest overloaded ticks save (the ticks above capacity first, nothing)
 	unit  float64   // core-hours per pod-tick
 	start *startBound
 }
@@ -41,24 +43,28 @@ func (w *World) NeedBound(o Options, xmax float64) *NeedBound {
 			}
 		}
 	}
-	need := make([]float64, len(peak))
+	need := make([]float64, 0, len(peak))
 	pods := make([]int32, len(peak))
-	b := &NeedBound{saved: make([]float64, len(peak)+1), unit: o.Request * w.Tick.Seconds() / 3600}
+	b := &NeedBound{saved: make([]float64, 1, len(peak)+1), unit: o.Request * w.Tick.Seconds() / 3600}
 	for i, d := range peak {
 		pods[i] = needAt(d, o)
-		need[i] = float64(pods[i])
-		b.total += need[i]
+		b.total += float64(pods[i])
 		if d > o.SLAUtilization*float64(o.Params.MaxReplicas)*o.Request {
-			pods[i] = -1 // overloaded at every size
+			// Overloaded at every size, and held at max_replicas, as every policy compared holds
+			// it: in every overloaded set, first, and saving nothing.
+			pods[i] = -1
+			b.saved = append(b.saved, 0)
+			continue
 		}
+		need = append(need, float64(pods[i]))
 	}
 	slices.SortFunc(need, func(x, y float64) int { return cmp.Compare(y, x) })
-	for k, n := range need {
-		b.saved[k+1] = b.saved[k] + n - float64(o.Params.MinReplicas)
+	for _, n := range need {
+		b.saved = append(b.saved, b.saved[len(b.saved)-1]+n-float64(o.Params.MinReplicas))
 	}
 	if w.Tick > 0 {
 		d := int((o.StartupDelay + w.Tick - 1) / w.Tick)
-		b.start = newStartBound(pods, o.Params.MinReplicas, d, int(w.Period/w.Tick), int(math.Ceil(min(1, xmax)*float64(len(peak)))))
+		b.start = newStartBound(pods, o.Params.MinReplicas, o.Params.MaxReplicas, d, int(w.Period/w.Tick), int(math.Ceil(min(1, xmax)*float64(len(peak)))))
 	}
 	return b
 }

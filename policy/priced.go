@@ -210,17 +210,22 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 	shape := p.shape()
 	ticks := (pricedWindows*p.plan.Look + 1) * p.stride
 	p.need = p.need[:0]
-	missing := false
+	missing, saturated := false, false
 	for j := 0; j < ticks; j++ {
 		tau := obs.Time.Add(time.Duration(j) * tick)
 		n := r.cfg.Params.MaxReplicas
-		switch x := math.Ceil((p.pathAt(tb, shape, obs.Time, d, off, tau) + marginOf(r.classOf(obs.Time, tau))) / per); {
+		v := p.pathAt(tb, shape, obs.Time, d, off, tau)
+		switch x := math.Ceil((v + marginOf(r.classOf(obs.Time, tau))) / per); {
 		case math.IsNaN(x):
 			n, missing = max(obs.Current, minR), true // a forecast without a number
 		case x < float64(n):
 			n = max(int32(max(x, 0)), minR)
 		}
 		e := j / p.stride
+		// Demand forecast above what max_replicas serve at the lead, where the pods ordered now
+		// come: overloaded at every size, and served as far as max_replicas go, not left to the
+		// price (leaving it overloaded at fewer pods would shed the load they serve).
+		saturated = saturated || e == p.plan.Look && v > per*float64(r.cfg.Params.MaxReplicas)
 		if e >= len(p.need) {
 			p.need = append(p.need, 0)
 		}
@@ -233,6 +238,9 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 		p.need[e] = min(p.need[e], max(obs.Current, minR))
 	}
 	n := p.plan.First(p.need, lambda*float64(p.stride))
+	if saturated {
+		n = r.cfg.Params.MaxReplicas
+	}
 	// The priced hold (hold.go): the size held for the hold that has cost least.
 	priced := n
 	if fresh {

@@ -306,3 +306,36 @@ func TestPricedMarginByClass(t *testing.T) {
 		t.Errorf("margin across a history point %v, want over 1.3: the forecast misses the step there", mc)
 	}
 }
+
+// TestPricedRuleSaturated: demand forecast above what max_replicas serve is overloaded at every
+// size, and the rule serves it as far as max_replicas go. At the lowest price (a long calm start)
+// the programme alone would leave it overloaded at min_replicas, since covering a tick costs
+// more pods than the price of its overload: shedding the load that max_replicas serve.
+func TestPricedRuleSaturated(t *testing.T) {
+	r := newRunner(t, "naive-budget", func(c *Config) {
+		c.Params.Budget.Rule, c.Params.Budget.Hold = scaling.RulePriced, 0
+		c.Params.MinReplicas, c.Params.MaxReplicas = 1, 10
+		c.Step, c.LeadSteps, c.LeadTime = time.Minute, 3, 2*time.Minute
+		c.Calibration.Budget = 0.05 // the price falls by η·5 % a tick served
+	})
+	ctx := context.Background()
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 15 * time.Second) }
+	n := int32(2)
+	for i := range 3000 {
+		demand := 0.5 // calm: the price falls to its floor
+		if i >= 2600 {
+			demand = 50 // five times what 10 pods serve
+		}
+		res, err := r.Step(ctx, Observation{Time: at(i), Demand: demand, Current: n, Ready: n})
+		if err != nil && !errors.Is(err, ErrNoData) {
+			t.Fatal(err)
+		}
+		n = res.Decision.Replicas
+		if i == 2599 && !(res.Budget.Lambda < 2) {
+			t.Fatalf("the price after the calm start is %v, want under 2 pod-ticks", res.Budget.Lambda)
+		}
+		if i >= 2700 && n != 10 {
+			t.Fatalf("tick %d, saturated for %v: %d replicas, want max_replicas 10 (%+v)", i, time.Duration(i-2600)*15*time.Second, n, res.Budget)
+		}
+	}
+}

@@ -430,7 +430,7 @@ func floors(w io.Writer, res map[string]map[string]traceResult, halves map[strin
 		return
 	}
 	p("A tick that is not overloaded has at least its need `n*(t) = ceil(D/(u_sla·R))` ready; a pod is paid for from its creation and serves two minutes (the start-up delay) later, "+
-		"so the spec at each tick holds the need of every tick of the two minutes ahead that is not overloaded, and an overloaded tick costs at least `min_replicas`. "+
+		"so the spec at each tick holds the need of every tick of the two minutes ahead that is not overloaded, and an overloaded tick costs at least `min_replicas` (a tick above what `max_replicas` serve holds `max_replicas`, as every policy does). "+
 		"So at overload x no schedule of sizes, hindsight included, costs less than the cheapest choice of the x overloaded ticks under that rule (`NeedBound`, bounded from below by Lagrangian relaxation; at zero overload it is the oracle's cost). "+
 		"`frontier_floor` is that cost over the envelope of fixed targets at x, at its lowest over the avoidable overloads in 0.5–1.5× the budget (%g %%): "+
 		"no schedule that keeps the band has a lower `frontier_ratio` on that trace. `frontier_bound` is the same at budget's own overload: no schedule with that overload has a lower `frontier_ratio`. "+
