@@ -37,7 +37,7 @@ import (
 //     f*(k) ≥ f_λ + λ(k_λ − k) for every k. The prices are refined along the lower convex hull
 //     of f* up to the overloads of interest.
 type startBound struct {
-	chains [][]int32 // the need per chain (residue mod stride), -1 where every size overloads
+	chains [][]int32 // the need per chain (residue mod stride), N_max where every size overloads
 	look   int       // ticks of a chain a window reads after its first: d / stride
 	above  [][]bool  // per chain: the ticks above u_sla·N_max·R, which hold N_max (their need)
 	minR   int32
@@ -76,11 +76,12 @@ func newStartBound(need []int32, minR, maxR int32, d, period, kmax int) *startBo
 	}
 	b := &startBound{chains: make([][]int32, s), above: make([][]bool, s), look: d / s, minR: minR}
 	for i, n := range need {
-		if n < 0 {
+		above := n < 0
+		if above {
 			n = maxR
 		}
 		b.chains[i%s] = append(b.chains[i%s], n)
-		b.above[i%s] = append(b.above[i%s], n == maxR && need[i] < 0)
+		b.above[i%s] = append(b.above[i%s], above)
 	}
 	b.refine(kmax)
 	return b
