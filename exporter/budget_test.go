@@ -45,7 +45,8 @@ func TestBudgetSeries(t *testing.T) { budgetSeries(t, budgetCfg, false) }
 
 // TestBudgetSeriesPriced is TestBudgetSeries under the priced rule: the price is published
 // (debi_budget_price), the term that decided is "price" (or "hold" when the priced hold kept
-// pods), and the webhook's replay from the
+// pods, "saturated" when the forecast is above what max_replicas serve), and the webhook's
+// replay from the
 // published series decides what the runner decided.
 func TestBudgetSeriesPriced(t *testing.T) {
 	// The need is read at the cold margin (min_errors is not reached). At cold_margin 2 it is
@@ -169,8 +170,12 @@ func budgetSeries(t *testing.T, cfg string, priced bool) {
 			t.Fatalf("step %d: debi_budget_price %v published under the quantile rule", i, price)
 		case priced && !near(hold, b.Hold.Seconds()) || priced != holdOK:
 			t.Fatalf("step %d: debi_budget_hold_seconds %v (present %v), want the runner's hold %v under the priced rule only", i, hold, holdOK, b.Hold)
-		case priced && want.Term != "price" && want.Term != "hold":
-			t.Fatalf("step %d: a priced decision decided by %q, want price or hold", i, want.Term)
+		case priced && want.Term != "price" && want.Term != "hold" && want.Term != "saturated":
+			t.Fatalf("step %d: a priced decision decided by %q, want price, hold or saturated", i, want.Term)
+		case priced && (want.Term == "saturated") != b.Saturated:
+			t.Fatalf("step %d: decided by %q, but the forecast above max_replicas was %v", i, want.Term, b.Saturated)
+		case priced && (want.Term == "saturated") && want.Decision.Replicas != 40:
+			t.Fatalf("step %d: decided by saturated at %d replicas, want max_replicas 40", i, want.Decision.Replicas)
 		case priced && (want.Term == "hold") != b.Held:
 			t.Fatalf("step %d: decided by %q, but the priced hold held %v", i, want.Term, b.Held)
 		case !priced && want.Term != "quantile" && want.Term != "w1":

@@ -258,7 +258,7 @@ func policyReplicasRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.Dashbo
 			q{expr: `debi_policy_min_replicas{` + sel + `}`, legend: "{{policy}} min_replicas"},
 		).AxisLabel("replicas").Min(0).Decimals(0)).
 		WithPanel(series(id.next(), "Why: the load that decided, and the rule's branch",
-			"One line per (metric, term, reason) while it holds: metric is the metric whose count was the largest (the HPA's rule over several metrics), term the load W was taken from — w1 observed, w2 forecast, w3 high-water, quantile (budget), price (budget's priced rule), hold (its priced hold kept pods the price would release; debi_budget_hold_seconds is how long), window (debi's window term) — and reason the rule's branch; at-max-replicas means limited by max_replicas (raise it), stabilized or rate-limited by the algorithm's state.",
+			"One line per (metric, term, reason) while it holds: metric is the metric whose count was the largest (the HPA's rule over several metrics), term the load W was taken from — w1 observed, w2 forecast, w3 high-water, quantile (budget), price (budget's priced rule), hold (its priced hold kept pods the price would release; debi_budget_hold_seconds is how long), saturated (the forecast at the lead is above what max_replicas serve, so it holds them), window (debi's window term) — and reason the rule's branch; at-max-replicas means limited by max_replicas (raise it), stabilized or rate-limited by the algorithm's state.",
 			"short", 24, 6,
 			q{expr: `debi_decision_info{` + sel + `}`, legend: "{{policy}}: {{metric}} {{term}}, {{reason}}"},
 		).AxisLabel("0/1").Min(0).Max(1).Decimals(0)).

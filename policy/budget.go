@@ -30,6 +30,9 @@ type BudgetState struct {
 	// would have released.
 	Hold time.Duration
 	Held bool
+	// Saturated says the priced rule ordered max_replicas because the demand forecast where the
+	// pods ordered now come is above what max_replicas serve (not by the price).
+	Saturated bool
 }
 
 // quantileMiss says whether an overloaded tick is the budget quantile's miss, which its

@@ -477,6 +477,9 @@ func decidingTerm(res *Result) string {
 	case math.IsNaN(res.W):
 		return ""
 	case res.Budget != nil:
+		if res.Budget.Saturated {
+			return "saturated" // the priced rule held max_replicas: the forecast is above what they serve
+		}
 		if res.Budget.Held {
 			return "hold" // the priced hold kept pods the price would have released
 		}

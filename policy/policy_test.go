@@ -383,6 +383,8 @@ func TestDecidingTerm(t *testing.T) {
 		{Result{W: 0.8, W1: 0.5, Budget: &BudgetState{}}, "quantile"},
 		{Result{W: 0.4, W1: 0.5, Budget: &BudgetState{}}, "w1"},              // the observed floor
 		{Result{W: 0.4, W1: 0.5, Budget: &BudgetState{Lambda: 40}}, "price"}, // the priced rule: no floor
+		{Result{W: 0.4, W1: 0.5, Budget: &BudgetState{Lambda: 40, Held: true}}, "hold"},
+		{Result{W: 0.4, W1: 0.5, Budget: &BudgetState{Lambda: 40, Saturated: true}}, "saturated"},
 		{Result{W: 0.8, W1: 0.5, Budget: &BudgetState{Lambda: nan}}, "quantile"},
 		{Result{W: 0.5, W1: 0.5, Decision: scaling.Decision{Reason: scaling.ReasonWindow}}, "window"},
 	} {

@@ -159,6 +159,7 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 		// No demand now (a missing observation): no size, and scaling.Budget keeps the one there
 		// is; the price waits for a tick it can judge.
 		b.Quantile, b.QuantileDown, b.Margin = math.NaN(), math.NaN(), math.NaN()
+		b.Saturated = false
 		if p.stride == 0 {
 			b.Lambda = math.NaN()
 		}
@@ -248,7 +249,7 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 	} else {
 		n = max(n, p.hold.held())
 	}
-	b.Hold, b.Held = p.hold.hold(tick), n > priced
+	b.Hold, b.Held, b.Saturated = p.hold.hold(tick), n > priced, saturated
 	if missing {
 		n = max(n, obs.Current) // missing input never scales down
 	}

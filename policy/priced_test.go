@@ -337,5 +337,10 @@ func TestPricedRuleSaturated(t *testing.T) {
 		if i >= 2700 && n != 10 {
 			t.Fatalf("tick %d, saturated for %v: %d replicas, want max_replicas 10 (%+v)", i, time.Duration(i-2600)*15*time.Second, n, res.Budget)
 		}
+		// The "why" says the forecast above max_replicas decided, not the price; in the calm the
+		// price did.
+		if want := map[bool]string{true: "saturated", false: "price"}[i >= 2700]; (i < 2590 && i > 100 || i >= 2700) && res.Term != want {
+			t.Fatalf("tick %d: term %q, want %q (%+v)", i, res.Term, want, res.Budget)
+		}
 	}
 }
