@@ -339,8 +339,11 @@ func TestPricedRuleSaturated(t *testing.T) {
 		}
 		// The "why" says the forecast above max_replicas decided, not the price; in the calm the
 		// price did.
-		if want := map[bool]string{true: "saturated", false: "price"}[i >= 2700]; (i < 2590 && i > 100 || i >= 2700) && res.Term != want {
-			t.Fatalf("tick %d: term %q, want %q (%+v)", i, res.Term, want, res.Budget)
+		switch {
+		case i >= 2700 && res.Term != "saturated":
+			t.Fatalf("tick %d, saturated: term %q, want saturated (%+v)", i, res.Term, res.Budget)
+		case i > 100 && i < 2590 && res.Term != "price":
+			t.Fatalf("tick %d, calm: term %q, want price (%+v)", i, res.Term, res.Budget)
 		}
 	}
 }
