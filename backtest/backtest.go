@@ -79,6 +79,20 @@ type Metrics struct {
 	// that tick on, so the part of the interval before it that the demand was above the pods
 	// there were is counted, which the count at the ticks does not see.
 	OverloadTime float64 `json:"overload_time"`
+	// OverloadEpisodes counts the runs of consecutive scored ticks with avoidable overload (as
+	// Options.Overload counts it, at a tick where max_replicas would have served the demand):
+	// the incidents an on-call would see. LongestOverload is the longest run's duration in
+	// seconds.
+	OverloadEpisodes int     `json:"overload_episodes"`
+	LongestOverload  float64 `json:"longest_overload"`
+	// BandMissChance is the chance that a policy whose avoidable overload equals the budget in
+	// expectation, in episodes as long as this run's mean episode, arriving at random (a
+	// Poisson process), lands outside 0.5–1.5× the budget over this trace's scored ticks
+	// (BandMissChance): how much a miss of the band on this trace says about the policy and how
+	// much is the trace's length. NaN without a budget or an episode.
+	BandMissChance float64 `json:"band_miss_chance"`
+	// avoidable is the avoidable overload in ticks, which BandMissChance reads.
+	avoidable float64
 	// Unserved is ∫max(0, D − Nr·R) dt in core-hours.
 	Unserved float64 `json:"unserved"`
 	// ScaleActions count changes of the spec replica count; ActionsPerDay per scored day.

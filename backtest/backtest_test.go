@@ -242,6 +242,12 @@ func TestRunTracesReport(t *testing.T) {
 	if len(rep.Traces) != 3 {
 		t.Fatalf("want 3 traces, got %d", len(rep.Traces))
 	}
+	episodes := 0
+	defer func() {
+		if episodes == 0 {
+			t.Error("no run had an overload episode: the episodes were not checked")
+		}
+	}()
 	for _, tr := range rep.Traces {
 		if len(tr.Runs) != 4 || len(tr.Frontier) != len(o.SweepTargets) {
 			t.Fatalf("%s: %d runs (want hpa, apa, debi, oracle), %d frontier points", tr.Trace, len(tr.Runs), len(tr.Frontier))
@@ -296,6 +302,22 @@ func TestRunTracesReport(t *testing.T) {
 			}
 			if want := float64(r.ScaleActions) / (r.Seconds / 86400); math.Abs(r.ActionsPerDay-want) > 1e-9 {
 				t.Errorf("%s/%s: actions/day %v, want %v", tr.Trace, r.Policy, r.ActionsPerDay, want)
+			}
+			// The episodes hold the avoidable overload: at least one where there is any, the
+			// longest no longer than all of it and at least their mean.
+			tick := o.Tick.Seconds()
+			avoidable := (r.OverloadFraction - tr.Unavoidable) * float64(r.Ticks)
+			if math.Abs(r.avoidable-avoidable) > 1e-6*float64(r.Ticks) {
+				t.Errorf("%s/%s: avoidable overload %v ticks, want the overload less the unavoidable, %v", tr.Trace, r.Policy, r.avoidable, avoidable)
+			}
+			episodes += r.OverloadEpisodes
+			if (r.avoidable > 0) != (r.OverloadEpisodes > 0) || r.LongestOverload > r.avoidable*tick+1e-6 ||
+				r.OverloadEpisodes > 0 && r.LongestOverload*float64(r.OverloadEpisodes) < r.avoidable*tick-1e-6 {
+				t.Errorf("%s/%s: %v ticks of avoidable overload in %d episodes, the longest %vs", tr.Trace, r.Policy, r.avoidable, r.OverloadEpisodes, r.LongestOverload)
+			}
+			if want := BandMissChance(o.Calibration.Budget*float64(r.Ticks), r.avoidable, r.OverloadEpisodes); !(r.BandMissChance == want || math.IsNaN(want) && math.IsNaN(r.BandMissChance)) ||
+				r.BandMissChance < 0 || r.BandMissChance > 1 {
+				t.Errorf("%s/%s: band_miss_chance %v, want %v", tr.Trace, r.Policy, r.BandMissChance, want)
 			}
 		}
 	}

@@ -67,6 +67,7 @@ func finishTrace(tr *TraceResult, b float64) {
 		// than the cheapest schedule's, and a run that spends its budget could never reach it.
 		r.FloorClosed = FloorClosed(r.FrontierRatio, r.FrontierBound)
 		r.FloorClosedBand = FloorClosed(r.FrontierRatio, tr.FrontierFloor)
+		r.BandMissChance = BandMissChance(b*float64(r.Ticks), r.avoidable, r.OverloadEpisodes)
 		r.GapAtOverload = math.NaN()
 		if len(env) > 0 && !math.IsNaN(oracleCost) {
 			if e, _ := EnvelopeCost(env, r.OverloadFraction); e-oracleCost >= MinFloorSaving*e {
@@ -146,4 +147,39 @@ func EnvelopeCost(env []FrontierPoint, x float64) (cost float64, clamped bool) {
 		}
 	}
 	return env[0].Cost, false
+}
+
+// BandMissChance is the chance that overload arriving in episodes of mean length over/episodes
+// ticks, as a Poisson process whose mean total is budget ticks, totals outside 0.5–1.5× budget:
+// with μ = budget·episodes/over episodes expected, P(N < μ/2) + P(N > 3μ/2). Episodes of one
+// length make it the least such chance; lengths that vary make the total vary more. NaN without
+// a budget or an episode.
+func BandMissChance(budget, over float64, episodes int) float64 {
+	if !(budget > 0) || episodes <= 0 || !(over > 0) {
+		return math.NaN()
+	}
+	mu := budget * float64(episodes) / over
+	lo, hi := 0.5*mu, 1.5*mu
+	// The Poisson probabilities from the mode outwards (no underflow at a large μ), added up
+	// where N is inside the band.
+	mode := math.Floor(mu)
+	lg, _ := math.Lgamma(mode + 1)
+	pm := math.Exp(mode*math.Log(mu) - mu - lg)
+	in := 0.0
+	for n, p := mode, pm; n >= lo && p > 0; n-- {
+		if n <= hi {
+			in += p
+		}
+		p *= n / mu
+	}
+	for n, p := mode+1, pm*mu/(mode+1); p > 0; n++ {
+		if n > hi {
+			break
+		}
+		if n >= lo {
+			in += p
+		}
+		p *= mu / (n + 1)
+	}
+	return max(0, 1-in)
 }

@@ -133,3 +133,96 @@ func TestOverloadTimeOracleAndFloor(t *testing.T) {
 		}
 	}
 }
+
+// TestOverloadEpisodes: the runs of consecutive ticks with avoidable overload, the longest one's
+// duration, and a run the trace ends in; a tick above what max_replicas serve is overload no
+// size avoids and neither starts nor joins an episode.
+func TestOverloadEpisodes(t *testing.T) {
+	// Demand 5 on 4 pods is overloaded, 50 is above max_replicas (10 pods of 1).
+	demand := []float64{1, 5, 5, 1, 5, 50, 5, 1, 1, 5, 5, 5}
+	o := DefaultOptions()
+	o.Demand, o.MetricWindow, o.Warmup = DemandStep, 0, 0
+	o.Request, o.SLAUtilization, o.StartupDelay, o.DecisionDelay = 1, 1, 0, 0
+	o.Params.MinReplicas, o.Params.MaxReplicas = 1, 10
+	w, err := NewWorld(demand, time.Minute, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := int(time.Minute / w.Tick) // ticks per sample; the world ends at sample 11's time
+	fixed := func(context.Context, int, policy.Observation) (policy.Result, error) {
+		return policy.Result{W2: math.NaN(), Decision: scaling.Decision{Replicas: 4}}, nil
+	}
+	for _, tc := range []struct {
+		count string
+		last  int // ticks of the last episode, from sample 9 to the end
+	}{
+		// At the ticks: samples 1–2, 4, 6 (sample 5 is unavoidable and ends sample 4's
+		// episode) and 9 to the last tick, sample 11's.
+		{OverloadTick, len(w.Inst) - 9*per},
+		// Between them: under step demand an interval holds the level of the tick that starts
+		// it, so each episode is the intervals after the same ticks, and the last one ends with
+		// the interval before the last tick.
+		{OverloadTime, len(w.Inst) - 1 - 9*per},
+	} {
+		o.Overload = tc.count
+		r, err := simulate(context.Background(), w, "fixed", o, 4, fixed, false, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.OverloadEpisodes != 4 {
+			t.Errorf("%s count: %d episodes, want 4 (samples 1–2, 4, 6, 9 to the end)", tc.count, r.OverloadEpisodes)
+		}
+		if want := float64(tc.last) * w.Tick.Seconds(); r.LongestOverload != want {
+			t.Errorf("%s count: longest episode %vs, want %vs (sample 9 to the end)", tc.count, r.LongestOverload, want)
+		}
+		if want := float64(4*per + tc.last); r.avoidable != want {
+			t.Errorf("%s count: avoidable overload %v ticks, want %v", tc.count, r.avoidable, want)
+		}
+		// The avoidable overload is the overload less the unavoidable (sample 5).
+		if got, want := r.avoidable, r.OverloadFraction*float64(r.Ticks)-float64(per); math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s count: avoidable overload %v ticks, overload less the unavoidable %v", tc.count, got, want)
+		}
+	}
+}
+
+// TestBandMissChance: against the Poisson probabilities summed directly, the chance is large
+// where the budget is a few episodes (the 29 hours of NAB ELB at 0.5 %: 34.8 ticks, episodes
+// of 9) and small where it is many; undefined without an episode or a budget.
+func TestBandMissChance(t *testing.T) {
+	direct := func(mu float64) float64 {
+		in, p := 0.0, math.Exp(-mu)
+		for n := 0; n < 2000; n++ {
+			if x := float64(n); x >= mu/2 && x <= 1.5*mu {
+				in += p
+			}
+			p *= mu / float64(n+1)
+		}
+		return 1 - in
+	}
+	for _, tc := range []struct {
+		budget, over float64
+		episodes     int
+	}{
+		{34.8, 62, 7}, {34.8, 9, 1}, {327, 533, 59}, {654, 90, 10}, {3000, 9, 1},
+	} {
+		mu := tc.budget * float64(tc.episodes) / tc.over
+		got, want := BandMissChance(tc.budget, tc.over, tc.episodes), direct(mu)
+		if math.Abs(got-want) > 1e-9 {
+			t.Errorf("budget %v ticks, %v in %d episodes (μ %.1f): chance %v, want %v", tc.budget, tc.over, tc.episodes, mu, got, want)
+		}
+	}
+	if c := BandMissChance(34.8, 62, 7); !(c > 0.2 && c < 0.4) {
+		t.Errorf("3.9 episodes expected: chance %v, want about 0.3 (P(N ≤ 1) + P(N ≥ 6))", c)
+	}
+	if c := BandMissChance(327, 9*36, 36); !(c < 0.01) {
+		t.Errorf("36 episodes expected: chance %v, want under 0.01", c)
+	}
+	for _, tc := range []struct {
+		budget, over float64
+		episodes     int
+	}{{34.8, 0, 0}, {0, 62, 7}, {math.NaN(), 62, 7}} {
+		if c := BandMissChance(tc.budget, tc.over, tc.episodes); !math.IsNaN(c) {
+			t.Errorf("budget %v, %v ticks in %d episodes: chance %v, want NaN", tc.budget, tc.over, tc.episodes, c)
+		}
+	}
+}

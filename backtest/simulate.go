@@ -290,6 +290,11 @@ type tally struct {
 	// marginN ticks that had a budget quantile.
 	marginSum, levelSum float64
 	marginN             int
+	// avoidable adds up the scored ticks' avoidable overload (a tick's count, or its interval's
+	// share beyond max_replicas'); run is the current episode's ticks, episodes and longest the
+	// episodes ended and the longest of them (Metrics.OverloadEpisodes).
+	avoidable              float64
+	run, episodes, longest int
 	// metricTicks and metricAlone count, on a world with several metrics, each metric's
 	// overloaded ticks and those it was the only overloaded metric at (nil for one metric).
 	metricTicks, metricAlone []int
@@ -321,7 +326,9 @@ func (s *tally) add(i int, nSpec, nr int32, res policy.Result) {
 	if nSpec == 0 {
 		s.zero++
 	}
-	s.overTime += s.w.overShare(i, s.lastNr, nr, o.SLAUtilization*o.Request, o.Demand == DemandStep)
+	share := s.w.overShare(i, s.lastNr, nr, o.SLAUtilization*o.Request, o.Demand == DemandStep)
+	s.overTime += share
+	s.episode(i, d, nr, share)
 	if s.metricTicks != nil {
 		over, last := 0, 0
 		for k := range s.w.MInst {
@@ -354,9 +361,37 @@ func (s *tally) add(i int, nSpec, nr int32, res policy.Result) {
 	}
 }
 
+// episode counts scored tick i, demand d, nr pods ready and share of its interval overloaded,
+// in the episodes of avoidable overload.
+func (s *tally) episode(i int, d float64, nr int32, share float64) {
+	o, nmax := &s.o, s.o.Params.MaxReplicas
+	var x float64
+	if o.Overload == OverloadTime {
+		x = share - s.w.overShare(i, nmax, nmax, o.SLAUtilization*o.Request, o.Demand == DemandStep)
+	} else if scaling.Overloaded(d, o.SLAUtilization, nr, o.Request) && !scaling.Overloaded(d, o.SLAUtilization, nmax, o.Request) {
+		x = 1
+	}
+	s.avoidable += x
+	if x > 0 {
+		s.run++
+		s.longest = max(s.longest, s.run)
+		return
+	}
+	if s.run > 0 {
+		s.episodes++
+	}
+	s.run = 0
+}
+
 // score fills the run's Metrics from the figures added up.
 func (s *tally) score() {
 	o, m, tick := &s.o, s.m, s.tick
+	if s.run > 0 {
+		s.episodes++ // the run the trace ended in
+		s.run = 0
+	}
+	m.OverloadEpisodes, m.LongestOverload = s.episodes, float64(s.longest)*tick
+	m.avoidable = s.avoidable
 	if m.Ticks > 0 {
 		k := float64(m.Ticks)
 		m.Seconds = k * tick

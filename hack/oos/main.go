@@ -45,6 +45,8 @@ type run struct {
 	MeanReplicas  float64 `json:"mean_replicas"`
 	Cost          float64 `json:"cost"`
 	Bound         float64 `json:"frontier_bound"`
+	Episodes      int     `json:"overload_episodes"`
+	MissChance    float64 `json:"band_miss_chance"`
 }
 
 // point is one fixed HPA target of a trace's cost-at-equal-overload frontier.
@@ -69,7 +71,7 @@ type traceResult struct {
 func (r *run) UnmarshalJSON(b []byte) error {
 	type plain run
 	nan := math.NaN()
-	p := plain{FrontierRatio: nan, GapClosed: nan, FloorClosed: nan, Bound: nan}
+	p := plain{FrontierRatio: nan, GapClosed: nan, FloorClosed: nan, Bound: nan, MissChance: nan}
 	if err := json.Unmarshal(b, &p); err != nil {
 		return err
 	}
@@ -301,6 +303,13 @@ func splice(file, section string) error {
 		s = strings.TrimRight(s, "\n") + "\n\n" + block
 	}
 	return os.WriteFile(file, []byte(s), 0o644)
+}
+
+func f2(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
 }
 
 func f3(v float64) string {
@@ -600,13 +609,14 @@ func perTrace(w io.Writer, res map[string]map[string]traceResult, half []string,
 	p("Cells are `--demand linear` / `--demand step`. Floor closed is `(1 − frontier_ratio)/(1 − frontier_bound)`, the share of the saving over the best fixed target at budget's own overload that the floor no schedule can beat there shows possible which budget captures " +
 		"(`-` where the floor saves under 1 %%; class medians over the traces where it is defined, `n=k` when fewer). " +
 		"Overload is the avoidable share (demand above u_sla·N_max·R excluded) ÷ the budget; actions are budget's per day against hpa@0.5's. " +
+		"Episodes are the runs of consecutive ticks with avoidable overload, and the band miss chance beside them the chance that a policy spending exactly the budget, in episodes as long as these, lands outside 0.5–1.5× on this trace (`band_miss_chance`, docs/method.md, \"Episodes\"): a miss where it is large says little about the policy. " +
 		"A frontier ratio with a `*` lies outside the sweep's envelope and is read at its nearest end, another overload.\n\n")
-	p("| trace | class | frontier ratio | floor closed | gap closed | overload ÷ budget | actions/day (hpa@0.5) |\n|---|---|---:|---:|---:|---:|---:|\n")
+	p("| trace | class | frontier ratio | floor closed | gap closed | overload ÷ budget | episodes (band miss chance) | actions/day (hpa@0.5) |\n|---|---|---:|---:|---:|---:|---:|---:|\n")
 	type agg struct{ fr, floor, gap [2][]float64 }
 	by := map[string]*agg{}
 	actionsOK, n := 0, 0
 	for _, name := range half {
-		var fr, floor, gap, ov, act [2]string
+		var fr, floor, gap, ov, ep, act [2]string
 		class := ""
 		for i, d := range demands {
 			t := res[d][name]
@@ -621,6 +631,7 @@ func perTrace(w io.Writer, res map[string]map[string]traceResult, half []string,
 			floor[i] = f3(fc)
 			gap[i] = f3(r.GapClosed)
 			ov[i] = fmt.Sprintf("%.2f", avoidable(t, r)/budget)
+			ep[i] = fmt.Sprintf("%d (%s)", r.Episodes, f2(r.MissChance))
 			act[i] = fmt.Sprintf("%.0f (%.0f)", r.ActionsPerDay, h.ActionsPerDay)
 			if by[class] == nil {
 				by[class] = &agg{}
@@ -633,14 +644,14 @@ func perTrace(w io.Writer, res map[string]map[string]traceResult, half []string,
 				actionsOK++
 			}
 		}
-		p("| %s%s | %s | %s / %s | %s / %s | %s / %s | %s / %s | %s / %s |\n", name, mark(marks, name), class, fr[0], fr[1], floor[0], floor[1], gap[0], gap[1], ov[0], ov[1], act[0], act[1])
+		p("| %s%s | %s | %s / %s | %s / %s | %s / %s | %s / %s | %s / %s | %s / %s |\n", name, mark(marks, name), class, fr[0], fr[1], floor[0], floor[1], gap[0], gap[1], ov[0], ov[1], ep[0], ep[1], act[0], act[1])
 	}
 	for _, c := range classes {
 		a := by[c]
 		if a == nil {
 			continue
 		}
-		p("| **median** | %s | **%s / %s** | %s / %s | %s / %s | | |\n", c, f3(median(a.fr[0])), f3(median(a.fr[1])),
+		p("| **median** | %s | **%s / %s** | %s / %s | %s / %s | | | |\n", c, f3(median(a.fr[0])), f3(median(a.fr[1])),
 			medianText(a.floor[0]), medianText(a.floor[1]), f3(median(a.gap[0])), f3(median(a.gap[1])))
 	}
 	p("\nActions at or below hpa@0.5's in %d of %d (trace, demand) cells.\n", actionsOK, n)

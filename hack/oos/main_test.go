@@ -175,7 +175,8 @@ func TestMedianDefinedOnly(t *testing.T) {
 func TestTablesCarryFloorClosed(t *testing.T) {
 	tr := func(name, class string, floor, fr float64) traceResult {
 		return traceResult{Trace: name, Class: class, Floor: floor, OracleFR: 0.7, Runs: []run{
-			{Policy: "budget", FrontierRatio: fr, FloorClosed: backtest.FloorClosed(fr, floor), GapClosed: 0.1, Bound: floor},
+			{Policy: "budget", FrontierRatio: fr, FloorClosed: backtest.FloorClosed(fr, floor), GapClosed: 0.1, Bound: floor,
+				Episodes: 7, MissChance: backtest.BandMissChance(34.8, 62, 7)},
 			{Policy: "hpa", FrontierRatio: 1, FloorClosed: backtest.FloorClosed(1, floor), GapClosed: 0}}}
 	}
 	m := map[string]traceResult{
@@ -193,6 +194,7 @@ func TestTablesCarryFloorClosed(t *testing.T) {
 		{"per half", per.String(), "| frontier ratio | floor closed | gap closed |"},
 		{"per half", per.String(), "| p1 | periodic | 0.900 / 0.900 | 0.500 / 0.500 |"},
 		{"per half", per.String(), "| p2 | periodic | 0.900 / 0.900 | - / - |"},
+		{"per half", per.String(), "| 7 (0.30) / 7 (0.30) |"}, // episodes and the band miss chance
 		{"per half", per.String(), "| **median** | periodic | **0.900 / 0.900** | 0.650 n=2 / 0.650 n=2 |"},
 		{"floor", fl.String(), "| budget's frontier ratio | budget's floor closed |"},
 		{"floor", fl.String(), "| p3 | A | periodic | 0.500 / 0.500 | 0.500 / 0.500 | 0.600 / 0.600 | 0.800 / 0.800 | 0.700 / 0.700 |"},
