@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/debi-scaler/debi/policy"
 )
@@ -25,10 +26,14 @@ type Recommendation struct {
 	// Prometheus's history).
 	Range *ScoredRange
 	// Against is the row the savings are measured against: ActualPolicy (what ran) or, with no
-	// recorded replicas, "hpa". AgainstCost and AgainstOverload are its figures (NaN without it).
+	// recorded replicas, "hpa". AgainstCost and AgainstOverload are its figures (NaN without it),
+	// AgainstEpisodes and AgainstLongest its overload episodes and the longest one's duration
+	// (Metrics.OverloadEpisodes).
 	Against         string
 	AgainstCost     float64
 	AgainstOverload float64
+	AgainstEpisodes int
+	AgainstLongest  time.Duration
 	// Budget is the overload budget (--budget.overload-budget) and Unavoidable the trace's
 	// overload no policy avoids: a target keeps the budget when its overload less the
 	// unavoidable share is at most the budget.
@@ -74,11 +79,13 @@ func Recommend(tr TraceResult, o Options) *Recommendation {
 			hpa = run
 		}
 	}
-	switch {
-	case actual != nil:
-		r.Against, r.AgainstCost, r.AgainstOverload = ActualPolicy, actual.Cost, actual.OverloadFraction
-	case hpa != nil:
-		r.Against, r.AgainstCost, r.AgainstOverload = "hpa", hpa.Cost, hpa.OverloadFraction
+	against := actual
+	if against == nil {
+		against = hpa
+	}
+	if against != nil {
+		r.Against, r.AgainstCost, r.AgainstOverload = against.Policy, against.Cost, against.OverloadFraction
+		r.AgainstEpisodes, r.AgainstLongest = against.OverloadEpisodes, time.Duration(against.LongestOverload*float64(time.Second))
 	}
 	saving := func(cost float64) float64 {
 		if !(r.AgainstCost > 0) {
@@ -173,7 +180,15 @@ func savesText(s float64, both bool, row string) string {
 func (r *Recommendation) sentence(debiModel string) string {
 	s := r.choice(debiModel)
 	if r.Against != "" && !r.keeps(r.AgainstOverload) {
-		s += fmt.Sprintf(" %s was overloaded %s of the scored time, beyond the budget.", map[bool]string{true: "What ran", false: "hpa"}[r.Against == ActualPolicy], pctText(r.AgainstOverload))
+		s += fmt.Sprintf(" %s was overloaded %s of the scored time, beyond the budget", map[bool]string{true: "What ran", false: "hpa"}[r.Against == ActualPolicy], pctText(r.AgainstOverload))
+		// How it was felt: the incidents, and the longest.
+		switch {
+		case r.AgainstEpisodes == 1:
+			s += fmt.Sprintf(", in one episode of %s", durationText(r.AgainstLongest))
+		case r.AgainstEpisodes > 1:
+			s += fmt.Sprintf(", in %d episodes, the longest %s", r.AgainstEpisodes, durationText(r.AgainstLongest))
+		}
+		s += "."
 	}
 	if r.Against == "hpa" {
 		s += " No replicas were recorded, so what ran is not known: the savings are against the hpa row."
@@ -330,6 +345,7 @@ func (r *Recommendation) jsonView() map[string]any {
 	}
 	out := map[string]any{
 		"trace": r.Trace, "against": r.Against, "against_cost": num(r.AgainstCost), "against_overload": num(r.AgainstOverload),
+		"against_overload_episodes": r.AgainstEpisodes, "against_longest_overload": r.AgainstLongest.Seconds(),
 		"overload_budget": r.Budget, "unavoidable_overload": num(r.Unavoidable), "current_target": num(r.CurrentTarget),
 		"target": target, "target_cost": num(r.TargetCost), "target_overload": num(r.TargetOverload), "target_saving": num(r.TargetSaving),
 		"sentence": r.Sentence,

@@ -22,7 +22,7 @@ func recommendTrace(budgetCost, budgetOverload, coverage float64) TraceResult {
 		{Target: 0.8, Cost: 74, OverloadFraction: 0.0045},
 		{Target: 0.9, Cost: 70, OverloadFraction: 0.02},
 	}, Runs: []Run{
-		{Metrics: Metrics{Policy: ActualPolicy, Cost: 100, OverloadFraction: 0.008, ForecastCoverage: math.NaN(), FloorClosed: math.NaN()}},
+		{Metrics: Metrics{Policy: ActualPolicy, Cost: 100, OverloadFraction: 0.008, OverloadEpisodes: 3, LongestOverload: 240, ForecastCoverage: math.NaN(), FloorClosed: math.NaN()}},
 		{Metrics: Metrics{Policy: "auto-budget", Cost: budgetCost, OverloadFraction: budgetOverload, ForecastCoverage: coverage, FloorClosed: 0.4}},
 		{Metrics: Metrics{Policy: "hpa", Cost: 90, OverloadFraction: 0.003, ForecastCoverage: math.NaN(), FloorClosed: math.NaN()}},
 		{Metrics: Metrics{Policy: OraclePolicy, Cost: 50, ForecastCoverage: math.NaN(), FloorClosed: math.NaN()}},
@@ -47,6 +47,11 @@ func TestRecommend(t *testing.T) {
 	// What ran cost 60 at 5 % overload: keeping the budget costs 1 − 74/60 = −23 % more.
 	overloaded := recommendTrace(73.8, 0.0052, 1)
 	overloaded.Runs[0].Cost, overloaded.Runs[0].OverloadFraction = 60, 0.05
+	overloaded.Runs[0].OverloadEpisodes, overloaded.Runs[0].LongestOverload = 14, 720
+	// One episode of 90 s: its duration, with its seconds.
+	once := recommendTrace(73.8, 0.0052, 1)
+	once.Runs[0].Cost, once.Runs[0].OverloadFraction = 60, 0.05
+	once.Runs[0].OverloadEpisodes, once.Runs[0].LongestOverload = 1, 90
 	for _, tc := range []struct {
 		name    string
 		tr      TraceResult
@@ -79,7 +84,9 @@ func TestRecommend(t *testing.T) {
 		{"no actual row", noActual, 0, 0.6, 0.8,
 			"Raise your HPA target to 0.80, or run budget, which picks the level for you: both save about 18 % against the hpa row (overload 0.45 % / 0.52 %, budget 1 %). No replicas were recorded, so what ran is not known: the savings are against the hpa row."},
 		{"what ran over the budget", overloaded, 0, 0.6, 0.8,
-			"Raise your HPA target to 0.80, or run budget, which picks the level for you: both cost about 23 % more than what ran (overload 0.45 % / 0.52 %, budget 1 %). What ran was overloaded 5.00 % of the scored time, beyond the budget."},
+			"Raise your HPA target to 0.80, or run budget, which picks the level for you: both cost about 23 % more than what ran (overload 0.45 % / 0.52 %, budget 1 %). What ran was overloaded 5.00 % of the scored time, beyond the budget, in 14 episodes, the longest 12m."},
+		{"what ran over the budget once", once, 0, 0.6, 0.8,
+			"Raise your HPA target to 0.80, or run budget, which picks the level for you: both cost about 23 % more than what ran (overload 0.45 % / 0.52 %, budget 1 %). What ran was overloaded 5.00 % of the scored time, beyond the budget, in one episode of 1m30s."},
 		// 0.90 keeps the budget once the unavoidable 1.5 % is taken off: 30 % saved.
 		{"unavoidable", unavoidable, 0, 0.6, 0.9, "budget saves no more than a fixed target of 0.90 here"},
 	} {
@@ -110,7 +117,7 @@ func TestRecommendationInEveryFormat(t *testing.T) {
 		"full":     {"Recommendation for web", "→ Raise your HPA target"},
 		"markdown": {"**Recommendation for web (7d to 2026-11-24 00:00):** Raise your HPA target", "| what ran (actual) | actual | 100.0 | 0.80% |"},
 		"report":   {"**Recommendation for web"},
-		"json":     {`"recommendation": {`, `"target": 0.8`, `"against": "actual"`, `"sentence": "Raise your HPA target to 0.80`, `"floor_closed": 0.4`},
+		"json":     {`"recommendation": {`, `"target": 0.8`, `"against": "actual"`, `"sentence": "Raise your HPA target to 0.80`, `"floor_closed": 0.4`, `"against_overload_episodes": 3`, `"against_longest_overload": 240`},
 	} {
 		var b bytes.Buffer
 		if err := rep.Write(&b, format); err != nil {
