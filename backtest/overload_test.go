@@ -169,6 +169,9 @@ func TestOverloadEpisodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !math.IsNaN(r.BandMissChance) {
+			t.Errorf("%s count: band_miss_chance %v before the trace is finished (no budget read), want NaN", tc.count, r.BandMissChance)
+		}
 		if r.OverloadEpisodes != 4 {
 			t.Errorf("%s count: %d episodes, want 4 (samples 1–2, 4, 6, 9 to the end)", tc.count, r.OverloadEpisodes)
 		}

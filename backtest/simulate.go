@@ -159,7 +159,7 @@ func multiDecider(spec policy.Spec, w *World, o Options) (decider, error) {
 // pods serving at each tick instead of the cluster's model (the actual row's recorded ready
 // counts).
 func simulate(ctx context.Context, w *World, name string, o Options, initial int32, decide decider, hasModel bool, modelHistory int, ready func(int) int32) (Run, error) {
-	run := Run{Metrics: Metrics{Policy: name, ForecastCoverage: math.NaN(), BudgetHeadroom: math.NaN(), BudgetLevel: math.NaN(), ModelHistory: modelHistory}}
+	run := Run{Metrics: Metrics{Policy: name, ForecastCoverage: math.NaN(), BudgetHeadroom: math.NaN(), BudgetLevel: math.NaN(), BandMissChance: math.NaN(), ModelHistory: modelHistory}}
 	n := len(w.Inst)
 	if o.KeepSeries {
 		run.Series = &Series{Tick: w.Tick, Demand: w.peak(), Replicas: make([]int32, n), Ready: make([]int32, n)}
@@ -367,7 +367,9 @@ func (s *tally) episode(i int, d float64, nr int32, share float64) {
 	o, nmax := &s.o, s.o.Params.MaxReplicas
 	var x float64
 	if o.Overload == OverloadTime {
-		x = share - s.w.overShare(i, nmax, nmax, o.SLAUtilization*o.Request, o.Demand == DemandStep)
+		if share > 0 { // at most the pods' share where max_replicas are at least as many
+			x = share - s.w.overShare(i, nmax, nmax, o.SLAUtilization*o.Request, o.Demand == DemandStep)
+		}
 	} else if scaling.Overloaded(d, o.SLAUtilization, nr, o.Request) && !scaling.Overloaded(d, o.SLAUtilization, nmax, o.Request) {
 		x = 1
 	}
