@@ -305,6 +305,18 @@ func splice(file, section string) error {
 	return os.WriteFile(file, []byte(s), 0o644)
 }
 
+// chanceText is a chance with two significant digits at most three decimals deep ("0.30",
+// "0.003", "<0.001").
+func chanceText(v float64) string {
+	switch {
+	case v < 0.001:
+		return "<0.001"
+	case v < 0.01:
+		return fmt.Sprintf("%.3f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
 func f2(v float64) string {
 	if math.IsNaN(v) {
 		return "-"
@@ -495,7 +507,9 @@ func bands(w io.Writer, res results, halves map[string][]string, marks map[strin
 		budget float64
 	}{{"default-b0.005", 0.005}, {"default", 0.01}, {"default-b0.02", 0.02}}
 	p("\n### The default's overload against the budget at 0.5 / 1 / 2 %%\n\n")
-	p("Avoidable overload (demand above u_sla·N_max·R excluded) ÷ the budget; cells are `--demand linear` / `--demand step`; the band is 0.5–1.5.\n\n")
+	p("Avoidable overload (demand above u_sla·N_max·R excluded) ÷ the budget; cells are `--demand linear` / `--demand step`; the band is 0.5–1.5. " +
+		"A cell outside it (bold) has beside it the chance that a policy spending exactly the budget, in episodes as long as this run's, lands outside the band on that trace (`band_miss_chance`): " +
+		"a miss where that chance is large says more about the trace's length than about the policy.\n\n")
 	p("| trace | half | class | 0.5 %% | 1 %% | 2 %% |\n|---|---|---|---:|---:|---:|\n")
 	outside, missing := map[string]int{}, 0
 	for _, h := range []string{"A", "B"} {
@@ -515,6 +529,9 @@ func bands(w io.Writer, res results, halves map[string][]string, marks map[strin
 					c := fmt.Sprintf("%.2f", x)
 					if x < 0.5 || x > 1.5 {
 						c = "**" + c + "**"
+						if !math.IsNaN(b.MissChance) {
+							c += fmt.Sprintf(" (chance %s)", chanceText(b.MissChance))
+						}
 						outside[r.name]++
 					}
 					cells = append(cells, c)

@@ -207,3 +207,38 @@ func TestTablesCarryFloorClosed(t *testing.T) {
 		}
 	}
 }
+
+// TestBandsChance: a cell outside the band carries the chance that a calibrated policy misses
+// there (band_miss_chance), one inside does not, and one without a chance (no episode) says none.
+func TestBandsChance(t *testing.T) {
+	nan := math.NaN()
+	tr := func(over, chance float64) traceResult {
+		return traceResult{Trace: "elb", Class: "bursty", Runs: []run{{Policy: "budget", Overload: over, MissChance: chance}}}
+	}
+	res := results{}
+	for _, r := range []struct {
+		name   string
+		budget float64
+	}{{"default-b0.005", 0.005}, {"default", 0.01}, {"default-b0.02", 0.02}} {
+		res[r.name] = map[string]map[string]traceResult{
+			"linear": {"elb": tr(0.89*r.budget, 0.08)},
+			"step":   {"elb": tr(1.78*r.budget, 0.3008)},
+		}
+	}
+	res["default-b0.02"]["step"]["elb"] = tr(0, nan) // no overload, no episode
+	var b strings.Builder
+	bands(&b, res, map[string][]string{"A": nil, "B": {"elb"}}, nil)
+	for _, want := range []string{
+		"| elb | B | bursty | 0.89 / **1.78** (chance 0.30) | 0.89 / **1.78** (chance 0.30) | 0.89 / **0.00** |",
+		"Outside the band (bold), of 2 (trace, demand) cells: 1 at 0.5 %, 1 at 1 %, 1 at 2 %.",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("bands lack %q:\n%s", want, b.String())
+		}
+	}
+	for v, want := range map[float64]string{0.3008: "0.30", 0.0028: "0.003", 0.0004: "<0.001"} {
+		if got := chanceText(v); got != want {
+			t.Errorf("chanceText(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
