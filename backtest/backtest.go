@@ -91,6 +91,13 @@ type Metrics struct {
 	// (BandMissChance): how much a miss of the band on this trace says about the policy and how
 	// much is the trace's length. NaN without a budget or an episode.
 	BandMissChance float64 `json:"band_miss_chance"`
+	// Pages and Tickets count the firings of the burn-rate alerts debi ships for a budget
+	// policy (rules/debi.alerts.yaml: the page, the burn ticket and the exhausted ticket),
+	// replayed over the run's overload as Options.Overload counts it (all of it, as the
+	// exporter's debi_budget_overloaded_seconds_total does) at the budget: what an on-call with
+	// debi's rules would have had.
+	Pages   int `json:"pages"`
+	Tickets int `json:"tickets"`
 	// avoidable is the avoidable overload in ticks, which BandMissChance reads.
 	avoidable float64
 	// Unserved is ∫max(0, D − Nr·R) dt in core-hours.

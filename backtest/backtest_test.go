@@ -315,6 +315,9 @@ func TestRunTracesReport(t *testing.T) {
 				r.OverloadEpisodes > 0 && r.LongestOverload*float64(r.OverloadEpisodes) < r.avoidable*tick-1e-6 {
 				t.Errorf("%s/%s: %v ticks of avoidable overload in %d episodes, the longest %vs", tr.Trace, r.Policy, r.avoidable, r.OverloadEpisodes, r.LongestOverload)
 			}
+			if r.OverloadFraction == 0 && r.Pages+r.Tickets > 0 {
+				t.Errorf("%s/%s: no overload, but %d pages and %d tickets", tr.Trace, r.Policy, r.Pages, r.Tickets)
+			}
 			if want := BandMissChance(o.Calibration.Budget*float64(r.Ticks), r.avoidable, r.OverloadEpisodes); !(r.BandMissChance == want || math.IsNaN(want) && math.IsNaN(r.BandMissChance)) ||
 				r.BandMissChance < 0 || r.BandMissChance > 1 {
 				t.Errorf("%s/%s: band_miss_chance %v, want %v", tr.Trace, r.Policy, r.BandMissChance, want)

@@ -230,6 +230,7 @@ func (rep *Report) jsonView() any {
 					"frontier_bound": num(r.FrontierBound), "floor_closed": num(r.FloorClosed), "floor_closed_band": num(r.FloorClosedBand),
 					"utilization": num(r.Utilization), "overload_fraction": num(r.OverloadFraction), "overload_time": num(r.OverloadTime), "unserved": num(r.Unserved),
 					"overload_episodes": r.OverloadEpisodes, "longest_overload": num(r.LongestOverload), "band_miss_chance": num(r.BandMissChance),
+					"pages": r.Pages, "tickets": r.Tickets,
 					"scale_actions": r.ScaleActions, "actions_per_day": num(r.ActionsPerDay), "mean_replicas": num(r.MeanReplicas),
 					"zero_share": num(r.ZeroShare), "cold_overload": num(r.ColdOverload),
 					"under_share": num(r.UnderShare), "under_pods": num(r.UnderPods), "over_share": num(r.OverShare), "over_pods": num(r.OverPods),

@@ -295,13 +295,16 @@ type tally struct {
 	// episodes ended and the longest of them (Metrics.OverloadEpisodes).
 	avoidable              float64
 	run, episodes, longest int
+	// alerts replays debi's burn-rate alerts (nil without a budget).
+	alerts *burnReplay
 	// metricTicks and metricAlone count, on a world with several metrics, each metric's
 	// overloaded ticks and those it was the only overloaded metric at (nil for one metric).
 	metricTicks, metricAlone []int
 }
 
 func newTally(w *World, o Options, hasModel bool, m *Metrics) *tally {
-	s := &tally{w: w, o: o, hasModel: hasModel, m: m, peak: w.peak(), tick: w.Tick.Seconds(), lastNr: -1}
+	s := &tally{w: w, o: o, hasModel: hasModel, m: m, peak: w.peak(), tick: w.Tick.Seconds(), lastNr: -1,
+		alerts: newBurnReplay(o.Calibration.Budget, w.Tick)}
 	if w.multi() {
 		s.metricTicks, s.metricAlone = make([]int, len(w.Metrics)), make([]int, len(w.Metrics))
 	}
@@ -317,7 +320,8 @@ func (s *tally) add(i int, nSpec, nr int32, res policy.Result) {
 	s.replicaSum += float64(nSpec)
 	s.served += math.Min(d, cp)
 	s.capacity += float64(nSpec) * o.Request
-	if scaling.Overloaded(d, o.SLAUtilization, nr, o.Request) {
+	over := scaling.Overloaded(d, o.SLAUtilization, nr, o.Request)
+	if over {
 		s.overTicks++
 		if nr == 0 {
 			s.cold++
@@ -329,6 +333,16 @@ func (s *tally) add(i int, nSpec, nr int32, res policy.Result) {
 	share := s.w.overShare(i, s.lastNr, nr, o.SLAUtilization*o.Request, o.Demand == DemandStep)
 	s.overTime += share
 	s.episode(i, d, nr, share)
+	if s.alerts != nil {
+		x := share
+		if o.Overload != OverloadTime {
+			x = 0
+			if over {
+				x = 1
+			}
+		}
+		s.alerts.add(x)
+	}
 	if s.metricTicks != nil {
 		over, last := 0, 0
 		for k := range s.w.MInst {
@@ -393,6 +407,9 @@ func (s *tally) score() {
 		s.run = 0
 	}
 	m.OverloadEpisodes, m.LongestOverload = s.episodes, float64(s.longest)*tick
+	if a := s.alerts; a != nil {
+		m.Pages, m.Tickets = a.fired[0], a.fired[1]+a.fired[2]
+	}
 	m.avoidable = s.avoidable
 	if m.Ticks > 0 {
 		k := float64(m.Ticks)

@@ -1,0 +1,112 @@
+package backtest
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBurnReplay: a quiet two days at a 1 % budget, then 15-second ticks overloaded in a row.
+// Nineteen minutes of it (the priced rule's first episode after a calm spell, 75 ticks) burn 31
+// × the budget's pace over the hour and page once, and open both tickets: six hours at more
+// than 3 × (5.2 ×), and more than a day's budget in the day (1,125 s against 864 s). One
+// start-up's worth (9 ticks) opens none; half the budget's pace spread evenly opens none.
+func TestBurnReplay(t *testing.T) {
+	const b, tick = 0.01, 15 * time.Second
+	calm := int(48 * time.Hour / tick)
+	for _, tc := range []struct {
+		name           string
+		x              func(i int) float64 // the overload of tick i after the calm
+		ticks          int
+		pages, tickets int
+	}{
+		{"a 75-tick episode", func(i int) float64 { return b2f(i < 75) }, 1440, 1, 2},
+		{"a 9-tick episode", func(i int) float64 { return b2f(i < 9) }, 1440, 0, 0},
+		{"one tick in 200, three days", func(i int) float64 { return b2f(i%200 == 0) }, 3 * calm / 2, 0, 0},
+		{"a 75-tick episode counted as shares of half", func(i int) float64 { return 0.5 * b2f(i < 150) }, 1440, 1, 2},
+	} {
+		r := newBurnReplay(b, tick)
+		for range calm {
+			r.add(0)
+		}
+		for i := range tc.ticks {
+			r.add(tc.x(i))
+		}
+		if got := r.fired[0]; got != tc.pages {
+			t.Errorf("%s: %d pages, want %d", tc.name, got, tc.pages)
+		}
+		if got := r.fired[1] + r.fired[2]; got != tc.tickets {
+			t.Errorf("%s: %d tickets (burn %d, exhausted %d), want %d", tc.name, got, r.fired[1], r.fired[2], tc.tickets)
+		}
+	}
+	// The page waits its two minutes: 35 ticks put the hour above 14.4 × (35/240 = 14.6 %), and
+	// it fires 2 minutes after the condition first holds, not before.
+	r := newBurnReplay(b, tick)
+	for range calm {
+		r.add(0)
+	}
+	first := -1
+	for i := range 200 {
+		r.add(1)
+		if r.fired[0] == 1 && first < 0 {
+			first = i
+		}
+	}
+	if want := 35 - 1 + int(2*time.Minute/tick); first != want {
+		t.Errorf("the page fired at tick %d of the episode, want %d (35 ticks to 14.4 × the hour, then 2 m)", first, want)
+	}
+	if newBurnReplay(0, tick) != nil || newBurnReplay(b, 0) != nil {
+		t.Error("a replay without a budget or a tick, want none")
+	}
+}
+
+func b2f(v bool) float64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// TestAlertsAsShipped: the replayed alerts are the ones rules/debi.alerts.yaml ships: each one's
+// windows, factor and duration are in an alert's expression and its for.
+func TestAlertsAsShipped(t *testing.T) {
+	b, err := os.ReadFile("../rules/debi.alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := strings.Split(string(b), "- alert: ")
+	prom := func(d time.Duration) string {
+		if d%(24*time.Hour) == 0 {
+			return fmt.Sprintf("%dd", d/(24*time.Hour))
+		}
+		if d%time.Hour == 0 {
+			return fmt.Sprintf("%dh", d/time.Hour)
+		}
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	space := regexp.MustCompile(`\s+`)
+	for _, a := range burnAlerts {
+		var want []string
+		if a.exhausted {
+			want = []string{fmt.Sprintf("increase(debi_budget_overloaded_seconds_total[%s]) / 60 > %g * debi_budget_overload_budget", prom(burnWindows[a.long]), burnWindows[a.long].Minutes())}
+		} else {
+			want = []string{fmt.Sprintf("policy:debi_budget_burn_rate:ratio_rate%s > %g", prom(burnWindows[a.long]), a.factor)}
+		}
+		want = append(want, fmt.Sprintf("policy:debi_budget_burn_rate:ratio_rate%s > %g", prom(burnWindows[a.short]), a.factor), "for: "+prom(a.hold))
+		found := false
+		for _, bl := range blocks {
+			bl = space.ReplaceAllString(bl, " ")
+			ok := strings.HasPrefix(bl, "DebiOverloadBudget")
+			for _, w := range want {
+				ok = ok && strings.Contains(bl, w)
+			}
+			found = found || ok
+		}
+		if !found {
+			t.Errorf("%s: no alert in rules/debi.alerts.yaml has %q", a.name, want)
+		}
+	}
+}
