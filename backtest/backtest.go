@@ -188,7 +188,10 @@ type FrontierPoint struct {
 	Cost             float64 `json:"cost"`
 	OverloadFraction float64 `json:"overload_fraction"`
 	ActionsPerDay    float64 `json:"actions_per_day"`
-	OnEnvelope       bool    `json:"on_envelope"`
+	// Pages and Tickets are the target's burn-rate alerts at the budget (Metrics.Pages).
+	Pages      int  `json:"pages"`
+	Tickets    int  `json:"tickets"`
+	OnEnvelope bool `json:"on_envelope"`
 }
 
 // TraceResult holds every policy's run on one trace.

@@ -249,6 +249,11 @@ func TestRunTracesReport(t *testing.T) {
 		}
 	}()
 	for _, tr := range rep.Traces {
+		for _, f := range tr.Frontier {
+			if f.OverloadFraction == 0 && f.Pages+f.Tickets > 0 {
+				t.Errorf("%s: target %v has no overload, but %d pages and %d tickets", tr.Trace, f.Target, f.Pages, f.Tickets)
+			}
+		}
 		if len(tr.Runs) != 4 || len(tr.Frontier) != len(o.SweepTargets) {
 			t.Fatalf("%s: %d runs (want hpa, apa, debi, oracle), %d frontier points", tr.Trace, len(tr.Runs), len(tr.Frontier))
 		}

@@ -241,7 +241,8 @@ func (rep *Report) collect(jobs []job, results []Run, errs []error) error {
 		}
 		if j.target > 0 {
 			r := results[k]
-			tr.Frontier = append(tr.Frontier, FrontierPoint{Target: j.target, Cost: r.Cost, OverloadFraction: r.OverloadFraction, ActionsPerDay: r.ActionsPerDay})
+			tr.Frontier = append(tr.Frontier, FrontierPoint{Target: j.target, Cost: r.Cost, OverloadFraction: r.OverloadFraction, ActionsPerDay: r.ActionsPerDay,
+				Pages: r.Pages, Tickets: r.Tickets})
 			continue
 		}
 		tr.Runs = append(tr.Runs, results[k])
