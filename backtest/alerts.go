@@ -45,6 +45,8 @@ type burnReplay struct {
 	pending [len(burnAlerts)]int
 	firing  [len(burnAlerts)]bool
 	fired   [len(burnAlerts)]int
+	// quiet: no alert's condition held at the last evaluation.
+	quiet bool
 }
 
 // newBurnReplay is nil where the alerts cannot be read: without a budget, or a tick.
@@ -78,6 +80,10 @@ func (r *burnReplay) add(x float64) {
 	}
 	r.ring[r.added%n] = x
 	r.added++
+	if x == 0 && r.quiet {
+		return // the sums only fell: nothing pending or firing starts
+	}
+	r.quiet = true
 	for a, al := range burnAlerts {
 		var on bool
 		if al.exhausted {
@@ -89,6 +95,7 @@ func (r *burnReplay) add(x float64) {
 			r.pending[a], r.firing[a] = 0, false
 			continue
 		}
+		r.quiet = false
 		r.pending[a]++
 		if !r.firing[a] && time.Duration(r.pending[a])*r.tick > al.hold {
 			r.firing[a] = true
