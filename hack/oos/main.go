@@ -306,20 +306,15 @@ func splice(file, section string) error {
 }
 
 // chanceText is a chance with two significant digits at most three decimals deep ("0.30",
-// "0.003", "<0.001").
+// "0.003", "<0.001"; "-" undefined).
 func chanceText(v float64) string {
 	switch {
+	case math.IsNaN(v):
+		return "-"
 	case v < 0.001:
 		return "<0.001"
 	case v < 0.01:
 		return fmt.Sprintf("%.3f", v)
-	}
-	return fmt.Sprintf("%.2f", v)
-}
-
-func f2(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
 	}
 	return fmt.Sprintf("%.2f", v)
 }
@@ -648,7 +643,7 @@ func perTrace(w io.Writer, res map[string]map[string]traceResult, half []string,
 			floor[i] = f3(fc)
 			gap[i] = f3(r.GapClosed)
 			ov[i] = fmt.Sprintf("%.2f", avoidable(t, r)/budget)
-			ep[i] = fmt.Sprintf("%d (%s)", r.Episodes, f2(r.MissChance))
+			ep[i] = fmt.Sprintf("%d (%s)", r.Episodes, chanceText(r.MissChance))
 			act[i] = fmt.Sprintf("%.0f (%.0f)", r.ActionsPerDay, h.ActionsPerDay)
 			if by[class] == nil {
 				by[class] = &agg{}

@@ -236,7 +236,7 @@ func TestBandsChance(t *testing.T) {
 			t.Errorf("bands lack %q:\n%s", want, b.String())
 		}
 	}
-	for v, want := range map[float64]string{0.3008: "0.30", 0.0028: "0.003", 0.0004: "<0.001"} {
+	for v, want := range map[float64]string{0.3008: "0.30", 0.0028: "0.003", 0.0004: "<0.001", nan: "-"} {
 		if got := chanceText(v); got != want {
 			t.Errorf("chanceText(%v) = %q, want %q", v, got, want)
 		}
