@@ -180,8 +180,16 @@ func savesText(s float64, both bool, row string) string {
 func (r *Recommendation) sentence(debiModel string) string {
 	s := r.choice(debiModel)
 	if r.Against != "" && !r.keeps(r.AgainstOverload) {
-		s += fmt.Sprintf(" %s was overloaded %s of the scored time, beyond the budget", map[bool]string{true: "What ran", false: "hpa"}[r.Against == ActualPolicy], pctText(r.AgainstOverload))
-		// How it was felt: the incidents, and the longest.
+		who := map[bool]string{true: "What ran", false: "hpa"}[r.Against == ActualPolicy]
+		if pctText(r.Unavoidable) == pctText(0) {
+			s += fmt.Sprintf(" %s was overloaded %s of the scored time, beyond the budget", who, pctText(r.AgainstOverload))
+		} else {
+			// The episodes count the overload that more replicas would have served, as the
+			// budget does: say which share of the overload that is.
+			s += fmt.Sprintf(" %s was overloaded %s of the scored time, %s of it with the demand above what max_replicas serve; the other %s is beyond the budget",
+				who, pctText(r.AgainstOverload), pctText(r.Unavoidable), pctText(r.AgainstOverload-r.Unavoidable))
+		}
+		// How it was felt: the incidents of avoidable overload, and the longest.
 		switch {
 		case r.AgainstEpisodes == 1:
 			s += fmt.Sprintf(", in one episode of %s", durationText(r.AgainstLongest))

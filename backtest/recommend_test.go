@@ -52,6 +52,12 @@ func TestRecommend(t *testing.T) {
 	once := recommendTrace(73.8, 0.0052, 1)
 	once.Runs[0].Cost, once.Runs[0].OverloadFraction = 60, 0.05
 	once.Runs[0].OverloadEpisodes, once.Runs[0].LongestOverload = 1, 90
+	// The same, with 1.5 % of the scored time above what max_replicas serve: the episodes are
+	// of the other 3.5 %, and the sentence says which share they are of.
+	partly := recommendTrace(73.8, 0.0052, 1)
+	partly.Unavoidable = 0.015
+	partly.Runs[0].Cost, partly.Runs[0].OverloadFraction = 60, 0.05
+	partly.Runs[0].OverloadEpisodes, partly.Runs[0].LongestOverload = 14, 720
 	for _, tc := range []struct {
 		name    string
 		tr      TraceResult
@@ -87,6 +93,8 @@ func TestRecommend(t *testing.T) {
 			"Raise your HPA target to 0.80, or run budget, which picks the level for you: both cost about 23 % more than what ran (overload 0.45 % / 0.52 %, budget 1 %). What ran was overloaded 5.00 % of the scored time, beyond the budget, in 14 episodes, the longest 12m."},
 		{"what ran over the budget once", once, 0, 0.6, 0.8,
 			"Raise your HPA target to 0.80, or run budget, which picks the level for you: both cost about 23 % more than what ran (overload 0.45 % / 0.52 %, budget 1 %). What ran was overloaded 5.00 % of the scored time, beyond the budget, in one episode of 1m30s."},
+		{"what ran over the budget, partly unavoidable", partly, 0, 0.6, 0.9,
+			"budget saves no more than a fixed target of 0.90 here: set the HPA target, which costs 17 % more than what ran (overload 2.00 %, budget's 0.52 %, budget 1 %). What ran was overloaded 5.00 % of the scored time, 1.50 % of it with the demand above what max_replicas serve; the other 3.50 % is beyond the budget, in 14 episodes, the longest 12m."},
 		// 0.90 keeps the budget once the unavoidable 1.5 % is taken off: 30 % saved.
 		{"unavoidable", unavoidable, 0, 0.6, 0.9, "budget saves no more than a fixed target of 0.90 here"},
 	} {
