@@ -8,18 +8,21 @@ import (
 // The burn-rate alerts debi ships for a budget policy (rules/debi.alerts.yaml, group
 // debi.budget.alerts), replayed over a run's overload: the page and the tickets an on-call
 // would have had. The burn rate over a window is the share of it overloaded, in units of the
-// budget b (rules/debi.rules.yaml, policy:debi_budget_burn_rate:ratio_rate<w>). TestAlertsAsShipped
-// checks these against the rule files.
+// budget b (rules/debi.rules.yaml, policy:debi_budget_burn_rate:ratio_rate<w>). Each alert
+// also needs its long window to hold more overload than a number of lead times (the policy's
+// debi_policy_lead_time_seconds): a policy that spends its budget does so in episodes about a
+// lead time long, and a few of them in a window are how it spends, not a fault.
+// TestAlertsAsShipped checks these against the rule files.
 var (
 	// burnWindows are the recording rules' windows.
 	burnWindows = [...]time.Duration{5 * time.Minute, 30 * time.Minute, time.Hour, 6 * time.Hour, 24 * time.Hour}
 	// burnAlerts are the alerts: a burn above factor over both windows (indices into
-	// burnWindows) for the duration, or, for exhausted, more than a day's budget of overload in
+	// burnWindows) for the duration, or, for exhausted, more than two days' budget of overload in
 	// the last day and a burn above factor over the short window.
 	burnAlerts = [...]burnAlert{
-		{name: "page", long: 2, short: 0, factor: 14.4, hold: 2 * time.Minute},
-		{name: "ticket", long: 3, short: 1, factor: 3, hold: 15 * time.Minute},
-		{name: "exhausted", long: 4, short: 2, factor: 1, hold: 15 * time.Minute, exhausted: true},
+		{name: "page", long: 2, short: 0, factor: 14.4, leads: 4, hold: 2 * time.Minute},
+		{name: "ticket", long: 3, short: 1, factor: 3, leads: 6, hold: 15 * time.Minute},
+		{name: "exhausted", long: 4, short: 3, factor: 1, leads: 8, hold: 15 * time.Minute, exhausted: 2},
 	}
 )
 
@@ -27,9 +30,11 @@ type burnAlert struct {
 	name        string
 	long, short int
 	factor      float64
-	hold        time.Duration
-	// exhausted: the long window's overload against a whole day's budget, not its burn rate.
-	exhausted bool
+	// leads: the long window's overload must also exceed this many lead times.
+	leads float64
+	hold  time.Duration
+	// exhausted: the long window's overload against this many days' budget, not its burn rate.
+	exhausted float64
 }
 
 // burnReplay adds up a run's overload over the alerts' windows, tick by tick, and counts each
@@ -37,7 +42,8 @@ type burnAlert struct {
 type burnReplay struct {
 	b     float64 // the budget
 	tick  time.Duration
-	ring  []float64 // the overload of the last ticks of the longest window
+	lead  time.Duration // the policy's lead time: decision and start-up
+	ring  []float64     // the overload of the last ticks of the longest window
 	added int
 	ticks [len(burnWindows)]int
 	sum   [len(burnWindows)]float64
@@ -50,11 +56,11 @@ type burnReplay struct {
 }
 
 // newBurnReplay is nil where the alerts cannot be read: without a budget, or a tick.
-func newBurnReplay(b float64, tick time.Duration) *burnReplay {
+func newBurnReplay(b float64, tick, lead time.Duration) *burnReplay {
 	if !(b > 0) || tick <= 0 {
 		return nil
 	}
-	r := &burnReplay{b: b, tick: tick}
+	r := &burnReplay{b: b, tick: tick, lead: lead}
 	for k, w := range burnWindows {
 		r.ticks[k] = max(1, int(math.Round(float64(w)/float64(tick))))
 	}
@@ -86,11 +92,12 @@ func (r *burnReplay) add(x float64) {
 	r.quiet = true
 	for a, al := range burnAlerts {
 		var on bool
-		if al.exhausted {
-			on = r.sum[al.long]*r.tick.Seconds() > r.b*burnWindows[al.long].Seconds() && r.burn(al.short) > al.factor
+		if al.exhausted > 0 {
+			on = r.sum[al.long]*r.tick.Seconds() > al.exhausted*r.b*burnWindows[al.long].Seconds() && r.burn(al.short) > al.factor
 		} else {
 			on = r.burn(al.long) > al.factor && r.burn(al.short) > al.factor
 		}
+		on = on && r.sum[al.long]*r.tick.Seconds() > al.leads*r.lead.Seconds()
 		if !on {
 			r.pending[a], r.firing[a] = 0, false
 			continue

@@ -11,11 +11,14 @@ import (
 
 // TestBurnReplay: a quiet two days at a 1 % budget, then 15-second ticks overloaded in a row.
 // Nineteen minutes of it (the priced rule's first episode after a calm spell, 75 ticks) burn 31
-// × the budget's pace over the hour and page once, and open both tickets: six hours at more
-// than 3 × (5.2 ×), and more than a day's budget in the day (1,125 s against 864 s). One
-// start-up's worth (9 ticks) opens none; half the budget's pace spread evenly opens none.
+// × the budget's pace over the hour and page once, and open the burn ticket: six hours at more
+// than 3 × (5.2 ×). It is less than two days' budget (1,125 s against 1,728 s), so the exhausted
+// ticket stays shut; thirty minutes of it (120 ticks, 1,800 s) open it too. One start-up's worth
+// (9 ticks) opens none; half the budget's pace spread evenly opens none. The lead time is 2
+// minutes, so the page also needs 8 minutes of overload in the hour (it has 19), the burn ticket
+// 12 minutes in six hours and the exhausted one 16 in the day.
 func TestBurnReplay(t *testing.T) {
-	const b, tick = 0.01, 15 * time.Second
+	const b, tick, lead = 0.01, 15 * time.Second, 2 * time.Minute
 	calm := int(48 * time.Hour / tick)
 	for _, tc := range []struct {
 		name           string
@@ -23,12 +26,13 @@ func TestBurnReplay(t *testing.T) {
 		ticks          int
 		pages, tickets int
 	}{
-		{"a 75-tick episode", func(i int) float64 { return b2f(i < 75) }, 1440, 1, 2},
+		{"a 75-tick episode", func(i int) float64 { return b2f(i < 75) }, 1440, 1, 1},
+		{"a 120-tick episode", func(i int) float64 { return b2f(i < 120) }, 1440, 1, 2},
 		{"a 9-tick episode", func(i int) float64 { return b2f(i < 9) }, 1440, 0, 0},
 		{"one tick in 200, three days", func(i int) float64 { return b2f(i%200 == 0) }, 3 * calm / 2, 0, 0},
-		{"a 75-tick episode counted as shares of half", func(i int) float64 { return 0.5 * b2f(i < 150) }, 1440, 1, 2},
+		{"a 75-tick episode counted as shares of half", func(i int) float64 { return 0.5 * b2f(i < 150) }, 1440, 1, 1},
 	} {
-		r := newBurnReplay(b, tick)
+		r := newBurnReplay(b, tick, lead)
 		for range calm {
 			r.add(0)
 		}
@@ -44,7 +48,7 @@ func TestBurnReplay(t *testing.T) {
 	}
 	// The page waits its two minutes: 35 ticks put the hour above 14.4 × (35/240 = 14.6 %), and
 	// it fires 2 minutes after the condition first holds, not before.
-	r := newBurnReplay(b, tick)
+	r := newBurnReplay(b, tick, lead)
 	for range calm {
 		r.add(0)
 	}
@@ -58,8 +62,51 @@ func TestBurnReplay(t *testing.T) {
 	if want := 35 - 1 + int(2*time.Minute/tick); first != want {
 		t.Errorf("the page fired at tick %d of the episode, want %d (35 ticks to 14.4 × the hour, then 2 m)", first, want)
 	}
-	if newBurnReplay(0, tick) != nil || newBurnReplay(b, 0) != nil {
+	if newBurnReplay(0, tick, lead) != nil || newBurnReplay(b, 0, lead) != nil {
 		t.Error("a replay without a budget or a tick, want none")
+	}
+}
+
+// TestBurnReplayLeads: at a 0.5 % budget with pods that take 2 minutes to start, the episodes a
+// budget is spent in (a missed step seen a tick late, then a start-up: 9 ticks) reach 14.4 ×
+// the budget's pace over the hour at two: 18 ticks, 270 s against 259 s. They do not page
+// until the hour holds more than four lead times (480 s); a workload overloaded all the time
+// pages once it has (33 ticks), two minutes later.
+func TestBurnReplayLeads(t *testing.T) {
+	const b, tick, lead = 0.005, 15 * time.Second, 2 * time.Minute
+	calm := int(48 * time.Hour / tick)
+	replay := func(x func(i int) float64, ticks int) (*burnReplay, int) {
+		r := newBurnReplay(b, tick, lead)
+		for range calm {
+			r.add(0)
+		}
+		first := -1
+		for i := range ticks {
+			r.add(x(i))
+			if r.fired[0] == 1 && first < 0 {
+				first = i
+			}
+		}
+		return r, first
+	}
+	// Episodes of 9 ticks, 10 minutes apart from their starts.
+	every := func(n int) func(i int) float64 {
+		return func(i int) float64 { return b2f(i < n*40 && i%40 < 9) }
+	}
+	for _, tc := range []struct {
+		episodes, pages int
+	}{{2, 0}, {3, 0}, {4, 1}} {
+		if r, _ := replay(every(tc.episodes), 480); r.fired[0] != tc.pages {
+			t.Errorf("%d episodes of 9 ticks within the hour: %d pages, want %d", tc.episodes, r.fired[0], tc.pages)
+		}
+	}
+	// Without the lead times, two episodes would have paged: the hour's burn is above 14.4.
+	r, _ := replay(every(2), 80)
+	if burn := r.burn(2); burn <= 14.4 {
+		t.Errorf("two episodes: burn %.1f over the hour, want above 14.4 (the test no longer tests the lead times)", burn)
+	}
+	if _, first := replay(func(int) float64 { return 1 }, 200); first != 33-1+int(2*time.Minute/tick) {
+		t.Errorf("overloaded all the time: the page fired at tick %d, want %d (33 ticks, 495 s > 480 s, then 2 m)", first, 33-1+int(2*time.Minute/tick))
 	}
 }
 
@@ -71,7 +118,7 @@ func b2f(v bool) float64 {
 }
 
 // TestAlertsAsShipped: the replayed alerts are the ones rules/debi.alerts.yaml ships: each one's
-// windows, factor and duration are in an alert's expression and its for.
+// windows, factor, lead times and duration are in an alert's expression and its for.
 func TestAlertsAsShipped(t *testing.T) {
 	b, err := os.ReadFile("../rules/debi.alerts.yaml")
 	if err != nil {
@@ -90,12 +137,14 @@ func TestAlertsAsShipped(t *testing.T) {
 	space := regexp.MustCompile(`\s+`)
 	for _, a := range burnAlerts {
 		var want []string
-		if a.exhausted {
-			want = []string{fmt.Sprintf("increase(debi_budget_overloaded_seconds_total[%s]) / 60 > %g * debi_budget_overload_budget", prom(burnWindows[a.long]), burnWindows[a.long].Minutes())}
+		if a.exhausted > 0 {
+			want = []string{fmt.Sprintf("increase(debi_budget_overloaded_seconds_total[%s]) / 60 > %g * %g * debi_budget_overload_budget", prom(burnWindows[a.long]), a.exhausted, burnWindows[a.long].Minutes())}
 		} else {
 			want = []string{fmt.Sprintf("policy:debi_budget_burn_rate:ratio_rate%s > %g", prom(burnWindows[a.long]), a.factor)}
 		}
-		want = append(want, fmt.Sprintf("policy:debi_budget_burn_rate:ratio_rate%s > %g", prom(burnWindows[a.short]), a.factor), "for: "+prom(a.hold))
+		want = append(want, fmt.Sprintf("policy:debi_budget_burn_rate:ratio_rate%s > %g", prom(burnWindows[a.short]), a.factor),
+			fmt.Sprintf("and increase(debi_budget_overloaded_seconds_total[%s]) > %g * (debi_policy_lead_time_seconds or 0 * debi_budget_overload_budget)", prom(burnWindows[a.long]), a.leads),
+			"for: "+prom(a.hold))
 		found := false
 		for _, bl := range blocks {
 			bl = space.ReplaceAllString(bl, " ")

@@ -304,7 +304,7 @@ type tally struct {
 
 func newTally(w *World, o Options, hasModel bool, m *Metrics) *tally {
 	s := &tally{w: w, o: o, hasModel: hasModel, m: m, peak: w.peak(), tick: w.Tick.Seconds(), lastNr: -1,
-		alerts: newBurnReplay(o.Calibration.Budget, w.Tick)}
+		alerts: newBurnReplay(o.Calibration.Budget, w.Tick, o.DecisionDelay+o.StartupDelay)}
 	if w.multi() {
 		s.metricTicks, s.metricAlone = make([]int, len(w.Metrics)), make([]int, len(w.Metrics))
 	}

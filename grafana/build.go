@@ -437,7 +437,7 @@ func policyBudgetRow(b *dashboard.DashboardBuilder, id *ids) *dashboard.Dashboar
 			q{expr: `sum(increase(debi_budget_overloaded_seconds_total{` + sel + `}[$__range])) / sum(increase(debi_budget_observed_seconds_total{` + sel + `}[$__range]))`, instant: true},
 		).Decimals(2)).
 		WithPanel(singleStat(id.next(), "Budget: the day's budget spent",
-			"Overload in the last 24 hours as a share of a day's budget (b × 24 h); above 100 % DebiOverloadBudgetExhausted fires once the last hour overspends too.",
+			"Overload in the last 24 hours as a share of a day's budget (b × 24 h); above 200 % DebiOverloadBudgetExhausted fires once the last six hours overspend too (and the day holds more than 8 lead times of overload).",
 			"percentunit", 8,
 			q{expr: `sum(increase(debi_budget_overloaded_seconds_total{` + sel + `}[1d])) / sum(86400 * debi_budget_overload_budget{` + sel + `})`, instant: true},
 		).Decimals(0)).
