@@ -34,6 +34,10 @@ type Recommendation struct {
 	AgainstOverload float64
 	AgainstEpisodes int
 	AgainstLongest  time.Duration
+	// AgainstAlerts, TargetAlerts and PolicyAlerts are the firings of debi's overload-budget
+	// alerts at the budget (Metrics.Pages, Metrics.Tickets) on the baseline, the target and the
+	// budget policy: what an on-call with debi's rules would have had on each.
+	AgainstAlerts, TargetAlerts, PolicyAlerts Alerts
 	// Budget is the overload budget (--budget.overload-budget) and Unavoidable the trace's
 	// overload no policy avoids: a target keeps the budget when its overload less the
 	// unavoidable share is at most the budget.
@@ -86,6 +90,7 @@ func Recommend(tr TraceResult, o Options) *Recommendation {
 	if against != nil {
 		r.Against, r.AgainstCost, r.AgainstOverload = against.Policy, against.Cost, against.OverloadFraction
 		r.AgainstEpisodes, r.AgainstLongest = against.OverloadEpisodes, time.Duration(against.LongestOverload*float64(time.Second))
+		r.AgainstAlerts = Alerts{against.Pages, against.Tickets}
 	}
 	saving := func(cost float64) float64 {
 		if !(r.AgainstCost > 0) {
@@ -97,12 +102,14 @@ func Recommend(tr TraceResult, o Options) *Recommendation {
 		r.Targets = append(r.Targets, p.Target)
 		if r.keeps(p.OverloadFraction) && (r.Target == 0 || p.Cost < r.TargetCost) {
 			r.Target, r.TargetCost, r.TargetOverload = p.Target, p.Cost, p.OverloadFraction
+			r.TargetAlerts = Alerts{p.Pages, p.Tickets}
 		}
 	}
 	r.TargetSaving = saving(r.TargetCost)
 	if b := budgetRun(tr.Runs, o); b != nil {
 		r.Policy, r.PolicyCost, r.PolicyOverload, r.PolicyFloorClosed = b.Policy, b.Cost, b.OverloadFraction, b.FloorClosed
 		r.PolicySaving, r.PolicyCoverage = saving(b.Cost), b.ForecastCoverage
+		r.PolicyAlerts = Alerts{b.Pages, b.Tickets}
 	}
 	r.Sentence = r.sentence(o.DebiModel)
 	return r
@@ -177,6 +184,80 @@ func savesText(s float64, both bool, row string) string {
 	return amountText(s, both) + " against " + row
 }
 
+// Alerts are the firings of debi's overload-budget alerts on a row: Pages of the page
+// (DebiOverloadBudgetBurn), Tickets of the tickets (DebiOverloadBudgetBurnSlow and
+// DebiOverloadBudgetExhausted).
+type Alerts struct{ Pages, Tickets int }
+
+// String is "2 pages and 1 ticket", "no alert".
+func (a Alerts) String() string {
+	n := func(k int, what string) string {
+		if k == 1 {
+			return "1 " + what
+		}
+		return fmt.Sprintf("%d %ss", k, what)
+	}
+	switch {
+	case a.Pages == 0 && a.Tickets == 0:
+		return "no alert"
+	case a.Tickets == 0:
+		return n(a.Pages, "page")
+	case a.Pages == 0:
+		return n(a.Tickets, "ticket")
+	}
+	return n(a.Pages, "page") + " and " + n(a.Tickets, "ticket")
+}
+
+// column is the table's pages/tickets cell ("2/1").
+func (a Alerts) column() string { return fmt.Sprintf("%d/%d", a.Pages, a.Tickets) }
+
+// chosen says which rows the sentence recommends: the target, the budget policy, or both.
+func (r *Recommendation) chosen() (target, policy bool) {
+	keepsPolicy := r.PolicyCounts() && r.keeps(r.PolicyOverload)
+	switch {
+	case r.Target == 0:
+		return false, keepsPolicy
+	case !keepsPolicy || r.PolicyCost >= r.TargetCost:
+		return true, false
+	case math.IsNaN(r.PolicySaving) || math.Abs(r.PolicySaving-r.TargetSaving) < 0.01:
+		return true, true
+	}
+	return false, true
+}
+
+// alertsSentence says what debi's overload-budget alerts would have done on the rows the
+// sentence recommends, beside what ran, where any of them would have fired: an on-call reads
+// the choice in pages as well as in pods. Empty where none fired on any of those rows.
+func (r *Recommendation) alertsSentence(debiModel string) string {
+	target, policy := r.chosen()
+	var rows []string
+	fired := false
+	if target {
+		rows = append(rows, fmt.Sprintf("%s on hpa %.2f", r.TargetAlerts, r.Target))
+		fired = fired || r.TargetAlerts != Alerts{}
+	}
+	if policy {
+		rows = append(rows, fmt.Sprintf("%s on %s", r.PolicyAlerts, r.policyName(debiModel)))
+		fired = fired || r.PolicyAlerts != Alerts{}
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	if r.Against != "" {
+		rows = append(rows, fmt.Sprintf("%s on %s", r.AgainstAlerts, map[bool]string{true: "what ran", false: "the hpa row"}[r.Against == ActualPolicy]))
+		fired = fired || r.AgainstAlerts != Alerts{}
+	}
+	if !fired {
+		return ""
+	}
+	last := len(rows) - 1
+	list := rows[last]
+	if last > 0 {
+		list = strings.Join(rows[:last], ", ") + ", against " + rows[last]
+	}
+	return fmt.Sprintf(" debi's overload-budget alerts at the budget, replayed: %s.", list)
+}
+
 func (r *Recommendation) sentence(debiModel string) string {
 	s := r.choice(debiModel)
 	if r.Against != "" && !r.keeps(r.AgainstOverload) {
@@ -198,6 +279,7 @@ func (r *Recommendation) sentence(debiModel string) string {
 		}
 		s += "."
 	}
+	s += r.alertsSentence(debiModel)
 	if r.Against == "hpa" {
 		s += " No replicas were recorded, so what ran is not known: the savings are against the hpa row."
 	}
@@ -283,7 +365,7 @@ func (r *Recommendation) againstLabel() string {
 	return "what ran (actual)"
 }
 
-// rows are the block's lines: label, policy, cost, overload, saving, floor_closed.
+// rows are the block's lines: label, policy, cost, overload, pages/tickets, saving, floor_closed.
 func (r *Recommendation) rows() [][]string {
 	saving := func(s float64) string {
 		if math.IsNaN(s) {
@@ -293,19 +375,19 @@ func (r *Recommendation) rows() [][]string {
 	}
 	var out [][]string
 	if r.Against != "" {
-		out = append(out, []string{r.againstLabel(), r.Against, fmt.Sprintf("%.1f", r.AgainstCost), pct2(r.AgainstOverload), "", ""})
+		out = append(out, []string{r.againstLabel(), r.Against, fmt.Sprintf("%.1f", r.AgainstCost), pct2(r.AgainstOverload), r.AgainstAlerts.column(), "", ""})
 	}
 	if r.Target > 0 {
 		out = append(out, []string{fmt.Sprintf("cheapest target keeping %g%%", 100*r.Budget), fmt.Sprintf("hpa %.2f", r.Target),
-			fmt.Sprintf("%.1f", r.TargetCost), pct2(r.TargetOverload), saving(r.TargetSaving), ""})
+			fmt.Sprintf("%.1f", r.TargetCost), pct2(r.TargetOverload), r.TargetAlerts.column(), saving(r.TargetSaving), ""})
 	} else {
-		out = append(out, []string{fmt.Sprintf("cheapest target keeping %g%%", 100*r.Budget), "none of " + targetsText(r.Targets), "-", "-", "-", ""})
+		out = append(out, []string{fmt.Sprintf("cheapest target keeping %g%%", 100*r.Budget), "none of " + targetsText(r.Targets), "-", "-", "-", "-", ""})
 	}
 	switch {
 	case r.PolicyCounts():
-		out = append(out, []string{"the budget policy", r.Policy, fmt.Sprintf("%.1f", r.PolicyCost), pct2(r.PolicyOverload), saving(r.PolicySaving), f3(r.PolicyFloorClosed)})
+		out = append(out, []string{"the budget policy", r.Policy, fmt.Sprintf("%.1f", r.PolicyCost), pct2(r.PolicyOverload), r.PolicyAlerts.column(), saving(r.PolicySaving), f3(r.PolicyFloorClosed)})
 	case r.Policy != "":
-		out = append(out, []string{"the budget policy", r.Policy, "-", "-", "-", fmt.Sprintf("forecast %.0f%%", 100*r.PolicyCoverage)})
+		out = append(out, []string{"the budget policy", r.Policy, "-", "-", "-", "-", fmt.Sprintf("forecast %.0f%%", 100*r.PolicyCoverage)})
 	}
 	return out
 }
@@ -320,7 +402,7 @@ func (r *Recommendation) writeText(w io.Writer) {
 		fmt.Fprintln(w, wrap(r.HPA+".", 100))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  \tpolicy\tcost\toverload\tcost/%s\tfloor_closed\n", r.Against)
+	fmt.Fprintf(tw, "  \tpolicy\tcost\toverload\tpages/tickets\tcost/%s\tfloor_closed\n", r.Against)
 	for _, row := range r.rows() {
 		fmt.Fprintln(tw, "  "+strings.Join(row, "\t"))
 	}
@@ -338,7 +420,7 @@ func (r *Recommendation) writeMarkdown(w io.Writer) {
 	if r.HPA != "" {
 		fmt.Fprintf(w, "%s.\n\n", r.HPA)
 	}
-	fmt.Fprintf(w, "| | policy | cost | overload | cost/%s | floor_closed |\n|---|---|---:|---:|---:|---:|\n", r.Against)
+	fmt.Fprintf(w, "| | policy | cost | overload | pages/tickets | cost/%s | floor_closed |\n|---|---|---:|---:|---:|---:|---:|\n", r.Against)
 	for _, row := range r.rows() {
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))
 	}
@@ -354,9 +436,13 @@ func (r *Recommendation) jsonView() map[string]any {
 	out := map[string]any{
 		"trace": r.Trace, "against": r.Against, "against_cost": num(r.AgainstCost), "against_overload": num(r.AgainstOverload),
 		"against_overload_episodes": r.AgainstEpisodes, "against_longest_overload": r.AgainstLongest.Seconds(),
+		"against_pages": r.AgainstAlerts.Pages, "against_tickets": r.AgainstAlerts.Tickets,
 		"overload_budget": r.Budget, "unavoidable_overload": num(r.Unavoidable), "current_target": num(r.CurrentTarget),
 		"target": target, "target_cost": num(r.TargetCost), "target_overload": num(r.TargetOverload), "target_saving": num(r.TargetSaving),
 		"sentence": r.Sentence,
+	}
+	if r.Target > 0 {
+		out["target_pages"], out["target_tickets"] = r.TargetAlerts.Pages, r.TargetAlerts.Tickets
 	}
 	if r.Range != nil {
 		out["scored"] = r.Range.String()
@@ -368,6 +454,7 @@ func (r *Recommendation) jsonView() map[string]any {
 		p := map[string]any{"policy": r.Policy, "forecast_coverage": num(r.PolicyCoverage), "counts": r.PolicyCounts()}
 		if r.PolicyCounts() {
 			p["cost"], p["overload"], p["floor_closed"], p["saving"] = num(r.PolicyCost), num(r.PolicyOverload), num(r.PolicyFloorClosed), num(r.PolicySaving)
+			p["pages"], p["tickets"] = r.PolicyAlerts.Pages, r.PolicyAlerts.Tickets
 		}
 		out["budget_policy"] = p
 	}

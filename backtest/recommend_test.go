@@ -114,18 +114,60 @@ func TestRecommend(t *testing.T) {
 	}
 }
 
+// TestRecommendAlerts: the sentence says what debi's overload-budget alerts would have done on
+// the rows it recommends, beside what ran, and says nothing of them where none fired there.
+func TestRecommendAlerts(t *testing.T) {
+	alerts := func(budgetCost float64, ran, target, budget Alerts) TraceResult {
+		tr := recommendTrace(budgetCost, 0.0052, 1)
+		tr.Runs[0].Pages, tr.Runs[0].Tickets = ran.Pages, ran.Tickets
+		tr.Frontier[2].Pages, tr.Frontier[2].Tickets = target.Pages, target.Tickets
+		tr.Runs[1].Pages, tr.Runs[1].Tickets = budget.Pages, budget.Tickets
+		// A target the sentence does not recommend: its alerts are not named.
+		tr.Frontier[0].Pages = 9
+		return tr
+	}
+	for _, tc := range []struct {
+		name string
+		tr   TraceResult
+		want string // the sentence's end; "": no alerts named
+	}{
+		{"both recommended", alerts(73.8, Alerts{5, 12}, Alerts{1, 0}, Alerts{0, 2}),
+			"(overload 0.45 % / 0.52 %, budget 1 %). debi's overload-budget alerts at the budget, replayed: 1 page on hpa 0.80, 2 tickets on budget, against 5 pages and 12 tickets on what ran."},
+		{"budget recommended", alerts(65, Alerts{0, 1}, Alerts{3, 3}, Alerts{0, 0}),
+			"(overload 0.52 % / 0.45 %, budget 1 %). debi's overload-budget alerts at the budget, replayed: no alert on budget, against 1 ticket on what ran."},
+		{"the target recommended", alerts(76, Alerts{2, 0}, Alerts{1, 1}, Alerts{7, 7}),
+			"debi's overload-budget alerts at the budget, replayed: 1 page and 1 ticket on hpa 0.80, against 2 pages on what ran."},
+		{"none fired where it matters", alerts(65, Alerts{}, Alerts{3, 3}, Alerts{}), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Recommend(tc.tr, recommendOptions(0.6))
+			switch {
+			case tc.want == "" && strings.Contains(r.Sentence, "alerts"):
+				t.Errorf("sentence names alerts where none fired on the rows it names:\n%s", r.Sentence)
+			case !strings.HasSuffix(r.Sentence, tc.want):
+				t.Errorf("sentence\n%s\nwant it to end\n%s", r.Sentence, tc.want)
+			}
+		})
+	}
+	if got := (Alerts{1, 2}).String(); got != "1 page and 2 tickets" {
+		t.Errorf("Alerts{1, 2} is %q", got)
+	}
+}
+
 // TestRecommendationInEveryFormat: a what-if's report prints the block first in the text
 // formats and Markdown, and carries it as the recommendation object in JSON.
 func TestRecommendationInEveryFormat(t *testing.T) {
 	o := recommendOptions(0.6)
 	tr := recommendTrace(73.8, 0.0052, 1)
+	tr.Runs[0].Pages, tr.Runs[0].Tickets = 2, 5
+	tr.Frontier[2].Tickets = 1
 	rep := &Report{Options: o, Traces: []TraceResult{tr}, Recommendation: Recommend(tr, o)}
 	for format, want := range map[string][]string{
-		"summary":  {"Recommendation for web", "cheapest target keeping 1%", "hpa 0.80", "-26.0%", "→ Raise your HPA target to 0.80"},
+		"summary":  {"Recommendation for web", "cheapest target keeping 1%", "hpa 0.80", "-26.0%", "→ Raise your HPA target to 0.80", "pages/tickets", "0.80%     2/5"},
 		"full":     {"Recommendation for web", "→ Raise your HPA target"},
-		"markdown": {"**Recommendation for web (7d to 2026-11-24 00:00):** Raise your HPA target", "| what ran (actual) | actual | 100.0 | 0.80% |"},
+		"markdown": {"**Recommendation for web (7d to 2026-11-24 00:00):** Raise your HPA target", "| what ran (actual) | actual | 100.0 | 0.80% | 2/5 |", "| hpa 0.80 | 74.0 | 0.45% | 0/1 |"},
 		"report":   {"**Recommendation for web"},
-		"json":     {`"recommendation": {`, `"target": 0.8`, `"against": "actual"`, `"sentence": "Raise your HPA target to 0.80`, `"floor_closed": 0.4`, `"against_overload_episodes": 3`, `"against_longest_overload": 240`},
+		"json":     {`"recommendation": {`, `"target": 0.8`, `"against": "actual"`, `"sentence": "Raise your HPA target to 0.80`, `"floor_closed": 0.4`, `"against_overload_episodes": 3`, `"against_longest_overload": 240`, `"against_pages": 2`, `"against_tickets": 5`, `"target_tickets": 1`},
 	} {
 		var b bytes.Buffer
 		if err := rep.Write(&b, format); err != nil {
