@@ -51,7 +51,7 @@ func finishTrace(tr *TraceResult, b float64) {
 	}
 	tr.FrontierFloor = math.NaN()
 	if len(env) > 0 && tr.bound != nil {
-		tr.FrontierFloor = tr.bound.Floor(env, tr.Unavoidable+0.5*b, tr.Unavoidable+1.5*b)
+		tr.FrontierFloor = tr.bound.Floor(env, tr.Unavoidable+BandLow*b, tr.Unavoidable+BandHigh*b)
 	}
 	oracleCost := math.NaN()
 	for _, r := range tr.Runs {
@@ -149,6 +149,12 @@ func EnvelopeCost(env []FrontierPoint, x float64) (cost float64, clamped bool) {
 	return env[0].Cost, false
 }
 
+// BandLow and BandHigh are the band a budget policy keeps its avoidable overload in, as shares of
+// the budget: a policy that spends exactly its budget lands on either side of 1×, and the band
+// is where the floor is read (FrontierFloor), where BandMissChance counts a miss, and what the
+// what-if's recommendation holds the budget policy to.
+const BandLow, BandHigh = 0.5, 1.5
+
 // BandMissChance is the chance that overload arriving in episodes of mean length over/episodes
 // ticks, as a Poisson process whose mean total is budget ticks, totals outside 0.5–1.5× budget:
 // with μ = budget·episodes/over episodes expected, P(N < μ/2) + P(N > 3μ/2). Episodes of one
@@ -159,7 +165,7 @@ func BandMissChance(budget, over float64, episodes int) float64 {
 		return math.NaN()
 	}
 	mu := budget * float64(episodes) / over
-	lo, hi := 0.5*mu, 1.5*mu
+	lo, hi := BandLow*mu, BandHigh*mu
 	// The Poisson probabilities from the mode outwards (no underflow at a large μ), added up
 	// where N is inside the band.
 	mode := math.Floor(mu)

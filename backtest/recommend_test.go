@@ -58,6 +58,12 @@ func TestRecommend(t *testing.T) {
 	partly.Unavoidable = 0.015
 	partly.Runs[0].Cost, partly.Runs[0].OverloadFraction = 60, 0.05
 	partly.Runs[0].OverloadEpisodes, partly.Runs[0].LongestOverload = 14, 720
+	// costs: budget at budgetCost, the sweep's 0.50 at target050, 0.70 and 0.80 at 120.
+	costs := func(budgetCost, target050 float64) TraceResult {
+		tr := recommendTrace(budgetCost, 0.0052, 1)
+		tr.Frontier[0].Cost, tr.Frontier[1].Cost, tr.Frontier[2].Cost = target050, 120, 120
+		return tr
+	}
 	for _, tc := range []struct {
 		name    string
 		tr      TraceResult
@@ -78,12 +84,35 @@ func TestRecommend(t *testing.T) {
 		{"budget no cheaper", recommendTrace(76, 0.0052, 1), 0, 0.6, 0.8,
 			"budget saves no more than a fixed target of 0.80 here: set the HPA target, which saves 26 % against what ran (overload 0.45 %, budget's 0.52 %, budget 1 %)."},
 		{"budget over the budget", recommendTrace(60, 0.03, 1), 0, 0.6, 0.8,
-			"budget overloads 3.00 % here, above the budget: raise your HPA target to 0.80, which saves 26 % against what ran (overload 0.45 %, budget 1 %)."},
+			"budget overloads 3.00 % here, more than 1.5× the budget: raise your HPA target to 0.80, which saves 26 % against what ran (overload 0.45 %, budget 1 %)."},
 		{"budget's model forecast too little", recommendTrace(60, 0.0052, 0.31), 0, 0.6, 0.8,
 			"budget's model forecast only 31 % of the scored time: no figure. Raise your HPA target to 0.80: it saves 26 % against what ran (overload 0.45 %, budget 1 %)."},
+		// 1.07 %: above the budget, within the band budget keeps; cheaper than the target.
+		{"budget in its band, above the budget", recommendTrace(65, 0.0107, 1), 0, 0.6, 0.8,
+			"Run budget, which picks the level for you: it saves 35 % against what ran, a fixed HPA target of 0.80 saves 26 % (overload 1.07 % / 0.45 %, budget 1 %). budget's 1.07 % is above the budget but within 1.5× of it, the band budget keeps: a policy that spends exactly its budget lands above it about as often as below."},
+		// At what ran's cost (99.8, 0.2 % less): the same, not "saves 0 %"; 0.70 and 0.80 cost
+		// 120, so the cheapest target keeping the budget is 0.50 at 110, 10 % more than what ran.
+		{"budget at what ran's cost", costs(99.8, 110), 0, 0.6, 0.5,
+			"Run budget, which picks the level for you: it costs the same as what ran, a fixed HPA target of 0.50 costs 10 % more (overload 0.52 % / 0.20 %, budget 1 %)."},
+		// 0.50 at what ran's cost too: both the same.
+		{"both at what ran's cost", costs(99.8, 100), 0, 0.6, 0.5,
+			"Lower your HPA target to 0.50, or run budget, which picks the level for you: both cost the same as what ran (overload 0.20 % / 0.52 %, budget 1 %)."},
+		// 1.51 %: beyond the band.
+		{"budget beyond its band", recommendTrace(60, 0.0151, 1), 0, 0.6, 0.8,
+			"budget overloads 1.51 % here, more than 1.5× the budget: raise your HPA target to 0.80"},
+		// With 0.2 % of it unavoidable, 1.62 % is 1.42 % avoidable: in the band (and 0.90's 2 %
+		// is 1.8 % avoidable, so 0.80 stays the target).
+		{"budget in its band, part of it unavoidable", func() TraceResult {
+			tr := recommendTrace(65, 0.0162, 1)
+			tr.Unavoidable = 0.002
+			return tr
+		}(), 0, 0.6, 0.8,
+			"Run budget, which picks the level for you: it saves 35 % against what ran, a fixed HPA target of 0.80 saves 26 % (overload 1.62 % / 0.45 %, budget 1 %). budget's 1.42 % (its overload less the 0.20 % above what max_replicas serve) is above the budget but within 1.5× of it"},
 		// A 0.1 % budget: every target overloads more (0.20 % at least).
 		{"no target, budget keeps it", recommendTrace(95, 0.0009, 1), 0.001, 0.6, 0,
 			"No fixed HPA target of the sweep (0.50–0.90) keeps the overload within the budget of 0.1 % on this history; run budget, which does and saves 5 % against what ran (overload 0.09 %, budget 0.1 %)."},
+		{"no target, budget in its band", recommendTrace(95, 0.0013, 1), 0.001, 0.6, 0,
+			"No fixed HPA target of the sweep (0.50–0.90) keeps the overload within the budget of 0.1 % on this history; run budget, which keeps it within 1.5× the budget and saves 5 % against what ran (overload 0.13 %, budget 0.1 %). budget's 0.13 % is above the budget but within 1.5× of it"},
 		{"no target, nor budget", recommendTrace(95, 0.005, 1), 0.001, 0.6, 0,
 			"No fixed HPA target of the sweep (0.50–0.90) keeps the overload within the budget of 0.1 % on this history, nor does budget (overload 0.50 %): widen --sweep below its lowest target to find one."},
 		// Without recorded replicas the saving is against hpa's 90: 1 − 74/90 = 18 %.
