@@ -20,9 +20,9 @@ var (
 	// burnWindows) for the duration, or, for exhausted, more than two days' budget of overload in
 	// the last day and a burn above factor over the short window.
 	burnAlerts = [...]burnAlert{
-		{name: "page", long: 2, short: 0, factor: 14.4, leads: 4, hold: 2 * time.Minute},
-		{name: "ticket", long: 3, short: 1, factor: 3, leads: 6, hold: 15 * time.Minute},
-		{name: "exhausted", long: 4, short: 3, factor: 1, leads: 8, hold: 15 * time.Minute, exhausted: 2},
+		{name: "page", long: 2, short: 0, factor: 14.4, leads: 4, hold: 2 * time.Minute, keep: 10 * time.Minute},
+		{name: "ticket", long: 3, short: 1, factor: 3, leads: 6, hold: 15 * time.Minute, keep: time.Hour},
+		{name: "exhausted", long: 4, short: 3, factor: 1, leads: 8, hold: 15 * time.Minute, keep: time.Hour, exhausted: 2},
 	}
 )
 
@@ -33,12 +33,17 @@ type burnAlert struct {
 	// leads: the long window's overload must also exceed this many lead times.
 	leads float64
 	hold  time.Duration
+	// keep is keep_firing_for: a firing alert stays firing this long after its condition last
+	// held, and a condition that holds again within it continues that firing. A burn beyond the
+	// budget comes in episodes, and between them the short window lets the condition go.
+	keep time.Duration
 	// exhausted: the long window's overload against this many days' budget, not its burn rate.
 	exhausted float64
 }
 
 // burnReplay adds up a run's overload over the alerts' windows, tick by tick, and counts each
-// alert's firings (a condition that holds for the alert's duration, from not firing).
+// alert's firings (a condition that holds for the alert's duration, from not firing; a firing
+// continues while the condition holds again within its keep_firing_for).
 type burnReplay struct {
 	b     float64 // the budget
 	tick  time.Duration
@@ -50,7 +55,9 @@ type burnReplay struct {
 	// pending counts the ticks each alert's condition has held; firing whether it fires.
 	pending [len(burnAlerts)]int
 	firing  [len(burnAlerts)]bool
-	fired   [len(burnAlerts)]int
+	// since counts the ticks since a firing alert's condition last held.
+	since [len(burnAlerts)]int
+	fired [len(burnAlerts)]int
 	// quiet: no alert's condition held at the last evaluation.
 	quiet bool
 }
@@ -99,10 +106,19 @@ func (r *burnReplay) add(x float64) {
 		}
 		on = on && r.sum[al.long]*r.tick.Seconds() > al.leads*r.lead.Seconds()
 		if !on {
-			r.pending[a], r.firing[a] = 0, false
+			r.pending[a] = 0
+			if r.firing[a] {
+				r.since[a]++
+				if time.Duration(r.since[a])*r.tick > al.keep {
+					r.firing[a] = false
+				} else {
+					r.quiet = false // still firing: the next ticks count down its keep
+				}
+			}
 			continue
 		}
 		r.quiet = false
+		r.since[a] = 0
 		r.pending[a]++
 		if !r.firing[a] && time.Duration(r.pending[a])*r.tick > al.hold {
 			r.firing[a] = true

@@ -110,6 +110,61 @@ func TestBurnReplayLeads(t *testing.T) {
 	}
 }
 
+// TestBurnReplayKeep: keep_firing_for makes one alert of one burn that pauses. At a 1 % budget
+// with 2-minute start-ups:
+//   - A workload overloaded in 3-minute episodes every 40 minutes for a day (7.5 %, a fault) is
+//     above 3 × over six hours throughout, but its 30-minute window lets go for ten minutes
+//     between episodes: without keep_firing_for the burn ticket reopens at 32 of the day's 36
+//     episodes; with its hour it is one ticket. The exhausted ticket opens once either way;
+//     nothing pages (7.5 × the pace over the hour).
+//   - A workload overloaded for 30 minutes, then served for 8, then overloaded again: the 5
+//     minutes' burn falls under 14.4 × for about 14 ticks, and the page fires twice without
+//     keep_firing_for, once with its 10 minutes.
+func TestBurnReplayKeep(t *testing.T) {
+	const b, tick, lead = 0.01, 15 * time.Second, 2 * time.Minute
+	calm := int(48 * time.Hour / tick)
+	run := func(x func(i int) float64, ticks int) *burnReplay {
+		r := newBurnReplay(b, tick, lead)
+		for range calm {
+			r.add(0)
+		}
+		for i := range ticks {
+			r.add(x(i))
+		}
+		return r
+	}
+	episodes := func(i int) float64 { return b2f(i%160 < 12) }
+	pause := func(i int) float64 { return b2f(i < 120 || i >= 152) }
+	shipped := burnAlerts
+	defer func() { burnAlerts = shipped }()
+	for _, tc := range []struct {
+		name                       string
+		keep                       bool
+		pages, burnTicket, exhaust int
+	}{
+		{"without keep_firing_for", false, 0, 0, 1},
+		{"as shipped", true, 0, 1, 1},
+	} {
+		burnAlerts = shipped
+		if !tc.keep {
+			for i := range burnAlerts {
+				burnAlerts[i].keep = 0
+			}
+		}
+		r := run(episodes, int(24*time.Hour/tick))
+		if tc.keep && (r.fired[0] != tc.pages || r.fired[1] != tc.burnTicket || r.fired[2] != tc.exhaust) {
+			t.Errorf("episodes, %s: %d pages, %d burn tickets, %d exhausted, want %d, %d, %d", tc.name, r.fired[0], r.fired[1], r.fired[2], tc.pages, tc.burnTicket, tc.exhaust)
+		}
+		if !tc.keep && (r.fired[0] != 0 || r.fired[1] < 30 || r.fired[2] != 1) {
+			t.Errorf("episodes, %s: %d pages, %d burn tickets, %d exhausted, want 0, at least 30 (one an episode once six hours hold them), 1", tc.name, r.fired[0], r.fired[1], r.fired[2])
+		}
+		want := map[bool]int{false: 2, true: 1}[tc.keep]
+		if r := run(pause, 240); r.fired[0] != want {
+			t.Errorf("a pause of 8 minutes, %s: %d pages, want %d", tc.name, r.fired[0], want)
+		}
+	}
+}
+
 func b2f(v bool) float64 {
 	if v {
 		return 1
@@ -144,7 +199,7 @@ func TestAlertsAsShipped(t *testing.T) {
 		}
 		want = append(want, fmt.Sprintf("policy:debi_budget_burn_rate:ratio_rate%s > %g", prom(burnWindows[a.short]), a.factor),
 			fmt.Sprintf("and increase(debi_budget_overloaded_seconds_total[%s]) > %g * (debi_policy_lead_time_seconds or 0 * debi_budget_overload_budget)", prom(burnWindows[a.long]), a.leads),
-			"for: "+prom(a.hold))
+			"for: "+prom(a.hold), "keep_firing_for: "+prom(a.keep))
 		found := false
 		for _, bl := range blocks {
 			bl = space.ReplaceAllString(bl, " ")
