@@ -489,6 +489,8 @@ func (r *Recommendation) jsonView() map[string]any {
 		if r.PolicyCounts() {
 			p["cost"], p["overload"], p["floor_closed"], p["saving"] = num(r.PolicyCost), num(r.PolicyOverload), num(r.PolicyFloorClosed), num(r.PolicySaving)
 			p["pages"], p["tickets"] = r.PolicyAlerts.Pages, r.PolicyAlerts.Tickets
+			// in_band: held to the band it keeps (policyKeeps), as the sentence holds it.
+			p["in_band"] = r.policyKeeps()
 		}
 		out["budget_policy"] = p
 	}

@@ -196,7 +196,7 @@ func TestRecommendationInEveryFormat(t *testing.T) {
 		"full":     {"Recommendation for web", "→ Raise your HPA target"},
 		"markdown": {"**Recommendation for web (7d to 2026-11-24 00:00):** Raise your HPA target", "| what ran (actual) | actual | 100.0 | 0.80% | 2/5 |", "| hpa 0.80 | 74.0 | 0.45% | 0/1 |"},
 		"report":   {"**Recommendation for web"},
-		"json":     {`"recommendation": {`, `"target": 0.8`, `"against": "actual"`, `"sentence": "Raise your HPA target to 0.80`, `"floor_closed": 0.4`, `"against_overload_episodes": 3`, `"against_longest_overload": 240`, `"against_pages": 2`, `"against_tickets": 5`, `"target_tickets": 1`},
+		"json":     {`"recommendation": {`, `"target": 0.8`, `"against": "actual"`, `"sentence": "Raise your HPA target to 0.80`, `"floor_closed": 0.4`, `"against_overload_episodes": 3`, `"against_longest_overload": 240`, `"against_pages": 2`, `"against_tickets": 5`, `"target_tickets": 1`, `"in_band": true`},
 	} {
 		var b bytes.Buffer
 		if err := rep.Write(&b, format); err != nil {
