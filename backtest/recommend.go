@@ -231,18 +231,47 @@ func (a Alerts) String() string {
 // column is the table's pages/tickets cell ("2/1").
 func (a Alerts) column() string { return fmt.Sprintf("%d/%d", a.Pages, a.Tickets) }
 
+// The verdicts of the recommendation: which row it recommends, and why.
+const (
+	verdictOnlyPolicy       = iota // no target keeps the budget; the budget policy keeps its band
+	verdictNeither                 // no target keeps the budget, and the budget policy does not help
+	verdictTargetNoFigure          // the budget policy has no figure (PolicyCounts)
+	verdictTargetPolicyOver        // the budget policy overloads beyond its band
+	verdictTargetCheaper           // the budget policy costs at least the target
+	verdictBoth                    // about the same saving (within a point)
+	verdictPolicyCheaper           // the budget policy saves more
+)
+
+// verdict is the one decision the sentence (choice) and the alerts it names (chosen) both read.
+func (r *Recommendation) verdict() int {
+	switch keepsPolicy := r.policyKeeps(); {
+	case r.Target == 0 && keepsPolicy:
+		return verdictOnlyPolicy
+	case r.Target == 0:
+		return verdictNeither
+	case !r.PolicyCounts():
+		return verdictTargetNoFigure
+	case !keepsPolicy:
+		return verdictTargetPolicyOver
+	case r.PolicyCost >= r.TargetCost:
+		return verdictTargetCheaper
+	case math.IsNaN(r.PolicySaving) || math.Abs(r.PolicySaving-r.TargetSaving) < 0.01:
+		return verdictBoth
+	}
+	return verdictPolicyCheaper
+}
+
 // chosen says which rows the sentence recommends: the target, the budget policy, or both.
 func (r *Recommendation) chosen() (target, policy bool) {
-	keepsPolicy := r.policyKeeps()
-	switch {
-	case r.Target == 0:
-		return false, keepsPolicy
-	case !keepsPolicy || r.PolicyCost >= r.TargetCost:
-		return true, false
-	case math.IsNaN(r.PolicySaving) || math.Abs(r.PolicySaving-r.TargetSaving) < 0.01:
+	switch r.verdict() {
+	case verdictOnlyPolicy, verdictPolicyCheaper:
+		return false, true
+	case verdictNeither:
+		return false, false
+	case verdictBoth:
 		return true, true
 	}
-	return false, true
+	return true, false
 }
 
 // alertsSentence says what debi's overload-budget alerts would have done on the rows the
@@ -344,36 +373,35 @@ func (r *Recommendation) choice(debiModel string) string {
 	if r.Policy != "" && !r.PolicyCounts() {
 		pre = fmt.Sprintf("%s's model forecast only %.0f %% of the scored time: no figure. ", name, 100*r.PolicyCoverage)
 	}
-	keepsPolicy := r.policyKeeps()
-	switch {
-	case r.Target == 0 && keepsPolicy:
+	switch r.verdict() {
+	case verdictOnlyPolicy:
 		does := ", which does and "
 		if !r.keeps(r.PolicyOverload) {
 			does = fmt.Sprintf(", which keeps it within %g× the budget and ", BandHigh)
 		}
 		return pre + fmt.Sprintf("No fixed HPA target of the sweep (%s) keeps the overload within the budget of %g %% on this history; run %s%s (overload %s, %s).",
 			targetsText(r.Targets), 100*r.Budget, name, saves(r.PolicySaving, does), pctText(r.PolicyOverload), budget)
-	case r.Target == 0:
+	case verdictNeither:
 		s := pre + fmt.Sprintf("No fixed HPA target of the sweep (%s) keeps the overload within the budget of %g %% on this history", targetsText(r.Targets), 100*r.Budget)
 		if r.PolicyCounts() {
 			s += fmt.Sprintf(", nor does %s (overload %s)", name, pctText(r.PolicyOverload))
 		}
 		return s + ": widen --sweep below its lowest target to find one."
-	case !r.PolicyCounts():
+	case verdictTargetNoFigure:
 		return pre + fmt.Sprintf("%s %.2f%s (overload %s, %s).", verb, r.Target, saves(r.TargetSaving, ": it "), pctText(r.TargetOverload), budget)
-	case !keepsPolicy:
+	case verdictTargetPolicyOver:
 		return fmt.Sprintf("%s overloads %s here, more than %g× the budget: %s %.2f%s (overload %s, %s).",
 			name, pctText(r.PolicyOverload), BandHigh, strings.ToLower(verb[:1])+verb[1:], r.Target, saves(r.TargetSaving, ", which "), pctText(r.TargetOverload), budget)
-	case r.PolicyCost >= r.TargetCost:
+	case verdictTargetCheaper:
 		return fmt.Sprintf("%s saves no more than a fixed target of %.2f here: set the HPA target%s (overload %s, %s's %s, %s).",
 			name, r.Target, saves(r.TargetSaving, ", which "), pctText(r.TargetOverload), name, pctText(r.PolicyOverload), budget)
-	case math.IsNaN(r.PolicySaving) || math.Abs(r.PolicySaving-r.TargetSaving) < 0.01:
-		both := ""
+	case verdictBoth:
+		same := ""
 		if !math.IsNaN(r.PolicySaving) {
-			both = ": both " + savesText(r.PolicySaving, true, row)
+			same = ": both " + savesText(r.PolicySaving, true, row)
 		}
 		return fmt.Sprintf("%s %.2f, or run %s, which picks the level for you%s (overload %s / %s, %s).",
-			verb, r.Target, name, both, pctText(r.TargetOverload), pctText(r.PolicyOverload), budget)
+			verb, r.Target, name, same, pctText(r.TargetOverload), pctText(r.PolicyOverload), budget)
 	}
 	return fmt.Sprintf("Run %s, which picks the level for you%s, a fixed HPA target of %.2f %s (overload %s / %s, %s).",
 		name, saves(r.PolicySaving, ": it "), r.Target, amountText(r.TargetSaving, false), pctText(r.PolicyOverload), pctText(r.TargetOverload), budget)
