@@ -205,8 +205,8 @@ func savesText(s float64, both bool, row string) string {
 }
 
 // Alerts are the firings of debi's overload-budget alerts on a row: Pages of the page
-// (DebiOverloadBudgetBurn), Tickets of the tickets (DebiOverloadBudgetBurnSlow and
-// DebiOverloadBudgetExhausted).
+// (DebiOverloadBudgetBurn, severity page), Tickets of the tickets (DebiOverloadBudgetBurn,
+// severity ticket, and DebiOverloadBudgetExhausted).
 type Alerts struct{ Pages, Tickets int }
 
 // String is "2 pages and 1 ticket", "no alert".
