@@ -58,7 +58,7 @@ type burnReplay struct {
 	// since counts the ticks since a firing alert's condition last held.
 	since [len(burnAlerts)]int
 	fired [len(burnAlerts)]int
-	// quiet: no alert's condition held at the last evaluation.
+	// quiet: no alert's condition held at the last evaluation, and none is kept firing.
 	quiet bool
 }
 
