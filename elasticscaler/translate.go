@@ -342,6 +342,11 @@ func (t *esTranslation) translateBudget(b *esv1.DebiBudget) {
 		p.SetScalingKey("budget.rule")
 		t.op.Paths["scaling.budget.rule"] = "spec.debi.budget.rule"
 	}
+	if b.Idle != "" {
+		p.Scaling.Budget.Idle = scaling.BudgetIdle(b.Idle)
+		p.SetScalingKey("budget.idle")
+		t.op.Paths["scaling.budget.idle"] = "spec.debi.budget.idle"
+	}
 }
 
 // number reads the number v of the object's field path into dst, unless v is empty.

@@ -609,7 +609,7 @@ func TestDebiEVTAndBudget(t *testing.T) {
 	es.Spec.Trigger.MetricsTrigger.ScalingAlgorithm = "BUDGET"
 	es.Spec.Debi = &esv1.DebiSpec{
 		EVT:    &esv1.DebiEVT{Tau: "0.25", Q: "0.05", MinExcesses: ptrTo(int32(12)), Method: "grimshaw"},
-		Budget: &esv1.DebiBudget{OverloadBudget: "0.02", SLAUtilization: "0.8", Hold: &metav1.Duration{Duration: 4 * time.Minute}, Rule: "priced"},
+		Budget: &esv1.DebiBudget{OverloadBudget: "0.02", SLAUtilization: "0.8", Hold: &metav1.Duration{Duration: 4 * time.Minute}, Rule: "priced", Idle: "hold"},
 	}
 	op, _ := translate(t, es)
 	c, errs := loadFile(t).WithPolicies([]config.ObjectPolicy{op})
@@ -619,7 +619,7 @@ func TestDebiEVTAndBudget(t *testing.T) {
 	p, _ := c.PolicyByName(op.Policy.Name)
 	if p.EVT.Tau != 0.25 || p.EVT.Q != 0.05 || p.EVT.MinExcesses != 12 || p.EVT.Method != "grimshaw" ||
 		p.Budget.Budget != 0.02 || p.Scaling.Budget.SLAUtilization != 0.8 || p.Scaling.Budget.Hold != 4*time.Minute ||
-		p.Scaling.Budget.Rule != scaling.RulePriced {
+		p.Scaling.Budget.Rule != scaling.RulePriced || p.Scaling.Budget.Idle != scaling.IdleHold {
 		t.Fatalf("evt %+v budget %+v scaling.budget %+v", p.EVT, p.Budget, p.Scaling.Budget)
 	}
 	for _, tc := range []struct {
@@ -630,6 +630,7 @@ func TestDebiEVTAndBudget(t *testing.T) {
 		{func(d *esv1.DebiSpec) { d.Budget.OverloadBudget = "0.7" }, "spec.debi.budget.overloadBudget"}, // the file's check: in (0, 0.5)
 		{func(d *esv1.DebiSpec) { d.Budget.SLAUtilization = "1.5" }, "spec.debi.budget.slaUtilization"},
 		{func(d *esv1.DebiSpec) { d.Budget.Rule = "cheapest" }, "spec.debi.budget.rule"},
+		{func(d *esv1.DebiSpec) { d.Budget.Idle = "spend" }, "spec.debi.budget.idle"},
 	} {
 		bad := es.DeepCopy()
 		tc.set(bad.Spec.Debi)

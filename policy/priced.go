@@ -56,6 +56,8 @@ type pricer struct {
 	ahead float64
 	last  time.Time // the last tick priced
 	hold  pricedHold
+	// idle is whether the last plan needed min_replicas at every tick ahead (budget.idle).
+	idle bool
 	// fromNow is whether shapeFromNow may be read: where the history point lags the demand by
 	// half a history step or more, the model forecasts a series as late as its own step, and a
 	// path from the demand now would join points of two different times.
@@ -182,7 +184,10 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 	if fresh {
 		p.last = obs.Time
 	}
-	if fresh && (r.quantileMiss(exceeded, obs) || !exceeded) {
+	// Under budget.idle hold a tick served while the last plan needed min_replicas at every tick
+	// ahead, the size at any price, leaves the price alone: a quiet spell earns nothing.
+	quiet := p.idle && r.cfg.Params.Budget.Idle == scaling.IdleHold
+	if fresh && (r.quantileMiss(exceeded, obs) || !exceeded && !quiet) {
 		x := 0.0
 		if exceeded {
 			x = 1
@@ -231,6 +236,12 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 			p.need = append(p.need, 0)
 		}
 		p.need[e] = max(p.need[e], n)
+	}
+	// The plan is idle when it needs min_replicas at every tick ahead: that is the size
+	// whatever the price (budget.idle).
+	p.idle = !missing && !saturated
+	for _, x := range p.need {
+		p.idle = p.idle && x <= minR
 	}
 	// An element the pods ordered before now serve needs at most what they are: its need is read
 	// at the margin, so a need above them is no certain overload, and the pods there serve it as

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -345,5 +346,87 @@ func TestPricedRuleSaturated(t *testing.T) {
 		case i > 100 && i < 2590 && res.Term != "price":
 			t.Fatalf("tick %d, calm: term %q, want price (%+v)", i, res.Term, res.Budget)
 		}
+	}
+}
+
+// TestPricedIdle replays a business week's shape through the priced rule: a busy day, a quiet
+// weekend at min_replicas, and the next rise to a plateau, with pods ready a lead after they are
+// ordered. Under budget.idle earn (the default) the weekend lowers the price as any tick served
+// does, and the rise meets a price near its floor: one long episode while it climbs back.
+// Under hold a quiet tick leaves the price alone, and the rise meets the price the busy day set.
+func TestPricedIdle(t *testing.T) {
+	const (
+		tick = 15 * time.Second
+		day  = int(24 * time.Hour / tick)
+		lead = 8 // ticks: the lead time of two minutes
+	)
+	run := func(idle scaling.BudgetIdle) (before, after float64, longest int) {
+		r := newRunner(t, "naive-budget", func(c *Config) {
+			c.Params.Budget.Rule, c.Params.Budget.Idle = scaling.RulePriced, idle
+			c.Params.MinReplicas, c.Params.MaxReplicas = 1, 40
+			c.Step, c.LeadSteps, c.LeadTime = time.Minute, 3, lead*tick
+			c.Calibration.Budget = 0.01
+		})
+		rng := rand.New(rand.NewPCG(1, 2))
+		var spec []int32 // the size ordered at each tick
+		ready := func(i int) int32 {
+			n := spec[len(spec)-1]
+			for _, s := range spec[max(len(spec)-1-lead, 0):] {
+				n = min(n, s) // a pod ordered serves a lead later; one released goes at once
+			}
+			return n
+		}
+		n, run := int32(1), 0
+		for i := range 4 * day {
+			demand := 0.3 // quiet: what one pod serves at any price
+			if i < day || i >= 3*day+day/3 {
+				demand = 20 * (1 + 0.1*rng.NormFloat64()) // busy: about 22 pods at u_sla 0.9
+			}
+			nr := n
+			if len(spec) > 0 {
+				nr = ready(i)
+			}
+			res, err := r.Step(context.Background(), Observation{Time: t0.Add(time.Duration(i) * tick), Demand: demand, Current: n, Ready: nr})
+			if err != nil && !errors.Is(err, ErrNoData) {
+				t.Fatal(err)
+			}
+			n = res.Decision.Replicas
+			spec = append(spec, n)
+			switch {
+			case i == day-1:
+				before = res.Budget.Lambda
+			case i == 3*day+day/3-1:
+				after = res.Budget.Lambda
+			case i >= 3*day+day/3 && i < 3*day+day/3+day/24:
+				// The first hour of the rise: its longest run of overloaded ticks.
+				if demand > 0.9*float64(nr) {
+					run++
+					longest = max(longest, run)
+				} else {
+					run = 0
+				}
+			}
+		}
+		return before, after, longest
+	}
+	eb, ea, el := run(scaling.IdleEarn)
+	hb, ha, hl := run(scaling.IdleHold)
+	t.Logf("earn: price %.2f after the busy day, %.2f after the weekend, longest episode in the rise's first hour %d ticks", eb, ea, el)
+	t.Logf("hold: price %.2f after the busy day, %.2f after the weekend, longest episode in the rise's first hour %d ticks", hb, ha, hl)
+	if !(eb > 2) || hb != eb {
+		t.Fatalf("the busy day set the price to %v (earn) and %v (hold): want the same, above 2 pod-ticks", eb, hb)
+	}
+	if !(ea < eb/10) {
+		t.Errorf("earn: the price after a quiet weekend is %v, want under a tenth of the busy day's %v", ea, eb)
+	}
+	// The ticks of the fall itself, before the plan needs only min_replicas, still lower it.
+	if !(ha > 0.9*hb && ha <= hb) {
+		t.Errorf("hold: the price went from %v to %v over the quiet weekend, want it within 10 %% of where the busy day left it", hb, ha)
+	}
+	if !(el > 4*lead) {
+		t.Errorf("earn: the rise's longest episode is %d ticks, want the long one the fallen price leaves (over %d)", el, 4*lead)
+	}
+	if !(hl <= 2*lead) {
+		t.Errorf("hold: the rise's longest episode is %d ticks, want at most two leads (%d)", hl, 2*lead)
 	}
 }

@@ -26,7 +26,26 @@ type BudgetParams struct {
 	// overload, the default; METHOD §9) or RuleQuantile (every tick covered at one calibrated
 	// level, never below the load observed now).
 	Rule BudgetRule `yaml:"rule" json:"rule"`
+	// Idle is what a tick the priced rule serves at min_replicas whatever overload costs does
+	// to the price: IdleEarn (the default) lowers it as any tick served does, IdleHold leaves it
+	// where the last load set it.
+	Idle BudgetIdle `yaml:"idle" json:"idle"`
 }
+
+// BudgetIdle is BudgetParams.Idle.
+type BudgetIdle string
+
+// The values of BudgetParams.Idle.
+const (
+	// IdleEarn: the budget is a share of all the time. A tick served at min_replicas lowers the
+	// price as any tick served does, so what a quiet spell earns is spent on the load after it.
+	IdleEarn BudgetIdle = "earn"
+	// IdleHold: a tick the priced rule serves at min_replicas whatever overload costs (its plan
+	// needs no more at any tick ahead) leaves the price alone; an overloaded one still raises it.
+	// A quiet spell earns nothing, so a workload that idles spends less than its budget over all
+	// the time, and the load after a quiet night or weekend meets the price the last load set.
+	IdleHold BudgetIdle = "hold"
+)
 
 // BudgetRule is BudgetParams.Rule.
 type BudgetRule string
@@ -44,11 +63,11 @@ const (
 
 // DefaultBudgetParams are the defaults of METHOD §9.
 func DefaultBudgetParams() BudgetParams {
-	return BudgetParams{SLAUtilization: 0.9, Hold: 10 * time.Minute, Rule: RulePriced}
+	return BudgetParams{SLAUtilization: 0.9, Hold: 10 * time.Minute, Rule: RulePriced, Idle: IdleEarn}
 }
 
 // Validate reports every invalid setting, each error naming the field (budget.u_sla …): one
-// error as it is, several joined by errors.Join in the order u_sla, hold, min_saving.
+// error as it is, several joined by errors.Join in the order u_sla, hold, min_saving, rule, idle.
 func (b BudgetParams) Validate() error { return joinErrors(b.fieldErrors()) }
 
 // fieldErrors is every error of Validate, in order: the budget.* rows of Params' table.

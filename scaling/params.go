@@ -97,6 +97,8 @@ var paramTable = []Param{
 		Float: func(p *Params) *float64 { return &p.Budget.MinSaving }, OK: in01o, Want: "must be in [0, 1)"},
 	{Key: "budget.rule", Spec: "budget.rule", Flag: "budget.rule", Doc: "How budget sizes: quantile (every tick covered at one calibrated level, never below the load now) or priced (the fewest pod-ticks plus a price on each overloaded tick over the lead ahead, the price adapted so that overload tracks the budget).",
 		Str: func(p *Params) *string { return (*string)(&p.Budget.Rule) }, Enum: []string{string(RuleQuantile), string(RulePriced)}},
+	{Key: "budget.idle", Spec: "budget.idle", Flag: "budget.idle", Doc: "Under the priced rule, what a quiet tick (served at min_replicas whatever overload costs) does to the price: earn lowers it, as any tick served does (the budget is a share of all the time, and what a quiet night or weekend earns is spent on the next rise, in one long episode); hold leaves it where the last load set it (a quiet spell earns nothing, so a workload that idles spends less than its budget over all the time).",
+		Str: func(p *Params) *string { return (*string)(&p.Budget.Idle) }, Enum: []string{string(IdleEarn), string(IdleHold)}},
 	{Key: "scale_to_zero_after", Flag: "scale-to-zero-after", Unit: "duration", Doc: "With min_replicas 0: how long every wake metric must stay at or below its activation, observed and forecast, before the workload goes to zero (KEDA's cooldownPeriod).",
 		Dur: func(p *Params) *time.Duration { return &p.ScaleToZeroAfter }, OK: nonNeg, Want: "must not be negative"},
 }

@@ -93,10 +93,10 @@ func TestParamsValidateNoEcho(t *testing.T) {
 // TestBudgetParamsValidateEveryField checks that BudgetParams.Validate reports one error per bad
 // field, u_sla first as before.
 func TestBudgetParamsValidateEveryField(t *testing.T) {
-	b := BudgetParams{SLAUtilization: 0, Hold: -time.Second, MinSaving: -0.5, Rule: "cheap"}
+	b := BudgetParams{SLAUtilization: 0, Hold: -time.Second, MinSaving: -0.5, Rule: "cheap", Idle: "spend"}
 	err := b.Validate()
 	errs := joinedErrors(t, err)
-	want := []string{"budget.u_sla must be in (0, 1], got 0", "budget.hold must not be negative, got -1s", "budget.min_saving must be in [0, 1), got -0.5", `budget.rule must be "quantile" or "priced", got "cheap"`}
+	want := []string{"budget.u_sla must be in (0, 1], got 0", "budget.hold must not be negative, got -1s", "budget.min_saving must be in [0, 1), got -0.5", `budget.rule must be "quantile" or "priced", got "cheap"`, `budget.idle must be "earn" or "hold", got "spend"`}
 	if len(errs) != len(want) {
 		t.Fatalf("got %q, want %q", errs, want)
 	}

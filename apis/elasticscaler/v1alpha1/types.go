@@ -338,6 +338,12 @@ type DebiBudget struct {
 	// +kubebuilder:validation:Enum=quantile;priced
 	// +optional
 	Rule string `json:"rule,omitempty"`
+	// Idle is what a quiet tick (served at min_replicas whatever overload costs) does to the
+	// price (scaling.budget.idle): earn (lowers it, as any tick served does; the default) or
+	// hold (leaves it where the last load set it, so a quiet night or weekend earns nothing).
+	// +kubebuilder:validation:Enum=earn;hold
+	// +optional
+	Idle string `json:"idle,omitempty"`
 }
 
 // Condition types of ElasticScalerStatus.Conditions.
