@@ -27,16 +27,23 @@ import (
 // Holt-Winters waits for: one tick in twenty also has Holt-Winters, ARIMA and the last value
 // forecast and scores them; the models' refits (every Retrain steps, in the background in the
 // exporter) are not in it.
+//
+// idle=hold is the default policy under scaling.budget.idle hold: each tick also reads the
+// margin at the price's ceiling until a tick ahead needs more than min_replicas.
 func BenchmarkBudgetDecision(b *testing.B) {
-	for _, c := range []struct{ name, policy, scoring, rule string }{
-		{"tick", "naive-budget", "tick", "quantile"}, {"sample", "naive-budget", "sample", "quantile"},
-		{"rule=priced", "naive-budget", "tick", "priced"}, {"default", "budget", "tick", ""},
+	for _, c := range []struct{ name, policy, scoring, rule, idle string }{
+		{"tick", "naive-budget", "tick", "quantile", ""}, {"sample", "naive-budget", "sample", "quantile", ""},
+		{"rule=priced", "naive-budget", "tick", "priced", ""}, {"default", "budget", "tick", "", ""},
+		{"idle=hold", "budget", "tick", "", "hold"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			spec, _ := Parse(c.policy, "")
 			cfg := DefaultConfig(spec)
 			cfg.Step, cfg.LeadSteps, cfg.LeadTime = 5*time.Minute, 2, 2*time.Minute
 			cfg.Calibration.Scoring = c.scoring
+			if c.idle != "" {
+				cfg.Params.Budget.Idle = scaling.BudgetIdle(c.idle)
+			}
 			if c.rule != "" {
 				cfg.Params.Budget.Rule = scaling.BudgetRule(c.rule)
 			} else {

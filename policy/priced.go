@@ -56,7 +56,8 @@ type pricer struct {
 	ahead float64
 	last  time.Time // the last tick priced
 	hold  pricedHold
-	// idle is whether the last plan needed min_replicas at every tick ahead (budget.idle).
+	// idle is whether the last plan was quiet under budget.idle hold: min_replicas at every
+	// tick ahead at any price (always false under earn).
 	idle bool
 	// fromNow is whether shapeFromNow may be read: where the history point lags the demand by
 	// half a history step or more, the model forecasts a series as late as its own step, and a
@@ -184,10 +185,10 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 	if fresh {
 		p.last = obs.Time
 	}
-	// Under budget.idle hold a tick served while the last plan needed min_replicas at every tick
-	// ahead, the size at any price, leaves the price alone: a quiet spell earns nothing.
-	quiet := p.idle && r.cfg.Params.Budget.Idle == scaling.IdleHold
-	if fresh && (r.quantileMiss(exceeded, obs) || !exceeded && !quiet) {
+	// Under budget.idle hold a tick served while the last plan was quiet (min_replicas at every
+	// tick ahead, even at the price's ceiling: the size at any price) leaves the price alone: a
+	// quiet spell earns nothing.
+	if fresh && (r.quantileMiss(exceeded, obs) || !exceeded && !p.idle) {
 		x := 0.0
 		if exceeded {
 			x = 1
@@ -213,6 +214,17 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 		}
 		return margin[c]
 	}
+	// Under budget.idle hold: whether every tick ahead needs min_replicas even with the margin
+	// at the price's ceiling, so that the plan is min_replicas at any price (a quiet plan).
+	quiet := r.cfg.Params.Budget.Idle == scaling.IdleHold
+	var marginHi [forecast.Classes]float64
+	var readHi [forecast.Classes]bool
+	marginHiOf := func(c int) float64 {
+		if !readHi[c] {
+			marginHi[c], readHi[c] = math.Max(0, r.calUp.PricedUpperAtOf(c, fu, math.Exp(hi), per)-fu), true
+		}
+		return marginHi[c]
+	}
 	shape := p.shape()
 	ticks := (pricedWindows*p.plan.Look + 1) * p.stride
 	p.need = p.need[:0]
@@ -221,7 +233,13 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 		tau := obs.Time.Add(time.Duration(j) * tick)
 		n := r.cfg.Params.MaxReplicas
 		v := p.pathAt(tb, shape, obs.Time, d, off, tau)
-		switch x := math.Ceil((v + marginOf(r.classOf(obs.Time, tau))) / per); {
+		x := math.Ceil((v + marginOf(r.classOf(obs.Time, tau))) / per)
+		// Quiet needs min_replicas at this price and at the ceiling (read only when this price
+		// leaves the tick at min_replicas: a busy tick costs no second margin).
+		if quiet && !(x <= float64(minR) && math.Ceil((v+marginHiOf(r.classOf(obs.Time, tau)))/per) <= float64(minR)) {
+			quiet = false
+		}
+		switch {
 		case math.IsNaN(x):
 			n, missing = max(obs.Current, minR), true // a forecast without a number
 		case x < float64(n):
@@ -237,12 +255,7 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 		}
 		p.need[e] = max(p.need[e], n)
 	}
-	// The plan is idle when it needs min_replicas at every tick ahead: that is the size
-	// whatever the price (budget.idle).
-	p.idle = !missing && !saturated
-	for _, x := range p.need {
-		p.idle = p.idle && x <= minR
-	}
+	p.idle = quiet && !missing && !saturated
 	// An element the pods ordered before now serve needs at most what they are: its need is read
 	// at the margin, so a need above them is no certain overload, and the pods there serve it as
 	// far as they go (releasing them while the demand is forecast above them would be perverse).
