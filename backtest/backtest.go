@@ -227,6 +227,9 @@ type TraceResult struct {
 	Runs        []Run           `json:"runs"`
 	Frontier    []FrontierPoint `json:"frontier"`
 	SweepFailed string          `json:"sweep_error,omitempty"`
+	// IdleHold is a what-if's configured budget policy replayed again under
+	// scaling.budget.idle hold, for the recommendation (nil where it is not run).
+	IdleHold *Run `json:"-"`
 	// ActualReady says where the actual row's ready pods come from: the recorded ready count
 	// (and its query), or the model of the policies' rows and why ("" without an actual row).
 	ActualReady string `json:"actual_ready,omitempty"`

@@ -59,7 +59,17 @@ type Recommendation struct {
 	Policy                                                      string
 	PolicyCost, PolicyOverload, PolicyFloorClosed, PolicySaving float64
 	PolicyCoverage                                              float64
-	Sentence                                                    string
+	// Hold is the budget policy replayed under scaling.budget.idle hold (TraceResult.IdleHold;
+	// nil where it was not): its row and, where it pages less, a sentence that says so.
+	Hold     *HoldRow
+	Sentence string
+}
+
+// HoldRow is the what-if's budget policy under scaling.budget.idle hold: its cost, overload and
+// alerts, and its saving against the baseline.
+type HoldRow struct {
+	Cost, Overload, Saving float64
+	Alerts                 Alerts
 }
 
 // Recommend reads the recommendation off a what-if's trace result (finished: its ratios and
@@ -110,6 +120,9 @@ func Recommend(tr TraceResult, o Options) *Recommendation {
 		r.Policy, r.PolicyCost, r.PolicyOverload, r.PolicyFloorClosed = b.Policy, b.Cost, b.OverloadFraction, b.FloorClosed
 		r.PolicySaving, r.PolicyCoverage = saving(b.Cost), b.ForecastCoverage
 		r.PolicyAlerts = Alerts{b.Pages, b.Tickets}
+		if h := tr.IdleHold; h != nil && h.Policy == b.Policy {
+			r.Hold = &HoldRow{Cost: h.Cost, Overload: h.OverloadFraction, Saving: saving(h.Cost), Alerts: Alerts{h.Pages, h.Tickets}}
+		}
 	}
 	r.Sentence = r.sentence(o.DebiModel)
 	return r
@@ -339,10 +352,31 @@ func (r *Recommendation) sentence(debiModel string) string {
 		s += "."
 	}
 	s += r.alertsSentence(debiModel)
+	s += r.holdSentence(debiModel)
 	if r.Against == "hpa" {
 		s += " No replicas were recorded, so what ran is not known: the savings are against the hpa row."
 	}
 	return s
+}
+
+// holdSentence says what the budget policy would have done under scaling.budget.idle hold,
+// where it pages less than as configured: the pages of a policy that meets the first rise after
+// a quiet spell at a price the quiet spell lowered (docs/method.md, "The priced rule"). Empty
+// otherwise.
+func (r *Recommendation) holdSentence(debiModel string) string {
+	h := r.Hold
+	if h == nil || !r.PolicyCounts() || h.Alerts.Pages >= r.PolicyAlerts.Pages || !(r.PolicyCost > 0) {
+		return ""
+	}
+	cost := "at the same cost"
+	switch d := h.Cost/r.PolicyCost - 1; {
+	case d >= 0.005:
+		cost = fmt.Sprintf("at %.0f %% more cost", 100*d)
+	case d <= -0.005:
+		cost = fmt.Sprintf("at %.0f %% less cost", -100*d)
+	}
+	return fmt.Sprintf(" With scaling.budget.idle: hold, which keeps the price through quiet spells, %s would have overloaded %s %s, with %s against %s: set it where the workload idles for hours.",
+		r.policyName(debiModel), pctText(h.Overload), cost, h.Alerts, r.PolicyAlerts)
 }
 
 func (r *Recommendation) choice(debiModel string) string {
@@ -451,6 +485,9 @@ func (r *Recommendation) rows() [][]string {
 	case r.Policy != "":
 		out = append(out, []string{"the budget policy", r.Policy, "-", "-", "-", "-", fmt.Sprintf("forecast %.0f%%", 100*r.PolicyCoverage)})
 	}
+	if h := r.Hold; h != nil && r.PolicyCounts() {
+		out = append(out, []string{"  with idle: hold", r.Policy, fmt.Sprintf("%.1f", h.Cost), pct2(h.Overload), h.Alerts.column(), saving(h.Saving), ""})
+	}
 	return out
 }
 
@@ -521,6 +558,9 @@ func (r *Recommendation) jsonView() map[string]any {
 			p["in_band"] = r.policyKeeps()
 		}
 		out["budget_policy"] = p
+	}
+	if h := r.Hold; h != nil {
+		out["idle_hold"] = map[string]any{"cost": num(h.Cost), "overload": num(h.Overload), "saving": num(h.Saving), "pages": h.Alerts.Pages, "tickets": h.Alerts.Tickets}
 	}
 	return out
 }

@@ -304,3 +304,41 @@ func TestGapClosedUndefined(t *testing.T) {
 		}
 	}
 }
+
+// TestRecommendIdleHold: where the budget policy replayed under scaling.budget.idle hold pages
+// less than as configured, the block has its row and the sentence says what it would have done;
+// where it pages as much, the row stays and the sentence says nothing of it.
+func TestRecommendIdleHold(t *testing.T) {
+	o := recommendOptions(0.6)
+	tr := recommendTrace(65, 0.0052, 1)
+	tr.Runs[1].Pages, tr.Runs[1].Tickets = 4, 6
+	tr.IdleHold = &Run{Metrics: Metrics{Policy: "auto-budget", Cost: 66.3, OverloadFraction: 0.0031, Pages: 1, Tickets: 0}}
+	r := Recommend(tr, o)
+	if r.Hold == nil || r.Hold.Cost != 66.3 || r.Hold.Alerts != (Alerts{1, 0}) || math.Abs(r.Hold.Saving-0.337) > 1e-9 {
+		t.Fatalf("hold row %+v", r.Hold)
+	}
+	want := " With scaling.budget.idle: hold, which keeps the price through quiet spells, budget would have overloaded 0.31 % at 2 % more cost, with 1 page against 4 pages and 6 tickets: set it where the workload idles for hours."
+	if !strings.HasSuffix(r.Sentence, want) {
+		t.Errorf("sentence\n%s\nwant it to end\n%s", r.Sentence, want)
+	}
+	rep := &Report{Options: o, Traces: []TraceResult{tr}, Recommendation: r}
+	for format, w := range map[string]string{"summary": "with idle: hold", "markdown": "|   with idle: hold | auto-budget | 66.3 | 0.31% | 1/0 | -33.7% |", "json": `"idle_hold": {`} {
+		var b bytes.Buffer
+		if err := rep.Write(&b, format); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("%s lacks %q:\n%s", format, w, b.String())
+		}
+	}
+	// As many pages under hold: no advice.
+	tr.IdleHold.Pages = 4
+	if r := Recommend(tr, o); r.Hold == nil || strings.Contains(r.Sentence, "idle: hold") {
+		t.Errorf("hold pages as much, yet the sentence advises it (or the row is gone: %+v):\n%s", r.Hold, r.Sentence)
+	}
+	// Another budget policy's replay is not this row's.
+	tr.IdleHold.Policy = "naive-budget"
+	if r := Recommend(tr, o); r.Hold != nil {
+		t.Errorf("a hold run of another policy became the row: %+v", r.Hold)
+	}
+}

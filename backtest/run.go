@@ -12,6 +12,7 @@ import (
 
 	"github.com/debi-scaler/debi/forecast"
 	"github.com/debi-scaler/debi/policy"
+	"github.com/debi-scaler/debi/scaling"
 	"github.com/debi-scaler/debi/trace"
 )
 
@@ -22,6 +23,9 @@ type job struct {
 	policy  string
 	target  float64 // for sweep runs: the HPA target; 0 otherwise
 	startup int     // index into the start-up delays; 0 is Options.StartupDelay
+	// idleHold: the what-if's configured budget policy again under scaling.budget.idle hold
+	// (TraceResult.IdleHold).
+	idleHold bool
 }
 
 // RunTraces backtests every policy on every trace, plus the HPA target sweep and the oracle,
@@ -135,6 +139,9 @@ func planJobs(worlds []*World, delays []time.Duration, o Options) []job {
 			for _, tg := range o.SweepTargets {
 				jobs = append(jobs, job{trace: i, policy: "hpa", target: tg, startup: s})
 			}
+			if s == 0 && o.idleHoldVariant() {
+				jobs = append(jobs, job{trace: i, policy: o.Configured, idleHold: true})
+			}
 		}
 	}
 	return jobs
@@ -201,6 +208,11 @@ func runJob(ctx context.Context, j job, w *World, delay time.Duration, o Options
 	if j.policy == ActualPolicy {
 		return simulateActual(ctx, w, po)
 	}
+	if j.idleHold {
+		rc := *o.Runner
+		rc.Params.Budget.Idle = scaling.IdleHold
+		po.Runner, po.KeepSeries = &rc, false
+	}
 	return Simulate(ctx, w, j.policy, po)
 }
 
@@ -212,7 +224,7 @@ func startupTraces(traces []TraceResult, worlds []*World, delays []time.Duration
 		sr := StartupResult{Delay: d, Traces: make([]TraceResult, len(traces))}
 		for i := range traces {
 			tr := traces[i]
-			tr.Runs, tr.Frontier = nil, nil
+			tr.Runs, tr.Frontier, tr.IdleHold = nil, nil, nil
 			so := o
 			so.StartupDelay = d
 			tr.bound = worlds[i].NeedBound(so, boundReach(tr.Unavoidable, so))
@@ -238,6 +250,11 @@ func (rep *Report) collect(jobs []job, results []Run, errs []error) error {
 				continue
 			}
 			return fmt.Errorf("trace %s, policy %s: %w", tr.Trace, j.policy, errs[k])
+		}
+		if j.idleHold {
+			r := results[k]
+			tr.IdleHold = &r
+			continue
 		}
 		if j.target > 0 {
 			r := results[k]

@@ -6,6 +6,7 @@ import (
 
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/policy"
+	"github.com/debi-scaler/debi/scaling"
 )
 
 // PolicyOptions are o with the settings of a configured policy, for the what-if replay of
@@ -68,4 +69,16 @@ func dedupePolicies(names []string, debiModel string) []string {
 		out = append(out, strings.ToLower(strings.TrimSpace(n)))
 	}
 	return out
+}
+
+// idleHoldVariant says the what-if also replays its configured policy under
+// scaling.budget.idle hold (TraceResult.IdleHold): a budget policy under the priced rule with
+// idle earn, whose recommendation then says what hold would have done on this history.
+func (o Options) idleHoldVariant() bool {
+	r := o.Runner
+	if o.Configured == "" || r == nil || !strings.EqualFold(r.Spec.Name, o.Configured) || r.Spec.Algorithm != "budget" {
+		return false
+	}
+	b := r.Params.Budget
+	return b.Rule == scaling.RulePriced && b.Idle != scaling.IdleHold
 }

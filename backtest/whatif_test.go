@@ -266,3 +266,59 @@ func TestYRangeFitsTheData(t *testing.T) {
 		t.Errorf("data at the max bound 50: y to %v, off %v; want 53, false", ymax, off)
 	}
 }
+
+// TestWhatIfIdleHold: the what-if of a budget policy under scaling.budget.idle earn replays it
+// under hold too. On three business weeks (busy weekdays 08:00–18:00, quiet nights and weekends)
+// earn meets each Monday at the floor of its price, while hold keeps the price through the
+// weekend: it pages less, and the recommendation says so.
+func TestWhatIfIdleHold(t *testing.T) {
+	c, err := config.Load([]byte(`
+policies:
+  - name: office
+    target: {namespace: corp, name: office}
+    algorithm: budget
+    request: 1
+    history_step: 5m
+    lead_time: 2m
+    scaling: {min_replicas: 1, max_replicas: 40}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]float64, 3*7*288)
+	for i := range vals {
+		day, h := (i/288)%7, float64(i%288)/12
+		vals[i] = 0.3 // quiet: one pod at any price
+		if day < 5 && h >= 8 && h < 18 {
+			// Busy: about 22 pods, ramping over half an hour, with a deterministic ripple.
+			vals[i] = 20 * min(1, (h-8)/0.5) * (1 + 0.08*math.Sin(float64(i)*2.3))
+		}
+	}
+	o := DefaultOptions()
+	o.Policies = []string{"hpa"}
+	o, _ = PolicyOptions(&c.Policies[0], o, 5*time.Minute, 1, len(vals))
+	o.Warmup = 760
+	if !o.idleHoldVariant() {
+		t.Fatal("a budget policy under idle earn: no hold variant")
+	}
+	rep, err := RunTraces(context.Background(), []trace.Trace{{Name: "office", StepMinutes: 5, Values: vals}}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, tr := rep.Recommendation, rep.Traces[0]
+	if tr.IdleHold == nil || r == nil || r.Hold == nil {
+		t.Fatalf("no hold row: trace %+v, recommendation %+v", tr.IdleHold, r)
+	}
+	t.Logf("earn: %v, longest episode %.0f s; hold: %v, overload %.2f %%", r.PolicyAlerts, budgetRun(tr.Runs, o).LongestOverload, r.Hold.Alerts, 100*r.Hold.Overload)
+	if !(r.Hold.Alerts.Pages < r.PolicyAlerts.Pages) {
+		t.Errorf("hold pages %d times, earn %d: want fewer", r.Hold.Alerts.Pages, r.PolicyAlerts.Pages)
+	}
+	if !strings.Contains(r.Sentence, "With scaling.budget.idle: hold") {
+		t.Errorf("the sentence does not say what hold would have done:\n%s", r.Sentence)
+	}
+	// A policy already under hold is not replayed again.
+	c.Policies[0].Scaling.Budget.Idle = "hold"
+	if o2, _ := PolicyOptions(&c.Policies[0], DefaultOptions(), 5*time.Minute, 1, len(vals)); o2.idleHoldVariant() {
+		t.Error("a policy under hold gets a hold variant")
+	}
+}
