@@ -41,7 +41,8 @@ const (
 	// price as any tick served does, so what a quiet spell earns is spent on the load after it.
 	IdleEarn BudgetIdle = "earn"
 	// IdleHold: a tick the priced rule serves at min_replicas whatever overload costs (its plan
-	// needs no more at any tick ahead) leaves the price alone; an overloaded one still raises it.
+	// needs no more at any tick ahead, even with the margin at the price's ceiling) leaves the
+	// price alone; an overloaded one still raises it.
 	// A quiet spell earns nothing, so a workload that idles spends less than its budget over all
 	// the time, and the load after a quiet night or weekend meets the price the last load set.
 	IdleHold BudgetIdle = "hold"
