@@ -230,6 +230,9 @@ type TraceResult struct {
 	// IdleHold is a what-if's configured budget policy replayed again under
 	// scaling.budget.idle hold, for the recommendation (nil where it is not run).
 	IdleHold *Run `json:"-"`
+	// Naive is a what-if's configured budget policy replayed again with the model naive (the
+	// last value), for the recommendation (nil where it is not run).
+	Naive *Run `json:"-"`
 	// ActualReady says where the actual row's ready pods come from: the recorded ready count
 	// (and its query), or the model of the policies' rows and why ("" without an actual row).
 	ActualReady string `json:"actual_ready,omitempty"`

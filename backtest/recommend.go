@@ -61,13 +61,16 @@ type Recommendation struct {
 	PolicyCoverage                                              float64
 	// Hold is the budget policy replayed under scaling.budget.idle hold (TraceResult.IdleHold;
 	// nil where it was not): its row and, where it pages less, a sentence that says so.
-	Hold     *HoldRow
+	Hold *VariantRow
+	// Naive is the budget policy replayed with the model naive (TraceResult.Naive; nil where it
+	// was not): its row and, where it costs less without more overload or pages, a sentence.
+	Naive    *VariantRow
 	Sentence string
 }
 
-// HoldRow is the what-if's budget policy under scaling.budget.idle hold: its cost, overload and
-// alerts, and its saving against the baseline.
-type HoldRow struct {
+// VariantRow is the what-if's budget policy replayed under another setting: its cost, overload
+// and alerts, and its saving against the baseline.
+type VariantRow struct {
 	Cost, Overload, Saving float64
 	Alerts                 Alerts
 }
@@ -120,9 +123,13 @@ func Recommend(tr TraceResult, o Options) *Recommendation {
 		r.Policy, r.PolicyCost, r.PolicyOverload, r.PolicyFloorClosed = b.Policy, b.Cost, b.OverloadFraction, b.FloorClosed
 		r.PolicySaving, r.PolicyCoverage = saving(b.Cost), b.ForecastCoverage
 		r.PolicyAlerts = Alerts{b.Pages, b.Tickets}
-		if h := tr.IdleHold; h != nil && h.Policy == b.Policy {
-			r.Hold = &HoldRow{Cost: h.Cost, Overload: h.OverloadFraction, Saving: saving(h.Cost), Alerts: Alerts{h.Pages, h.Tickets}}
+		row := func(v *Run) *VariantRow {
+			if v == nil || v.Policy != b.Policy {
+				return nil
+			}
+			return &VariantRow{Cost: v.Cost, Overload: v.OverloadFraction, Saving: saving(v.Cost), Alerts: Alerts{v.Pages, v.Tickets}}
 		}
+		r.Hold, r.Naive = row(tr.IdleHold), row(tr.Naive)
 	}
 	r.Sentence = r.sentence(o.DebiModel)
 	return r
@@ -353,6 +360,7 @@ func (r *Recommendation) sentence(debiModel string) string {
 	}
 	s += r.alertsSentence(debiModel)
 	s += r.holdSentence(debiModel)
+	s += r.naiveSentence(debiModel)
 	if r.Against == "hpa" {
 		s += " No replicas were recorded, so what ran is not known: the savings are against the hpa row."
 	}
@@ -377,6 +385,23 @@ func (r *Recommendation) holdSentence(debiModel string) string {
 	}
 	return fmt.Sprintf(" With scaling.budget.idle: hold, which keeps the price through quiet spells, %s would have overloaded %s %s, with %s against %s: set it where the workload idles for hours.",
 		r.policyName(debiModel), pctText(h.Overload), cost, h.Alerts, r.PolicyAlerts)
+}
+
+// naiveMinSaving is the least share of the budget policy's cost the model naive must save for
+// the recommendation to say so: under it the two decide alike.
+const naiveMinSaving = 0.02
+
+// naiveSentence says what the budget policy would have done with the model naive, the last
+// value, where it costs at least naiveMinSaving less with no more pages and no more overload
+// (or within the budget). Empty otherwise.
+func (r *Recommendation) naiveSentence(debiModel string) string {
+	n := r.Naive
+	if n == nil || !r.PolicyCounts() || !(r.PolicyCost > 0) || n.Cost > (1-naiveMinSaving)*r.PolicyCost ||
+		n.Alerts.Pages > r.PolicyAlerts.Pages || n.Overload > r.PolicyOverload && !r.keeps(n.Overload) {
+		return ""
+	}
+	return fmt.Sprintf(" With model: naive, the last value, %s would have cost %.0f %% less and overloaded %s, with %s against %s: its forecasts are rougher, but on this history the policy they drive holds fewer pods; set it if the weeks ahead look like these.",
+		r.policyName(debiModel), 100*(1-n.Cost/r.PolicyCost), pctText(n.Overload), n.Alerts, r.PolicyAlerts)
 }
 
 func (r *Recommendation) choice(debiModel string) string {
@@ -488,6 +513,9 @@ func (r *Recommendation) rows() [][]string {
 	if h := r.Hold; h != nil && r.PolicyCounts() {
 		out = append(out, []string{"  with idle: hold", r.Policy, fmt.Sprintf("%.1f", h.Cost), pct2(h.Overload), h.Alerts.column(), saving(h.Saving), ""})
 	}
+	if n := r.Naive; n != nil && r.PolicyCounts() {
+		out = append(out, []string{"  with model: naive", r.Policy, fmt.Sprintf("%.1f", n.Cost), pct2(n.Overload), n.Alerts.column(), saving(n.Saving), ""})
+	}
 	return out
 }
 
@@ -559,8 +587,10 @@ func (r *Recommendation) jsonView() map[string]any {
 		}
 		out["budget_policy"] = p
 	}
-	if h := r.Hold; h != nil {
-		out["idle_hold"] = map[string]any{"cost": num(h.Cost), "overload": num(h.Overload), "saving": num(h.Saving), "pages": h.Alerts.Pages, "tickets": h.Alerts.Tickets}
+	for key, v := range map[string]*VariantRow{"idle_hold": r.Hold, "model_naive": r.Naive} {
+		if v != nil {
+			out[key] = map[string]any{"cost": num(v.Cost), "overload": num(v.Overload), "saving": num(v.Saving), "pages": v.Alerts.Pages, "tickets": v.Alerts.Tickets}
+		}
 	}
 	return out
 }

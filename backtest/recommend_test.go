@@ -342,3 +342,54 @@ func TestRecommendIdleHold(t *testing.T) {
 		t.Errorf("a hold run of another policy became the row: %+v", r.Hold)
 	}
 }
+
+// TestRecommendNaive: where the budget policy replayed with the model naive costs at least 2 %
+// less, with no more pages and no more overload than as configured (or within the budget), the
+// block has its row and the sentence says what it would have done; where it saves less, pages
+// more or overloads beyond both, the row stays and the sentence says nothing of it.
+func TestRecommendNaive(t *testing.T) {
+	o := recommendOptions(0.6)
+	tr := recommendTrace(65, 0.0052, 1)
+	tr.Runs[1].Pages, tr.Runs[1].Tickets = 2, 3
+	// More overload than as configured (0.61 % against 0.52 %), but within the 1 % budget.
+	tr.Naive = &Run{Metrics: Metrics{Policy: "auto-budget", Cost: 58.5, OverloadFraction: 0.0061, Pages: 1, Tickets: 2}}
+	r := Recommend(tr, o)
+	if r.Naive == nil || r.Naive.Cost != 58.5 || r.Naive.Alerts != (Alerts{1, 2}) || math.Abs(r.Naive.Saving-0.415) > 1e-9 {
+		t.Fatalf("naive row %+v", r.Naive)
+	}
+	want := " With model: naive, the last value, budget would have cost 10 % less and overloaded 0.61 %, with 1 page and 2 tickets against 2 pages and 3 tickets: its forecasts are rougher, but on this history the policy they drive holds fewer pods; set it if the weeks ahead look like these."
+	if !strings.HasSuffix(r.Sentence, want) {
+		t.Errorf("sentence\n%s\nwant it to end\n%s", r.Sentence, want)
+	}
+	rep := &Report{Options: o, Traces: []TraceResult{tr}, Recommendation: r}
+	for format, w := range map[string]string{"summary": "with model: naive", "markdown": "|   with model: naive | auto-budget | 58.5 | 0.61% | 1/2 | -41.5% |", "json": `"model_naive": {`} {
+		var b bytes.Buffer
+		if err := rep.Write(&b, format); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("%s lacks %q:\n%s", format, w, b.String())
+		}
+	}
+	for _, c := range []struct {
+		why  string
+		edit func(n *Run)
+	}{
+		{"saves under 2 %", func(n *Run) { n.Cost = 64 }},
+		{"pages more", func(n *Run) { n.Pages = 3 }},
+		{"overloads more than as configured and beyond the budget", func(n *Run) { n.OverloadFraction = 0.0105 }},
+	} {
+		n := *tr.Naive
+		c.edit(&n)
+		tc := tr
+		tc.Naive = &n
+		if r := Recommend(tc, o); r.Naive == nil || strings.Contains(r.Sentence, "model: naive") {
+			t.Errorf("%s, yet the sentence advises it (or the row is gone: %+v):\n%s", c.why, r.Naive, r.Sentence)
+		}
+	}
+	// Another budget policy's replay is not this row's.
+	tr.Naive.Policy = "naive-budget"
+	if r := Recommend(tr, o); r.Naive != nil {
+		t.Errorf("a naive run of another policy became the row: %+v", r.Naive)
+	}
+}

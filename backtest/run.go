@@ -23,10 +23,20 @@ type job struct {
 	policy  string
 	target  float64 // for sweep runs: the HPA target; 0 otherwise
 	startup int     // index into the start-up delays; 0 is Options.StartupDelay
-	// idleHold: the what-if's configured budget policy again under scaling.budget.idle hold
-	// (TraceResult.IdleHold).
-	idleHold bool
+	// variant: the what-if's configured budget policy again under another setting
+	// (TraceResult.IdleHold, TraceResult.Naive); variantNone otherwise.
+	variant variant
 }
+
+// variant is a setting the what-if replays its configured budget policy under, beside the
+// configuration, for the recommendation to say what it would have done.
+type variant int
+
+const (
+	variantNone     variant = iota
+	variantIdleHold         // scaling.budget.idle hold
+	variantNaive            // model naive, the last value
+)
 
 // RunTraces backtests every policy on every trace, plus the HPA target sweep and the oracle,
 // at Options.StartupDelay and at each delay of Options.StartupSweep.
@@ -140,7 +150,10 @@ func planJobs(worlds []*World, delays []time.Duration, o Options) []job {
 				jobs = append(jobs, job{trace: i, policy: "hpa", target: tg, startup: s})
 			}
 			if s == 0 && o.idleHoldVariant() {
-				jobs = append(jobs, job{trace: i, policy: o.Configured, idleHold: true})
+				jobs = append(jobs, job{trace: i, policy: o.Configured, variant: variantIdleHold})
+			}
+			if s == 0 && o.naiveVariant() {
+				jobs = append(jobs, job{trace: i, policy: o.Configured, variant: variantNaive})
 			}
 		}
 	}
@@ -208,9 +221,14 @@ func runJob(ctx context.Context, j job, w *World, delay time.Duration, o Options
 	if j.policy == ActualPolicy {
 		return simulateActual(ctx, w, po)
 	}
-	if j.idleHold {
+	if j.variant != variantNone {
 		rc := *o.Runner
-		rc.Params.Budget.Idle = scaling.IdleHold
+		switch j.variant {
+		case variantIdleHold:
+			rc.Params.Budget.Idle = scaling.IdleHold
+		case variantNaive:
+			rc.Spec.Model, rc.Fallback = "naive", ""
+		}
 		po.Runner, po.KeepSeries = &rc, false
 	}
 	return Simulate(ctx, w, j.policy, po)
@@ -224,7 +242,7 @@ func startupTraces(traces []TraceResult, worlds []*World, delays []time.Duration
 		sr := StartupResult{Delay: d, Traces: make([]TraceResult, len(traces))}
 		for i := range traces {
 			tr := traces[i]
-			tr.Runs, tr.Frontier, tr.IdleHold = nil, nil, nil
+			tr.Runs, tr.Frontier, tr.IdleHold, tr.Naive = nil, nil, nil, nil
 			so := o
 			so.StartupDelay = d
 			tr.bound = worlds[i].NeedBound(so, boundReach(tr.Unavoidable, so))
@@ -251,9 +269,12 @@ func (rep *Report) collect(jobs []job, results []Run, errs []error) error {
 			}
 			return fmt.Errorf("trace %s, policy %s: %w", tr.Trace, j.policy, errs[k])
 		}
-		if j.idleHold {
-			r := results[k]
+		switch r := results[k]; j.variant {
+		case variantIdleHold:
 			tr.IdleHold = &r
+			continue
+		case variantNaive:
+			tr.Naive = &r
 			continue
 		}
 		if j.target > 0 {

@@ -75,10 +75,29 @@ func dedupePolicies(names []string, debiModel string) []string {
 // scaling.budget.idle hold (TraceResult.IdleHold): a budget policy under the priced rule with
 // idle earn, whose recommendation then says what hold would have done on this history.
 func (o Options) idleHoldVariant() bool {
-	r := o.Runner
-	if o.Configured == "" || r == nil || !strings.EqualFold(r.Spec.Name, o.Configured) || r.Spec.Algorithm != "budget" {
+	if !o.configuredBudget() {
 		return false
 	}
-	b := r.Params.Budget
+	b := o.Runner.Params.Budget
 	return b.Rule == scaling.RulePriced && b.Idle != scaling.IdleHold
+}
+
+// naiveVariant says the what-if also replays its configured policy with the model naive, the
+// last value (TraceResult.Naive): a budget policy under the priced rule with another registered
+// model. Which forecaster serves a workload's budget best is not the one with the smallest
+// errors, which auto reads, but the one whose policy costs least, its plan and its hold
+// together (docs/results-budget.md, "The last value, and the hold"): the workload's own
+// history can say.
+func (o Options) naiveVariant() bool {
+	if !o.configuredBudget() {
+		return false
+	}
+	r := o.Runner
+	return r.Params.Budget.Rule == scaling.RulePriced && r.Forecaster == nil && !strings.EqualFold(r.Spec.Model, "naive")
+}
+
+// configuredBudget says the what-if replays a configured policy of the budget algorithm.
+func (o Options) configuredBudget() bool {
+	r := o.Runner
+	return o.Configured != "" && r != nil && strings.EqualFold(r.Spec.Name, o.Configured) && r.Spec.Algorithm == "budget"
 }

@@ -322,3 +322,71 @@ policies:
 		t.Error("a policy under hold gets a hold variant")
 	}
 }
+
+// TestWhatIfNaive: the what-if of a budget policy with another model replays it with the model
+// naive too, and that row is the run of the same policy configured with model: naive; a policy
+// already on naive is not replayed again.
+func TestWhatIfNaive(t *testing.T) {
+	// Two weeks of a daily cycle between 4 and 20 pods' worth, with a deterministic ripple and a
+	// step every 7 hours.
+	vals := make([]float64, 2*7*288)
+	for i := range vals {
+		h := float64(i%288) / 12
+		vals[i] = 12 - 8*math.Cos(2*math.Pi*h/24) + 1.5*math.Sin(float64(i)*2.3)
+		if (i/84)%2 == 1 {
+			vals[i] += 3
+		}
+	}
+	run := func(model string) (*Report, Options) {
+		c, err := config.Load([]byte(`
+policies:
+  - name: shop
+    target: {namespace: retail, name: shop}
+    algorithm: budget
+    model: ` + model + `
+    request: 1
+    history_step: 5m
+    lead_time: 2m
+    scaling: {min_replicas: 1, max_replicas: 40}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := DefaultOptions()
+		o.Policies = []string{"hpa"}
+		o, name := PolicyOptions(&c.Policies[0], o, 5*time.Minute, 1, len(vals))
+		if name == "" || o.Runner == nil {
+			t.Fatalf("model %q: no configured policy (%q)", model, name)
+		}
+		o.Warmup = 760
+		rep, err := RunTraces(context.Background(), []trace.Trace{{Name: "shop", StepMinutes: 5, Values: vals}}, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep, o
+	}
+	rep, o := run("auto")
+	if !o.naiveVariant() {
+		t.Fatal("a budget policy on auto: no naive variant")
+	}
+	r, tr := rep.Recommendation, rep.Traces[0]
+	if tr.Naive == nil || r == nil || r.Naive == nil {
+		t.Fatalf("no naive row: trace %+v, recommendation %+v", tr.Naive, r)
+	}
+	own, on := run("naive")
+	if on.naiveVariant() {
+		t.Error("a policy on naive gets a naive variant")
+	}
+	b := budgetRun(own.Traces[0].Runs, on)
+	if b == nil {
+		t.Fatal("no budget run with model: naive")
+	}
+	t.Logf("auto: cost %.1f, overload %.3f %%; naive: cost %.1f, overload %.3f %%", r.PolicyCost, 100*r.PolicyOverload, r.Naive.Cost, 100*r.Naive.Overload)
+	if r.Naive.Cost != b.Cost || r.Naive.Overload != b.OverloadFraction || r.Naive.Alerts != (Alerts{b.Pages, b.Tickets}) {
+		t.Errorf("the naive row (cost %v, overload %v, %v) is not the policy configured with model: naive (cost %v, overload %v, %d pages, %d tickets)",
+			r.Naive.Cost, r.Naive.Overload, r.Naive.Alerts, b.Cost, b.OverloadFraction, b.Pages, b.Tickets)
+	}
+	if r.Naive.Cost == r.PolicyCost && r.Naive.Overload == r.PolicyOverload {
+		t.Errorf("the naive row equals the configured policy's (cost %v): the model was not changed", r.PolicyCost)
+	}
+}
