@@ -321,16 +321,7 @@ func TestRecommendIdleHold(t *testing.T) {
 	if !strings.HasSuffix(r.Sentence, want) {
 		t.Errorf("sentence\n%s\nwant it to end\n%s", r.Sentence, want)
 	}
-	rep := &Report{Options: o, Traces: []TraceResult{tr}, Recommendation: r}
-	for format, w := range map[string]string{"summary": "with idle: hold", "markdown": "|   with idle: hold | auto-budget | 66.3 | 0.31% | 1/0 | -33.7% |", "json": `"idle_hold": {`} {
-		var b bytes.Buffer
-		if err := rep.Write(&b, format); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(b.String(), w) {
-			t.Errorf("%s lacks %q:\n%s", format, w, b.String())
-		}
-	}
+	reportHas(t, &Report{Options: o, Traces: []TraceResult{tr}, Recommendation: r}, map[string]string{"summary": "with idle: hold", "markdown": "|   with idle: hold | auto-budget | 66.3 | 0.31% | 1/0 | -33.7% |", "json": `"idle_hold": {`})
 	// As many pages under hold: no advice.
 	tr.IdleHold.Pages = 4
 	if r := Recommend(tr, o); r.Hold == nil || strings.Contains(r.Sentence, "idle: hold") {
@@ -361,16 +352,7 @@ func TestRecommendNaive(t *testing.T) {
 	if !strings.HasSuffix(r.Sentence, want) {
 		t.Errorf("sentence\n%s\nwant it to end\n%s", r.Sentence, want)
 	}
-	rep := &Report{Options: o, Traces: []TraceResult{tr}, Recommendation: r}
-	for format, w := range map[string]string{"summary": "with model: naive", "markdown": "|   with model: naive | auto-budget | 58.5 | 0.61% | 1/2 | -41.5% |", "json": `"model_naive": {`} {
-		var b bytes.Buffer
-		if err := rep.Write(&b, format); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(b.String(), w) {
-			t.Errorf("%s lacks %q:\n%s", format, w, b.String())
-		}
-	}
+	reportHas(t, &Report{Options: o, Traces: []TraceResult{tr}, Recommendation: r}, map[string]string{"summary": "with model: naive", "markdown": "|   with model: naive | auto-budget | 58.5 | 0.61% | 1/2 | -41.5% |", "json": `"model_naive": {`})
 	for _, c := range []struct {
 		why  string
 		edit func(n *Run)
@@ -391,5 +373,19 @@ func TestRecommendNaive(t *testing.T) {
 	tr.Naive.Policy = "naive-budget"
 	if r := Recommend(tr, o); r.Naive != nil {
 		t.Errorf("a naive run of another policy became the row: %+v", r.Naive)
+	}
+}
+
+// reportHas checks that rep written in each format holds its text.
+func reportHas(t *testing.T, rep *Report, want map[string]string) {
+	t.Helper()
+	for format, w := range want {
+		var b bytes.Buffer
+		if err := rep.Write(&b, format); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("%s lacks %q:\n%s", format, w, b.String())
+		}
 	}
 }
