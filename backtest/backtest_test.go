@@ -479,7 +479,7 @@ func TestTooShortTrace(t *testing.T) {
 // TestStartupDelay checks the simulated cluster: a pod added at t serves from t + delay (paid
 // for from t); removal is immediate, not-yet-ready pods first.
 func TestStartupDelay(t *testing.T) {
-	c := newCluster(2, 2*time.Minute)
+	c := newCluster(2, 2*time.Minute, 0)
 	if !c.scale(0, 5) || c.scale(0, 5) {
 		t.Fatal("scale reports a change only when the size changes")
 	}
@@ -490,6 +490,115 @@ func TestStartupDelay(t *testing.T) {
 	c.scale(2*time.Minute, 4) // the two starting pods go first, then one ready pod
 	if c.ready(3*time.Minute) != 4 || c.ready(time.Hour) != 4 {
 		t.Fatalf("after scale-in ready %d, want 4", c.ready(time.Hour))
+	}
+}
+
+// TestStartupSpread checks start-ups that vary: each pod serves after the delay plus an extra
+// whose 0.9 quantile is the spread, never before the delay nor after four times the spread's
+// reach, the same for the same order, and a scale-in removes the pods that would serve last.
+func TestStartupSpread(t *testing.T) {
+	const delay, spread = 2 * time.Minute, time.Minute
+	c := newCluster(0, delay, spread)
+	c.scale(0, 2000)
+	if n := c.ready(delay - time.Nanosecond); n != 0 {
+		t.Fatalf("%d pods ready before the start-up delay", n)
+	}
+	if got := float64(c.ready(delay+spread)) / 2000; math.Abs(got-0.9) > 0.02 {
+		t.Fatalf("%.3f of the pods ready at delay + spread, want 0.9", got)
+	}
+	if n := c.ready(delay + 3*spread); n != 2000 {
+		t.Fatalf("%d of 2000 pods ready at delay + 3·spread (the cap)", n)
+	}
+	median := c.readyAt[1000] - delay
+	if want := time.Duration(math.Round(float64(spread) * math.Ln2 / math.Ln10)); (median - want).Abs() > 5*time.Second {
+		t.Fatalf("median extra %v, want about %v", median, want)
+	}
+	d := newCluster(0, delay, spread)
+	d.scale(0, 2000)
+	if !slices.Equal(c.readyAt, d.readyAt) {
+		t.Fatal("the same orders drew different start-ups")
+	}
+	// Scale in at delay + 30s: the pods not yet ready go first.
+	at := delay + 30*time.Second
+	ready := c.ready(at)
+	c.scale(at, ready)
+	if c.ready(at) != ready || c.ready(time.Hour) != ready {
+		t.Fatalf("after scaling in to the %d ready pods, %d ready now and %d later", ready, c.ready(at), c.ready(time.Hour))
+	}
+	if exact := newCluster(0, delay, 0); exact.scale(0, 3) && exact.ready(delay) != 3 {
+		t.Fatal("without a spread every pod serves after the delay exactly")
+	}
+}
+
+// TestStartupSpreadOptions: under a spread the policies size for the 0.9 start-up, the pods of
+// a run start later than the least start-up, and the report's caption says how they vary.
+func TestStartupSpreadOptions(t *testing.T) {
+	o := quickOptions()
+	o.StartupSpread, o.KeepSeries = 90*time.Second, true
+	tr := embedded(t)[0]
+	w := world(t, tr, o)
+	spec, err := o.parse("budget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := runnerConfig(spec, w, o).LeadTime; got != o.StartupDelay+o.StartupSpread {
+		t.Fatalf("policies size for a lead of %v, want the 0.9 start-up %v", got, o.StartupDelay+o.StartupSpread)
+	}
+	// Every pod of the spread run serves no sooner than the least start-up, and some later: the
+	// ready pods trail the spec longer than without the spread.
+	trail := func(o Options) int {
+		r, err := Simulate(context.Background(), w, "hpa", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for i := range r.Series.Ready {
+			if r.Series.Ready[i] < r.Series.Replicas[i] {
+				n++
+			}
+		}
+		return n
+	}
+	exact := o
+	exact.StartupSpread = 0
+	if a, b := trail(exact), trail(o); b <= a {
+		t.Fatalf("ticks with pods starting: %d with the spread, %d without", b, a)
+	}
+	rep := &Report{Options: o}
+	if c := rep.caption(); !strings.Contains(c, "0.9 quantile 1m30s") {
+		t.Fatalf("the caption does not say how start-ups vary: %s", c)
+	}
+	bad := DefaultOptions()
+	bad.StartupSpread = -time.Second
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "startup-spread") {
+		t.Fatalf("a negative spread: %v", err)
+	}
+}
+
+// TestStartupFit: the start-ups drawn with StartupFit's delay and spread have the median and
+// the 0.9 quantile they were fitted to (where the shape can hold both), and never less than the
+// delay.
+func TestStartupFit(t *testing.T) {
+	for _, tc := range []struct{ median, p90, wantMedian time.Duration }{
+		{4 * time.Minute, 5 * time.Minute, 4 * time.Minute},
+		{30 * time.Second, time.Minute, 30 * time.Second},
+		{time.Minute, 10 * time.Minute, 3 * time.Minute},    // median under 0.3·p90: least start-up 0, p90 kept
+		{2 * time.Minute, 2 * time.Minute, 2 * time.Minute}, // no spread
+	} {
+		delay, spread := StartupFit(tc.median, tc.p90)
+		c := newCluster(0, delay, spread)
+		c.scale(0, 4000)
+		q := func(p float64) time.Duration { return c.readyAt[int(p*float64(len(c.readyAt)))] }
+		tol := func(want time.Duration) time.Duration { return max(want/25, time.Second) }
+		if got := q(0.5); (got - tc.wantMedian).Abs() > tol(tc.wantMedian) {
+			t.Errorf("median %v, 0.9 %v: fitted %v + %v draws a median of %v, want %v", tc.median, tc.p90, delay, spread, got, tc.wantMedian)
+		}
+		if got := q(0.9); (got - tc.p90).Abs() > tol(tc.p90) {
+			t.Errorf("median %v, 0.9 %v: fitted %v + %v draws a 0.9 quantile of %v", tc.median, tc.p90, delay, spread, got)
+		}
+		if c.readyAt[0] < delay || delay < 0 || spread < 0 {
+			t.Errorf("median %v, 0.9 %v: fitted %v + %v, earliest %v", tc.median, tc.p90, delay, spread, c.readyAt[0])
+		}
 	}
 }
 

@@ -69,6 +69,13 @@ type Options struct {
 	MetricWindow time.Duration `json:"metric_window"`
 	// StartupDelay is the time a new pod takes to serve.
 	StartupDelay time.Duration `json:"startup_delay"`
+	// StartupSpread, when positive, makes start-ups vary: each new pod serves after StartupDelay
+	// plus an exponential extra whose 0.9 quantile is StartupSpread (deterministic for each
+	// creation time and pod). Policies size for the lead DecisionDelay + StartupDelay +
+	// StartupSpread (the 0.9 start-up, as a team that has measured it would set lead_time);
+	// the floor and the oracles keep StartupDelay, the least a start-up takes, so the floor is
+	// still a bound.
+	StartupSpread time.Duration `json:"startup_spread,omitempty"`
 	// StartupSweep, when set, reruns every policy, the sweep and the oracle at each of these
 	// start-up delays for the per-class summary.
 	StartupSweep []time.Duration `json:"startup_sweep,omitempty"`
@@ -85,7 +92,7 @@ type Options struct {
 	// SLAUtilization is u_sla: a tick is overloaded when demand exceeds u_sla·Nr·R.
 	SLAUtilization float64 `json:"sla_utilization"`
 	// Horizon is the forecast horizon h in samples; 0 derives it from the actuation delay,
-	// h = ceil((DecisionDelay + StartupDelay)/period) + 1 (METHOD §2).
+	// h = ceil((DecisionDelay + StartupDelay + StartupSpread)/period) + 1 (METHOD §2).
 	Horizon int `json:"horizon"`
 	// History is the number of samples the models and the EVT fit see.
 	History int `json:"history"`
@@ -173,6 +180,9 @@ func DefaultOptions() Options {
 	}
 }
 
+// lead is the lead time the policies size for: the decision delay and the 0.9 start-up.
+func (o Options) lead() time.Duration { return o.DecisionDelay + o.StartupDelay + o.StartupSpread }
+
 // Validate checks the options; errors name the flag-style field.
 func (o Options) Validate() error {
 	switch {
@@ -198,6 +208,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("peak-utilization: must be in (0, 10], got %v", o.PeakUtilization)
 	case o.StartupDelay < 0:
 		return fmt.Errorf("startup-delay: must not be negative, got %v", o.StartupDelay)
+	case o.StartupSpread < 0:
+		return fmt.Errorf("startup-spread: must not be negative, got %v", o.StartupSpread)
 	case o.DecisionDelay < 0:
 		return fmt.Errorf("decision-delay: must not be negative, got %v", o.DecisionDelay)
 	case o.Warmup < 0:

@@ -175,12 +175,20 @@ func (rep *Report) caption() string {
 		scale += fmt.Sprintf("; the hpa row: your HPA %s, target %g, replicas %d–%d", h.Name, h.Target, h.MinReplicas, h.MaxReplicas)
 	}
 	return fmt.Sprintf("debi backtest: sync every %s, observation = mean demand over %s (%s between samples), "+
-		"start-up delay %s, decision delay %s; R=%g cores, replicas %d–%d, HPA target %g (%s), tolerance %g, "+
+		"start-up delay %s%s, decision delay %s; R=%g cores, replicas %d–%d, HPA target %g (%s), tolerance %g, "+
 		"debi bounds %g–%g (%s), window %s; u_sla %g; warm-up %d samples; forecast %s, W2 = largest forecast over it; "+
 		"history %d samples, retrain every %s, season %s; EVT τ=%g q=%g (%s); %s.",
-		durationText(o.Tick), durationText(o.MetricWindow), o.Demand, durationText(o.StartupDelay), durationText(o.DecisionDelay), o.Request, o.Params.MinReplicas, o.Params.MaxReplicas,
+		durationText(o.Tick), durationText(o.MetricWindow), o.Demand, durationText(o.StartupDelay), spreadText(o.StartupSpread), durationText(o.DecisionDelay), o.Request, o.Params.MinReplicas, o.Params.MaxReplicas,
 		o.Params.Target, behaviorText(o), o.Params.Tolerance, o.Params.Lower, o.Params.Upper, o.Params.Rounding, durationText(o.Params.Window),
 		o.SLAUtilization, o.Warmup, horizon, o.History, durationText(o.Retrain), durationText(o.Season), o.POT.Tau, o.POT.Q, o.POT.Method, scale)
+}
+
+// spreadText says how start-ups vary beyond the start-up delay, where they do.
+func spreadText(s time.Duration) string {
+	if s <= 0 {
+		return ""
+	}
+	return " plus an exponential extra with 0.9 quantile " + durationText(s) + " (policies size for both)"
 }
 
 func behaviorText(o Options) string {

@@ -32,10 +32,10 @@ func runnerConfig(spec policy.Spec, w *World, o Options) policy.Config {
 	cfg.Params, cfg.Metrics, cfg.Request, cfg.Step = o.Params, o.Metrics, o.Request, w.Period
 	cfg.History, cfg.Model, cfg.POT, cfg.Season, cfg.Calibration = o.History, o.Model, o.POT, o.Season, o.Calibration
 	cfg.Params.Budget.SLAUtilization = o.SLAUtilization
-	cfg.LeadTime, cfg.ObservationWindow = o.DecisionDelay+o.StartupDelay, o.MetricWindow
+	cfg.LeadTime, cfg.ObservationWindow = o.lead(), o.MetricWindow
 	cfg.LeadSteps = o.Horizon
 	if cfg.LeadSteps == 0 {
-		cfg.LeadSteps = policy.Horizon(o.DecisionDelay+o.StartupDelay, w.Period)
+		cfg.LeadSteps = policy.Horizon(o.lead(), w.Period)
 	}
 	cfg.Retrain = 0
 	if o.Retrain > 0 {
@@ -166,7 +166,7 @@ func simulate(ctx context.Context, w *World, name string, o Options, initial int
 	}
 	m := &run.Metrics
 	s := newTally(w, o, hasModel, m)
-	r := &rollout{c: newCluster(initial, o.StartupDelay), delay: o.DecisionDelay}
+	r := &rollout{c: newCluster(initial, o.StartupDelay, o.StartupSpread), delay: o.DecisionDelay}
 	start := time.Unix(0, 0).UTC()
 	var train, total time.Duration
 	for i := range n {
@@ -304,7 +304,7 @@ type tally struct {
 
 func newTally(w *World, o Options, hasModel bool, m *Metrics) *tally {
 	s := &tally{w: w, o: o, hasModel: hasModel, m: m, peak: w.peak(), tick: w.Tick.Seconds(), lastNr: -1,
-		alerts: newBurnReplay(o.Calibration.Budget, w.Tick, o.DecisionDelay+o.StartupDelay)}
+		alerts: newBurnReplay(o.Calibration.Budget, w.Tick, o.lead())}
 	if w.multi() {
 		s.metricTicks, s.metricAlone = make([]int, len(w.Metrics)), make([]int, len(w.Metrics))
 	}

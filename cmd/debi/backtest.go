@@ -268,6 +268,7 @@ func backtestFlags(cmd *kingpin.CmdClause, o *backtest.Options) (traces *[]strin
 	f.float("peak-utilization", "Demand scale: the p99 of the warm-up maps to this fraction of N_max·R.", &o.PeakUtilization)
 	f.float("scale", "Demand = trace value × scale (overrides --peak-utilization).", &o.Scale)
 	f.dur("startup-delay", "Time before a new pod serves.", &o.StartupDelay)
+	f.dur("startup-spread", "Start-ups that vary: each new pod serves after --startup-delay plus an exponential extra whose 0.9 quantile is this (policies size for --startup-delay plus it; 0: every pod takes exactly --startup-delay).", &o.StartupSpread)
 	sweepStartup := durationList(o.StartupSweep)
 	f.value("startup-sweep", "Also run everything at these start-up delays for the per-class summary (e.g. 30s,2m,5m).", &sweepStartup)
 	f.dur("decision-delay", "Time from a decision to the deployment's new size (a live pipeline's delay).", &o.DecisionDelay)

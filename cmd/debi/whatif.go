@@ -126,7 +126,8 @@ func whatIfTraces(ctx context.Context, w whatIf, o backtest.Options) ([]trace.Tr
 }
 
 // replayLeadTime sets the what-if's simulated pods from the lead time the cluster showed over
-// the range (exporter.MeasuredLeadTime): they start in the median measured start-up, after
+// the range (exporter.MeasuredLeadTime): they start in times drawn with the measured median and
+// 0.9 quantile (backtest.StartupFit: the least start-up plus an exponential extra), after
 // the median decision path the exporter measured (0 when none), while the policy still sizes
 // for its own lead_time; with fewer than exporter.MinStartups start-ups recorded they start in
 // lead_time, as configured. It says which, for the report's notes.
@@ -138,9 +139,10 @@ func replayLeadTime(m exporter.LeadTimeMeasure, err error, p *config.Policy, o *
 		return fmt.Sprintf("lead time not measured: %d pod start-ups recorded over the range (%d needed): pods replayed with a start-up of the policy's lead_time %s",
 			m.Startups, exporter.MinStartups, model.Duration(p.LeadTime))
 	}
-	o.StartupDelay, o.DecisionDelay = m.StartupMedian, 0
-	s := fmt.Sprintf("lead time measured: pods replayed with the cluster's median start-up %s (0.9: %s, over %d start-ups)",
-		model.Duration(m.StartupMedian), model.Duration(m.Startup90), m.Startups)
+	o.StartupDelay, o.StartupSpread = backtest.StartupFit(m.StartupMedian, m.Startup90)
+	o.DecisionDelay = 0
+	s := fmt.Sprintf("lead time measured: pods replayed with start-ups as the cluster's vary, median start-up %s (0.9: %s, over %d start-ups; %s)",
+		model.Duration(m.StartupMedian), model.Duration(m.Startup90), m.Startups, startupShape(o.StartupDelay, o.StartupSpread))
 	if m.PathOK {
 		o.DecisionDelay = m.PathMedian
 		s += fmt.Sprintf(" after the median decision path %s", model.Duration(m.PathMedian))
@@ -152,6 +154,14 @@ func replayLeadTime(m exporter.LeadTimeMeasure, err error, p *config.Policy, o *
 			model.Duration(p.LeadTime), model.Duration(need))
 	}
 	return s + fmt.Sprintf("; the policy sizes for lead_time %s", model.Duration(p.LeadTime))
+}
+
+// startupShape says how the replay draws a start-up.
+func startupShape(delay, spread time.Duration) string {
+	if spread <= 0 {
+		return "each exactly that"
+	}
+	return fmt.Sprintf("each at least %s plus an exponential extra", model.Duration(delay.Round(time.Second)))
 }
 
 // userHPA is what the what-if's hpa row replays: the workload's own HPA, read from

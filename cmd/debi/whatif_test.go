@@ -105,7 +105,7 @@ func TestReplayLeadTime(t *testing.T) {
 		say               []string
 	}{
 		{"measured, lead_time short", exporter.LeadTimeMeasure{StartupMedian: 4 * time.Minute, Startup90: 5 * time.Minute, Startups: 12, PathMedian: 45 * time.Second, PathOK: true},
-			nil, 4 * time.Minute, 45 * time.Second, []string{"median start-up 4m", "0.9: 5m", "12 start-ups", "decision path 45s", "lead_time 2m, less than", "5m45s", "expect overload"}},
+			nil, 4 * time.Minute, 45 * time.Second, []string{"median start-up 4m", "0.9: 5m", "12 start-ups", "each at least 3m34s plus an exponential extra", "decision path 45s", "lead_time 2m, less than", "5m45s", "expect overload"}},
 		{"measured, no path, lead_time enough", exporter.LeadTimeMeasure{StartupMedian: 30 * time.Second, Startup90: time.Minute, Startups: 6},
 			nil, 30 * time.Second, 0, []string{"median start-up 30s", "at once (no decision path measured)", "sizes for lead_time 2m"}},
 		{"too few", exporter.LeadTimeMeasure{StartupMedian: time.Minute, Startups: 3}, nil, 2 * time.Minute, 0, []string{"3 pod start-ups", "5 needed", "lead_time 2m"}},
@@ -114,8 +114,12 @@ func TestReplayLeadTime(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := base
 			note := replayLeadTime(tc.m, tc.err, p, &o)
-			if o.StartupDelay != tc.startup || o.DecisionDelay != tc.decision {
-				t.Errorf("replayed with start-up %v and decision delay %v, want %v and %v", o.StartupDelay, o.DecisionDelay, tc.startup, tc.decision)
+			startup, spread := tc.startup, time.Duration(0)
+			if tc.err == nil && tc.m.Startups >= exporter.MinStartups {
+				startup, spread = backtest.StartupFit(tc.m.StartupMedian, tc.m.Startup90)
+			}
+			if o.StartupDelay != startup || o.StartupSpread != spread || o.DecisionDelay != tc.decision {
+				t.Errorf("replayed with start-up %v + spread %v and decision delay %v, want %v + %v and %v", o.StartupDelay, o.StartupSpread, o.DecisionDelay, startup, spread, tc.decision)
 			}
 			for _, s := range tc.say {
 				if !strings.Contains(note, s) {
