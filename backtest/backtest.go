@@ -174,6 +174,9 @@ type Series struct {
 	// decision.
 	Replicas []int32 `json:"-"`
 	Ready    []int32 `json:"-"`
+	// Startups are the start-ups of the pods that served during the run, in the order they
+	// came to serve (the pods there at the start are not among them).
+	Startups []Startup `json:"-"`
 }
 
 // Run is one trace × policy result.

@@ -575,6 +575,51 @@ func TestStartupSpreadOptions(t *testing.T) {
 	}
 }
 
+// TestSeriesStartups: a run's series report every pod that came to serve once, with its
+// creation on the tick it was ordered and its start-up at least the delay (exactly the delay
+// without a spread); the pods there at the start are not among them.
+func TestSeriesStartups(t *testing.T) {
+	o := quickOptions()
+	o.KeepSeries = true
+	tr := embedded(t)[0]
+	w := world(t, tr, o)
+	for _, spread := range []time.Duration{0, time.Minute} {
+		o.StartupSpread = spread
+		r, err := Simulate(context.Background(), w, "hpa", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := r.Series
+		// Each tick's newly ready pods: the ready count's rises (a scale-in removes pods that do
+		// not yet serve first, so a rise is always new pods).
+		want := 0
+		for i := 1; i < len(s.Ready); i++ {
+			want += int(max(s.Ready[i]-s.Ready[i-1], 0))
+		}
+		if want == 0 || len(s.Startups) != want {
+			t.Fatalf("spread %v: %d start-ups reported, the ready count rose by %d", spread, len(s.Startups), want)
+		}
+		longer := 0
+		for i, p := range s.Startups {
+			up := p.Ready - p.Created
+			switch {
+			case p.Created%w.Tick != 0 || up < o.StartupDelay:
+				t.Fatalf("spread %v: start-up %d created at %v, serving after %v (delay %v)", spread, i, p.Created, up, o.StartupDelay)
+			case spread == 0 && up != o.StartupDelay:
+				t.Fatalf("start-up %d took %v without a spread, want %v", i, up, o.StartupDelay)
+			case i > 0 && p.Ready < s.Startups[i-1].Ready:
+				t.Fatalf("spread %v: start-up %d serves at %v, before the one reported before it (%v)", spread, i, p.Ready, s.Startups[i-1].Ready)
+			}
+			if up > o.StartupDelay {
+				longer++
+			}
+		}
+		if spread > 0 && longer == 0 {
+			t.Fatalf("with a spread of %v no start-up took longer than %v", spread, o.StartupDelay)
+		}
+	}
+}
+
 // TestStartupFit: the start-ups drawn with StartupFit's delay and spread have the median and
 // the 0.9 quantile they were fitted to (where the shape can hold both), and never less than the
 // delay.

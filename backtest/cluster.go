@@ -2,7 +2,6 @@ package backtest
 
 import (
 	"math"
-	"slices"
 	"sort"
 	"time"
 )
@@ -13,14 +12,45 @@ import (
 type cluster struct {
 	spec    int32
 	readyAt []time.Duration // ready time of each pod, non-decreasing
+	created []time.Duration // creation time of each pod, in readyAt's order
 	delay   time.Duration
 	// spread is the 0.9 quantile of a start-up's extra beyond delay, exponentially distributed
 	// (0: every pod starts in delay exactly).
 	spread time.Duration
+	// reported is how many of the ready pods (a prefix) startups has reported.
+	reported int
 }
 
+// newCluster is a deployment of n pods serving from the start, whose start-ups are not reported.
 func newCluster(n int32, delay, spread time.Duration) *cluster {
-	return &cluster{spec: n, readyAt: make([]time.Duration, n), delay: delay, spread: spread}
+	return &cluster{spec: n, readyAt: make([]time.Duration, n), created: make([]time.Duration, n), delay: delay, spread: spread, reported: int(n)}
+}
+
+// Startup is one pod's start-up in a run (Series.Startups): when it was created and when it
+// served, as times since the run's first tick.
+type Startup struct {
+	Created, Ready time.Duration
+}
+
+// startups appends to s the pods that serve at t and were not reported before, and returns it.
+func (c *cluster) startups(s []Startup, t time.Duration) []Startup {
+	c.reported = min(c.reported, len(c.readyAt))
+	r := int(c.ready(t))
+	for j := c.reported; j < r; j++ {
+		s = append(s, Startup{Created: c.created[j], Ready: c.readyAt[j]})
+	}
+	c.reported = max(c.reported, r)
+	return s
+}
+
+// byReady sorts a cluster's pods by their ready times.
+type byReady cluster
+
+func (b *byReady) Len() int           { return len(b.readyAt) }
+func (b *byReady) Less(i, j int) bool { return b.readyAt[i] < b.readyAt[j] }
+func (b *byReady) Swap(i, j int) {
+	b.readyAt[i], b.readyAt[j] = b.readyAt[j], b.readyAt[i]
+	b.created[i], b.created[j] = b.created[j], b.created[i]
 }
 
 // ready counts the pods serving at t.
@@ -38,12 +68,13 @@ func (c *cluster) scale(t time.Duration, n int32) bool {
 	grown := false
 	for k := int32(len(c.readyAt)); k < n; k++ {
 		c.readyAt = append(c.readyAt, t+c.delay+startupExtra(c.spread, t, k))
+		c.created = append(c.created, t)
 		grown = true
 	}
 	if grown && c.spread > 0 {
-		slices.Sort(c.readyAt)
+		sort.Sort((*byReady)(c))
 	}
-	c.readyAt = c.readyAt[:n]
+	c.readyAt, c.created = c.readyAt[:n], c.created[:n]
 	c.spec = n
 	return true
 }

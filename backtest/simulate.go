@@ -199,6 +199,7 @@ func simulate(ctx context.Context, w *World, name string, o Options, initial int
 		}
 		if run.Series != nil {
 			run.Series.Replicas[i], run.Series.Ready[i] = nSpec, nr
+			run.Series.Startups = r.c.startups(run.Series.Startups, t)
 		}
 		if scored {
 			s.add(i, nSpec, nr, res)

@@ -117,26 +117,9 @@ func (c *Config) queryDefaults(p *Policy) {
 // (pods that belong to another kind of object in between, as a LeaderWorkerSet's to its
 // StatefulSets, are not found). A query the configuration sets has no fallback (empty).
 func (p *Policy) HistoryFallback() Queries {
-	kind := p.Target.WorkloadType()
-	var owner string
-	switch kind {
-	case "deployment":
-		owner = fmt.Sprintf(`max by (namespace, pod) (label_replace(kube_pod_owner{namespace=%q,owner_kind="ReplicaSet"}, "replicaset", "$1", "owner_name", "(.*)")`+
-			` * on (replicaset, namespace) group_left () topk by (replicaset, namespace) (1, max by (replicaset, namespace, owner_name) (kube_replicaset_owner{namespace=%q,owner_kind="Deployment",owner_name=%q})))`,
-			p.Target.Namespace, p.Target.Namespace, p.Target.Name)
-	case "statefulset":
-		owner = fmt.Sprintf(`max by (namespace, pod) (kube_pod_owner{namespace=%q,owner_kind="StatefulSet",owner_name=%q})`, p.Target.Namespace, p.Target.Name)
-	default:
-		if !p.Target.PodsFromScale() {
-			return Queries{}
-		}
-		// Any other kind: before the exporter published its pods (debi_target_pod_info), its
-		// pods are those kube-state-metrics says it owns, directly (a role adapter that creates
-		// its pods) or through a ReplicaSet it owns (an Argo Rollout).
-		owner = fmt.Sprintf(`max by (namespace, pod) (kube_pod_owner{namespace=%[1]q,owner_kind=%[2]q,owner_name=%[3]q}`+
-			` or label_replace(kube_pod_owner{namespace=%[1]q,owner_kind="ReplicaSet"}, "replicaset", "$1", "owner_name", "(.*)")`+
-			` * on (replicaset, namespace) group_left () topk by (replicaset, namespace) (1, max by (replicaset, namespace, owner_name) (kube_replicaset_owner{namespace=%[1]q,owner_kind=%[2]q,owner_name=%[3]q})))`,
-			p.Target.Namespace, p.Target.Kind, p.Target.Name)
+	owner, ok := p.owner(func(sel string) string { return sel })
+	if !ok {
+		return Queries{}
 	}
 	def := Policy{Target: p.Target, Request: p.Request}
 	(*Config)(nil).queryDefaults(&def)
@@ -150,4 +133,49 @@ func (p *Policy) HistoryFallback() Queries {
 			p.Target.Namespace, owner)
 	}
 	return q
+}
+
+// owner is the target's pods as kube-state-metrics says it owns them (1 per namespace and pod),
+// each raw selector read through sel (the selector itself for an instant, a _over_time over a
+// range); ok is false for a kind whose pods it cannot tell (HistoryFallback).
+func (p *Policy) owner(sel func(selector string) string) (string, bool) {
+	ns, name := p.Target.Namespace, p.Target.Name
+	rsOwned := func(kind string) string {
+		return fmt.Sprintf(`label_replace(%s, "replicaset", "$1", "owner_name", "(.*)")`, sel(fmt.Sprintf(`kube_pod_owner{namespace=%q,owner_kind="ReplicaSet"}`, ns))) +
+			fmt.Sprintf(` * on (replicaset, namespace) group_left () topk by (replicaset, namespace) (1, max by (replicaset, namespace, owner_name) (%s))`,
+				sel(fmt.Sprintf(`kube_replicaset_owner{namespace=%q,owner_kind=%q,owner_name=%q}`, ns, kind, name)))
+	}
+	switch kind := p.Target.WorkloadType(); kind {
+	case "deployment":
+		return fmt.Sprintf(`max by (namespace, pod) (%s)`, rsOwned("Deployment")), true
+	case "statefulset":
+		return fmt.Sprintf(`max by (namespace, pod) (%s)`, sel(fmt.Sprintf(`kube_pod_owner{namespace=%q,owner_kind="StatefulSet",owner_name=%q}`, ns, name))), true
+	default:
+		if !p.Target.PodsFromScale() {
+			return "", false
+		}
+		// Any other kind: before the exporter published its pods (debi_target_pod_info), its
+		// pods are those kube-state-metrics says it owns, directly (a role adapter that creates
+		// its pods) or through a ReplicaSet it owns (an Argo Rollout).
+		return fmt.Sprintf(`max by (namespace, pod) (%s or %s)`, sel(fmt.Sprintf(`kube_pod_owner{namespace=%q,owner_kind=%q,owner_name=%q}`, ns, p.Target.Kind, name)), rsOwned(p.Target.Kind)), true
+	}
+}
+
+// StartupFallback is each of the target's pods' start-up over the range rng before the time
+// it is evaluated at (creation to its first readiness, in seconds), from kube-state-metrics'
+// kube_pod_created and kube_pod_status_ready_time: the figure the recording rule
+// namespace_workload_pod:debi_pod_startup_seconds records, for the times before it existed.
+// Empty for a kind whose pods kube-state-metrics cannot tell (HistoryFallback).
+func (p *Policy) StartupFallback(rng string) string {
+	over := func(fn string) func(string) string {
+		return func(sel string) string { return fmt.Sprintf("%s(%s[%s])", fn, sel, rng) }
+	}
+	owner, ok := p.owner(over("max_over_time"))
+	if !ok {
+		return ""
+	}
+	ns := p.Target.Namespace
+	return fmt.Sprintf(`(max by (namespace, pod, uid) (%s) - max by (namespace, pod, uid) (%s)) * on (namespace, pod) group_left () %s`,
+		over("min_over_time")(fmt.Sprintf(`kube_pod_status_ready_time{namespace=%q}`, ns)),
+		over("max_over_time")(fmt.Sprintf(`kube_pod_created{namespace=%q}`, ns)), owner)
 }

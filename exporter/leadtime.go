@@ -143,20 +143,29 @@ const MinStartups = 5
 type LeadTimeMeasure struct {
 	StartupMedian, Startup90 time.Duration
 	Startups                 int
-	PathMedian               time.Duration
-	PathOK                   bool
+	// Raw says the start-ups were read from kube-state-metrics' raw series
+	// (config.Policy.StartupFallback): the recording rule had no samples over the range.
+	Raw        bool
+	PathMedian time.Duration
+	PathOK     bool
 }
 
 // MeasuredLeadTime reads p's LeadTimeMeasure over [start, end] from Prometheus: the what-if
 // replays its pods with the start-up the cluster showed rather than the lead_time it sizes for.
+// Where the recording rule has no samples over the range (before debi's rules were installed)
+// the start-ups are read from the raw series it is computed from.
 func MeasuredLeadTime(ctx context.Context, q Querier, p *config.Policy, start, end time.Time) (LeadTimeMeasure, error) {
 	rng := model.Duration(max(end.Sub(start), time.Minute))
 	sel := fmt.Sprintf(`namespace=%q,workload_type=%q,workload=%q`, p.Target.Namespace, p.Target.WorkloadType(), p.Target.Name)
 	in := fmt.Sprintf("min_over_time(%s{%s}[%s])", startupSeconds, sel, rng)
 	var m LeadTimeMeasure
 	n, err := instantValue(ctx, q, "count("+in+")", end)
+	if raw := p.StartupFallback(rng.String()); errors.Is(err, ErrEmpty) && raw != "" {
+		in, m.Raw = "("+raw+")", true
+		n, err = instantValue(ctx, q, "count("+in+")", end)
+	}
 	if errors.Is(err, ErrEmpty) {
-		return m, nil
+		return LeadTimeMeasure{}, nil
 	}
 	if err != nil {
 		return m, err

@@ -118,6 +118,24 @@ load 1m
   namespace_workload_pod:debi_pod_startup_seconds{namespace="llm",pod="m-3",uid="u3",workload_type="statefulset",workload="m"} 200x20 900x40
   debi_lead_time_seconds{policy="m",namespace="llm",workload_type="statefulset",workload="m",component="path",quantile="0.5"} 30x30 45x10
   debi_lead_time_seconds{policy="m",namespace="llm",workload_type="statefulset",workload="m",component="path",quantile="0.9"} 90x40
+  kube_pod_created{namespace="llm",pod="raw-0",uid="r0"} 100x60
+  kube_pod_status_ready_time{namespace="llm",pod="raw-0",uid="r0"} 400x60
+  kube_pod_owner{namespace="llm",pod="raw-0",owner_kind="StatefulSet",owner_name="raw",owner_is_controller="true"} 1x60
+  kube_pod_created{namespace="llm",pod="raw-1",uid="r1"} 200x60
+  kube_pod_status_ready_time{namespace="llm",pod="raw-1",uid="r1"} 320x60
+  kube_pod_owner{namespace="llm",pod="raw-1",owner_kind="StatefulSet",owner_name="raw",owner_is_controller="true"} 1x60
+  kube_pod_created{namespace="llm",pod="raw-2",uid="r2"} 1000x60
+  kube_pod_status_ready_time{namespace="llm",pod="raw-2",uid="r2"} 1600x30 2000x29
+  kube_pod_owner{namespace="llm",pod="raw-2",owner_kind="StatefulSet",owner_name="raw",owner_is_controller="true"} 1x60
+  kube_pod_created{namespace="llm",pod="raw-3",uid="r3"} 1000x60
+  kube_pod_owner{namespace="llm",pod="raw-3",owner_kind="StatefulSet",owner_name="raw",owner_is_controller="true"} 1x60
+  kube_pod_created{namespace="llm",pod="o-0",uid="o0"} 0x60
+  kube_pod_status_ready_time{namespace="llm",pod="o-0",uid="o0"} 5000x60
+  kube_pod_owner{namespace="llm",pod="o-0",owner_kind="StatefulSet",owner_name="raw-other",owner_is_controller="true"} 1x60
+  kube_pod_created{namespace="web",pod="web-abc-x1",uid="w1"} 0x60
+  kube_pod_status_ready_time{namespace="web",pod="web-abc-x1",uid="w1"} 90x60
+  kube_pod_owner{namespace="web",pod="web-abc-x1",owner_kind="ReplicaSet",owner_name="web-abc",owner_is_controller="true"} 1x60
+  kube_replicaset_owner{namespace="web",replicaset="web-abc",owner_kind="Deployment",owner_name="web",owner_is_controller="true"} 1x60
 `)
 	c := loadConfig(t, `
 policies:
@@ -125,6 +143,10 @@ policies:
     target: {kind: StatefulSet, namespace: llm, name: m}
   - name: other
     target: {kind: StatefulSet, namespace: llm, name: other}
+  - name: raw
+    target: {kind: StatefulSet, namespace: llm, name: raw}
+  - name: web
+    target: {namespace: web, name: web}
 `)
 	start, end := time.Unix(0, 0), time.Unix(0, 0).Add(60*time.Minute)
 	m, err := MeasuredLeadTime(context.Background(), q, &c.Policies[0], start, end)
@@ -138,6 +160,18 @@ policies:
 	m, err = MeasuredLeadTime(context.Background(), q, &c.Policies[1], start, end)
 	if err != nil || m != (LeadTimeMeasure{}) {
 		t.Errorf("nothing recorded: %+v, %v; want zero and no error", m, err)
+	}
+	// Before the recording rule: the start-ups from kube-state-metrics' raw series, each pod's
+	// first readiness (raw-2 turned Ready again later), not a pod never Ready (raw-3) nor another
+	// workload's (o-0): 300, 120 and 600 s.
+	m, err = MeasuredLeadTime(context.Background(), q, &c.Policies[2], start, end)
+	if want := (LeadTimeMeasure{StartupMedian: 300 * time.Second, Startup90: 540 * time.Second, Startups: 3, Raw: true}); err != nil || m != want {
+		t.Errorf("from the raw series: %+v, %v\nwant %+v", m, err, want)
+	}
+	// A Deployment's pods through their ReplicaSet.
+	m, err = MeasuredLeadTime(context.Background(), q, &c.Policies[3], start, end)
+	if want := (LeadTimeMeasure{StartupMedian: 90 * time.Second, Startup90: 90 * time.Second, Startups: 1, Raw: true}); err != nil || m != want {
+		t.Errorf("a Deployment from the raw series: %+v, %v\nwant %+v", m, err, want)
 	}
 }
 

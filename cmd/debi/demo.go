@@ -44,6 +44,7 @@ func demoCommand(app *kingpin.Application) action {
 		}
 	}
 	f.dur("startup-delay", "Time before a new pod is ready.", &o.Sim.StartupDelay)
+	f.dur("startup-spread", "Start-ups that vary: each new pod is ready after --startup-delay plus an exponential extra whose 0.9 quantile is this (0: exactly --startup-delay).", &o.Sim.StartupSpread)
 	f.float("peak-utilization", "Demand scale, as debi backtest's: the p99 of the trace's first --warmup samples maps to this fraction of --max-replicas × --request.", &o.Sim.PeakUtilization)
 	f.float("scale", "Demand in cores = trace value × scale (overrides --peak-utilization).", &o.Sim.Scale)
 	f.int("warmup", "Trace samples whose p99 sets the demand scale (as debi backtest's --warmup).", &o.Sim.Warmup)

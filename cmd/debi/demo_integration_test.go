@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -114,6 +115,26 @@ func TestDemoWhatIf(t *testing.T) {
 			t.Errorf("%s: %v missing, %v filled over a day the demo covers", c.Series, c.Missing, c.Filled)
 		}
 	}
+	// The HPA's start-ups, measured from the demo's kube_pod_created and
+	// kube_pod_status_ready_time (debi's rule has no samples): every one the start-up delay. The
+	// what-if counts the pods with samples over its day: at least those created and Ready within
+	// it, at most every one the demo wrote.
+	var inDay int
+	starts := d.Startups()
+	for _, s := range starts {
+		if !s.Created.Before(end.Add(-rng)) && !s.Ready.After(end) {
+			inDay++
+		}
+	}
+	var counted int
+	if len(rec.Notes) == 0 {
+		t.Fatal("the what-if says nothing of the lead time")
+	}
+	note := rec.Notes[0]
+	if _, err := fmt.Sscanf(note[strings.Index(note, "over ")+len("over "):], "%d start-ups", &counted); err != nil || counted < inDay || counted > len(starts) ||
+		!strings.Contains(note, "median start-up 2m (0.9: 2m") || !strings.Contains(note, "read from kube_pod_created and kube_pod_status_ready_time") {
+		t.Errorf("the what-if's lead time: %q; want the demo's start-ups, 2m each, %d to %d of them (%v)", note, inDay, len(starts), err)
+	}
 
 	// The what-if itself, as the recipe runs it.
 	code, out, stderr := runCmd("backtest", "--config.file", cfg, "--prometheus.url", url, "--range", "1d", "--range.end", endFlag,
@@ -169,5 +190,5 @@ func TestDemoWhatIf(t *testing.T) {
 	if !strings.Contains(strings.Join(policies, ","), "budget") {
 		t.Errorf("the configured policy (budget, the default algorithm) is not among %v", policies)
 	}
-	t.Logf("the what-if on the demo's day: %d samples, actual mean %.2f replicas, %d actions; policies %v", tr.Samples, actual.MeanReplicas, actual.ScaleActions, policies)
+	t.Logf("the what-if on the demo's day: %d samples, actual mean %.2f replicas, %d actions; policies %v; %s", tr.Samples, actual.MeanReplicas, actual.ScaleActions, policies, note)
 }

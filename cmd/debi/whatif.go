@@ -141,8 +141,12 @@ func replayLeadTime(m exporter.LeadTimeMeasure, err error, p *config.Policy, o *
 	}
 	o.StartupDelay, o.StartupSpread = backtest.StartupFit(m.StartupMedian, m.Startup90)
 	o.DecisionDelay = 0
-	s := fmt.Sprintf("lead time measured: pods replayed with start-ups as the cluster's vary, median start-up %s (0.9: %s, over %d start-ups; %s)",
-		model.Duration(m.StartupMedian), model.Duration(m.Startup90), m.Startups, startupShape(o.StartupDelay, o.StartupSpread))
+	from := ""
+	if m.Raw {
+		from = ", read from kube_pod_created and kube_pod_status_ready_time: debi's start-up rule has no samples over the range"
+	}
+	s := fmt.Sprintf("lead time measured: pods replayed with start-ups as the cluster's vary, median start-up %s (0.9: %s, over %d start-ups%s; %s)",
+		model.Duration(m.StartupMedian), model.Duration(m.Startup90), m.Startups, from, startupShape(o.StartupDelay, o.StartupSpread))
 	if m.PathOK {
 		o.DecisionDelay = m.PathMedian
 		s += fmt.Sprintf(" after the median decision path %s", model.Duration(m.PathMedian))

@@ -108,6 +108,8 @@ func TestReplayLeadTime(t *testing.T) {
 			nil, 4 * time.Minute, 45 * time.Second, []string{"median start-up 4m", "0.9: 5m", "12 start-ups", "each at least 3m34s plus an exponential extra", "decision path 45s", "lead_time 2m, less than", "5m45s", "expect overload"}},
 		{"measured, no path, lead_time enough", exporter.LeadTimeMeasure{StartupMedian: 30 * time.Second, Startup90: time.Minute, Startups: 6},
 			nil, 30 * time.Second, 0, []string{"median start-up 30s", "at once (no decision path measured)", "sizes for lead_time 2m"}},
+		{"measured from the raw series", exporter.LeadTimeMeasure{StartupMedian: 2 * time.Minute, Startup90: 2 * time.Minute, Startups: 9, Raw: true},
+			nil, 2 * time.Minute, 0, []string{"median start-up 2m", "over 9 start-ups, read from kube_pod_created and kube_pod_status_ready_time", "each exactly that"}},
 		{"too few", exporter.LeadTimeMeasure{StartupMedian: time.Minute, Startups: 3}, nil, 2 * time.Minute, 0, []string{"3 pod start-ups", "5 needed", "lead_time 2m"}},
 		{"error", exporter.LeadTimeMeasure{}, errors.New("bad_data"), 2 * time.Minute, 0, []string{"not measured (bad_data)"}},
 	} {

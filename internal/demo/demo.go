@@ -28,7 +28,7 @@ type Options struct {
 	// Namespace, Deployment and Container name the workload as the series label it.
 	Namespace, Deployment, Container string
 	// Sim is the simulated cluster and its HPA: Request (cores per pod), Params (min/max
-	// replicas, the HPA's target and behaviour), StartupDelay, Tick, MetricWindow, and the
+	// replicas, the HPA's target and behaviour), StartupDelay, StartupSpread, Tick, MetricWindow, and the
 	// demand scale (Scale, else PeakUtilization over the first Warmup samples, as in
 	// `debi backtest`). Its Demand is ignored: see Build.
 	Sim backtest.Options
@@ -73,6 +73,8 @@ type Demo struct {
 	origin time.Time // the time of tick 0
 	first  int       // the tick of Start
 	inst   []float64 // demand per tick (cores), constant until the next tick
+	// starts are the start-ups of the HPA's pods created between Start and End.
+	starts []backtest.Startup
 }
 
 // Build lays tr's samples on the time line ending at o.End and runs the HPA on them. Sample k
@@ -93,6 +95,10 @@ func Build(ctx context.Context, tr trace.Trace, o Options) (*Demo, error) {
 		return nil, fmt.Errorf("trace %s: step must be positive, got %d minutes", tr.Name, tr.StepMinutes)
 	case o.Range < 0:
 		return nil, fmt.Errorf("range: must not be negative, got %v", o.Range)
+	case s.StartupDelay < 0:
+		return nil, fmt.Errorf("startup-delay: must not be negative, got %v", s.StartupDelay)
+	case s.StartupSpread < 0:
+		return nil, fmt.Errorf("startup-spread: must not be negative, got %v", s.StartupSpread)
 	case s.Tick <= 0:
 		return nil, fmt.Errorf("tick: must be positive, got %v", s.Tick)
 	case o.ScrapeInterval <= 0 || o.ScrapeInterval%s.Tick != 0 || o.ScrapeInterval > 30*time.Second:
@@ -151,8 +157,38 @@ func Build(ctx context.Context, tr trace.Trace, o Options) (*Demo, error) {
 	for i := d.first; i <= last; i++ {
 		d.Pods = max(d.Pods, int(run.Series.Replicas[i]))
 	}
+	for _, p := range run.Series.Startups {
+		if c := int(p.Created / s.Tick); c >= d.first && c <= last {
+			d.starts = append(d.starts, p)
+		}
+	}
 	return d, nil
 }
+
+// Startups are the start-ups of the HPA's pods created between Start and End, as the series
+// record them (kube_pod_created, kube_pod_status_ready_time): when each pod was created and
+// when it was ready.
+func (d *Demo) Startups() []Startup {
+	out := make([]Startup, len(d.starts))
+	for i, p := range d.starts {
+		out[i] = Startup{Pod: d.pod(d.Pods + i), UID: fmt.Sprintf("0d3b1e5a-0000-4000-8000-%012d", i), Created: d.origin.Add(p.Created), Ready: d.readyTime(p)}
+	}
+	return out
+}
+
+// Startup is one pod's start-up in the series.
+type Startup struct {
+	Pod, UID       string
+	Created, Ready time.Time
+}
+
+// readyTime is when a start-up's pod turned Ready, to the second as Kubernetes records it.
+func (d *Demo) readyTime(p backtest.Startup) time.Time {
+	return d.origin.Add(p.Ready).Truncate(time.Second)
+}
+
+// startupLinger is how long a started pod's own series go on after it is Ready.
+const startupLinger = 5 * time.Minute
 
 // tick is the index of the tick at t.
 func (d *Demo) tick(t time.Time) int { return int(t.Sub(d.origin) / d.o.Sim.Tick) }
@@ -190,10 +226,14 @@ func (d *Demo) pod(i int) string {
 //   - kube_pod_container_resource_requests{resource="cpu"} per pod, kube_pod_owner and
 //     kube_replicaset_owner (kube-state-metrics): the request and the pod → ReplicaSet →
 //     Deployment chain the default queries join on;
-//   - kube_deployment_spec_replicas and kube_deployment_status_replicas_ready: the HPA's.
+//   - kube_deployment_spec_replicas and kube_deployment_status_replicas_ready: the HPA's;
+//   - kube_pod_created and kube_pod_status_ready_time (with kube_pod_owner) of a pod for each
+//     start-up of the HPA's pods (Startups), from its creation to startupLinger after it was
+//     Ready: the start-ups the what-if measures and replays.
 //
-// Every pod is there for the whole range: a pod that came and went would leave the rate of its
-// first and last minute out of the sum, and the demand would not read back as the trace.
+// Every pod that serves is there for the whole range: a pod that came and went would leave the
+// rate of its first and last minute out of the sum, and the demand would not read back as the
+// trace. So the pods that start are pods of their own, which use no CPU.
 func (d *Demo) WriteOpenMetrics(out io.Writer) error {
 	w := bufio.NewWriterSize(out, 1<<16)
 	s := d.o.Sim
@@ -202,8 +242,10 @@ func (d *Demo) WriteOpenMetrics(out io.Writer) error {
 	ns, rs := strconv.Quote(d.o.Namespace), strconv.Quote(d.replicaSet())
 	var buf []byte
 	// series writes one series' samples; value gives the value at tick i.
-	series := func(labels string, value func(i int) float64) {
-		for i := d.first; i <= last; i += scrape {
+	// seriesIn writes one series' samples from tick from to tick to; value gives the value at
+	// tick i.
+	seriesIn := func(labels string, from, to int, value func(i int) float64) {
+		for i := (from + scrape - 1) / scrape * scrape; i <= to; i += scrape {
 			buf = append(buf[:0], labels...)
 			buf = append(buf, ' ')
 			buf = strconv.AppendFloat(buf, value(i), 'g', -1, 64)
@@ -212,6 +254,22 @@ func (d *Demo) WriteOpenMetrics(out io.Writer) error {
 			buf = append(buf, '\n')
 			w.Write(buf)
 		}
+	}
+	series := func(labels string, value func(i int) float64) { seriesIn(labels, d.first, last, value) }
+	starts := d.Startups()
+	// startupSeries writes a series of every started pod, value giving it from the pod's start-up.
+	startupSeries := func(name string, ready bool, labels func(p Startup) string, value func(p Startup) float64) {
+		for _, p := range starts {
+			from := d.tick(p.Created)
+			if ready {
+				from = int((p.Ready.Sub(d.origin) + s.Tick - 1) / s.Tick)
+			}
+			v := value(p)
+			seriesIn(name+labels(p), max(from, d.first), min(d.tick(p.Ready.Add(startupLinger)), last), func(int) float64 { return v })
+		}
+	}
+	podUID := func(p Startup) string {
+		return fmt.Sprintf(`{namespace=%s,pod=%q,uid=%q}`, ns, p.Pod, p.UID)
 	}
 	family := func(name, typ, help string) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
@@ -243,9 +301,15 @@ func (d *Demo) WriteOpenMetrics(out io.Writer) error {
 	gauge("kube_pod_container_resource_requests", "The number of requested request resource by a container (debi demo).", func(p int) string {
 		return fmt.Sprintf(`{container=%q,namespace=%s,node="demo",pod=%q,resource="cpu",unit="core"}`, d.o.Container, ns, d.pod(p))
 	}, func(int) float64 { return s.Request })
-	gauge("kube_pod_owner", "Information about the Pod's owner (debi demo).", func(p int) string {
-		return fmt.Sprintf(`{namespace=%s,owner_is_controller="true",owner_kind="ReplicaSet",owner_name=%s,pod=%q}`, ns, rs, d.pod(p))
-	}, one)
+	owner := func(pod string) string {
+		return fmt.Sprintf(`{namespace=%s,owner_is_controller="true",owner_kind="ReplicaSet",owner_name=%s,pod=%q}`, ns, rs, pod)
+	}
+	gauge("kube_pod_owner", "Information about the Pod's owner (debi demo).", func(p int) string { return owner(d.pod(p)) }, one)
+	startupSeries("kube_pod_owner", false, func(p Startup) string { return owner(p.Pod) }, func(Startup) float64 { return 1 })
+	gauge("kube_pod_created", "Unix creation timestamp (debi demo: a pod the simulated HPA started).", nil, nil)
+	startupSeries("kube_pod_created", false, podUID, func(p Startup) float64 { return float64(p.Created.Unix()) })
+	gauge("kube_pod_status_ready_time", "Readiness achieved time in unix timestamp for a pod (debi demo: a pod the simulated HPA started).", nil, nil)
+	startupSeries("kube_pod_status_ready_time", true, podUID, func(p Startup) float64 { return float64(p.Ready.Unix()) })
 	gauge("kube_replicaset_owner", "Information about the ReplicaSet's owner (debi demo).", nil, nil)
 	series(fmt.Sprintf(`kube_replicaset_owner{namespace=%s,owner_is_controller="true",owner_kind="Deployment",owner_name=%q,replicaset=%s}`, ns, d.o.Deployment, rs), one)
 	dep := fmt.Sprintf(`{deployment=%q,namespace=%s}`, d.o.Deployment, ns)

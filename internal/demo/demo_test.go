@@ -103,7 +103,8 @@ func TestOpenMetrics(t *testing.T) {
 	}
 	p := parse(t, b.Bytes())
 	for name, want := range map[string]string{"container_cpu_usage_seconds": "counter", "kube_pod_container_resource_requests": "gauge",
-		"kube_pod_owner": "gauge", "kube_replicaset_owner": "gauge", "kube_deployment_spec_replicas": "gauge", "kube_deployment_status_replicas_ready": "gauge"} {
+		"kube_pod_owner": "gauge", "kube_replicaset_owner": "gauge", "kube_deployment_spec_replicas": "gauge", "kube_deployment_status_replicas_ready": "gauge",
+		"kube_pod_created": "gauge", "kube_pod_status_ready_time": "gauge"} {
 		if p.types[name] != want {
 			t.Errorf("family %s: type %q, want %q", name, p.types[name], want)
 		}
@@ -112,13 +113,47 @@ func TestOpenMetrics(t *testing.T) {
 	if d.Pods != 14 {
 		t.Errorf("%d pods, want 14 (4 cores at 0.6 × 0.5)", d.Pods)
 	}
-	// 3 series per pod, the ReplicaSet's owner, the two replica counts.
-	if len(p.samples) != 3*d.Pods+3 {
-		t.Errorf("%d series, want %d", len(p.samples), 3*d.Pods+3)
+	// The HPA's 10 pods started on the step: each a pod of its own, with its creation, its
+	// readiness a start-up delay later and its owner, from its creation to 5 minutes after it
+	// was Ready.
+	starts := d.Startups()
+	if len(starts) != 10 {
+		t.Fatalf("%d start-ups, want the 10 pods the HPA added", len(starts))
+	}
+	startup := map[string]bool{}
+	for _, st := range starts {
+		if got := st.Ready.Sub(st.Created); got != o.Sim.StartupDelay {
+			t.Errorf("pod %s: ready %v after its creation, want the start-up delay %v", st.Pod, got, o.Sim.StartupDelay)
+		}
+		labels := `{namespace="demo",pod="` + st.Pod + `",uid="` + st.UID + `"}`
+		created, ready := p.order["kube_pod_created"+labels], p.order["kube_pod_status_ready_time"+labels]
+		own := `kube_pod_owner{namespace="demo",owner_is_controller="true",owner_kind="ReplicaSet",owner_name="web-7c9f6d8b5",pod="` + st.Pod + `"}`
+		// On the 30 s scrapes: the first at or after each event, the last at or before the end.
+		const scrape = 30000
+		up := func(t time.Time) int64 { return (t.UnixMilli() + scrape - 1) / scrape * scrape }
+		last := st.Ready.Add(startupLinger).UnixMilli() / scrape * scrape
+		switch {
+		case len(created) == 0 || created[0] != up(st.Created) || created[len(created)-1] != last:
+			t.Errorf("pod %s: kube_pod_created at %v, want from %v to %v", st.Pod, created, up(st.Created), last)
+		case len(ready) == 0 || ready[0] != up(st.Ready) || ready[len(ready)-1] != last:
+			t.Errorf("pod %s: kube_pod_status_ready_time at %v, want from %v to %v", st.Pod, ready, up(st.Ready), last)
+		case p.samples["kube_pod_created"+labels][created[0]] != float64(st.Created.Unix()) || p.samples["kube_pod_status_ready_time"+labels][last] != float64(st.Ready.Unix()):
+			t.Errorf("pod %s: created %v, ready %v; want %v, %v", st.Pod, p.samples["kube_pod_created"+labels][created[0]], p.samples["kube_pod_status_ready_time"+labels][last], st.Created.Unix(), st.Ready.Unix())
+		case len(p.order[own]) != len(created):
+			t.Errorf("pod %s: %d owner samples, %d of its creation", st.Pod, len(p.order[own]), len(created))
+		}
+		startup["kube_pod_created"+labels], startup["kube_pod_status_ready_time"+labels], startup[own] = true, true, true
+	}
+	// 3 series per serving pod, the ReplicaSet's owner, the two replica counts; 3 per started pod.
+	if len(p.samples) != 3*d.Pods+3+3*len(starts) {
+		t.Errorf("%d series, want %d", len(p.samples), 3*d.Pods+3+3*len(starts))
 	}
 	points := int(d.End.Sub(d.Start)/(30*time.Second)) + 1
 	var counters []string
 	for k, ts := range p.order {
+		if startup[k] {
+			continue
+		}
 		if len(ts) != points || ts[0] != d.Start.UnixMilli() || ts[len(ts)-1] != d.End.UnixMilli() {
 			t.Fatalf("%s: %d samples from %d to %d, want %d from %v to %v", k, len(ts), ts[0], ts[len(ts)-1], points, d.Start, d.End)
 		}
@@ -193,6 +228,41 @@ func TestOpenMetrics(t *testing.T) {
 	}
 }
 
+// TestStartupsVary: with --startup-spread the pods the HPA starts are Ready no sooner than the
+// start-up delay, some of them later, as the series say.
+func TestStartupsVary(t *testing.T) {
+	o := DefaultOptions()
+	o.Sim.Scale, o.Range, o.Sim.StartupSpread = 1, 0, time.Minute
+	o.End = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	d, err := Build(context.Background(), stepTrace(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := d.WriteOpenMetrics(&b); err != nil {
+		t.Fatal(err)
+	}
+	p := parse(t, b.Bytes())
+	later := 0
+	starts := d.Startups()
+	for _, st := range starts {
+		up := st.Ready.Sub(st.Created)
+		if up < o.Sim.StartupDelay {
+			t.Errorf("pod %s ready %v after its creation, under the start-up delay", st.Pod, up)
+		}
+		if up > o.Sim.StartupDelay {
+			later++
+		}
+		ready := `kube_pod_status_ready_time{namespace="demo",pod="` + st.Pod + `",uid="` + st.UID + `"}`
+		if ts := p.order[ready]; len(ts) == 0 || p.samples[ready][ts[0]] != float64(st.Ready.Unix()) {
+			t.Errorf("pod %s: kube_pod_status_ready_time %v, want %d", st.Pod, p.samples[ready], st.Ready.Unix())
+		}
+	}
+	if len(starts) == 0 || later == 0 {
+		t.Fatalf("%d start-ups, %d of them longer than the delay: the spread does not show", len(starts), later)
+	}
+}
+
 // TestRange: a range shorter than the trace writes its end, from one step before the range (the
 // rate's window at its first point); the HPA ran over the whole trace all the same.
 func TestRange(t *testing.T) {
@@ -232,6 +302,8 @@ func TestBuildErrors(t *testing.T) {
 		{"no namespace", stepTrace(), func(o *Options) { o.Namespace = "" }, "namespace"},
 		{"max below min", stepTrace(), func(o *Options) { o.Sim.Params.MinReplicas = 5; o.Sim.Params.MaxReplicas = 2 }, "max_replicas"},
 		{"request", stepTrace(), func(o *Options) { o.Sim.Request = 0 }, "request: must be a positive"},
+		{"negative spread", stepTrace(), func(o *Options) { o.Sim.StartupSpread = -time.Second }, "startup-spread: must not be negative"},
+		{"negative delay", stepTrace(), func(o *Options) { o.Sim.StartupDelay = -time.Second }, "startup-delay: must not be negative"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := DefaultOptions()
