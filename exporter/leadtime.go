@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -29,6 +30,14 @@ const (
 	// leadTimeRefreshSteps is how often they are measured again, in loop steps: 10 minutes at
 	// the default global.interval of 15 s.
 	leadTimeRefreshSteps = 40
+	// rawLeadRefresh is how long a start-up read from kube-state-metrics' raw series stands
+	// before it is read again, while the rule still has fewer than MinStartups start-ups of
+	// the workload; rawLeadRetry, after a failed read.
+	rawLeadRefresh = 6 * time.Hour
+	rawLeadRetry   = time.Hour
+	// rawLeadPerRefresh bounds the raw reads of one measurement: each reads a week of its
+	// namespace's pods, so a fleet installed at once is read a few policies at a time.
+	rawLeadPerRefresh = 4
 )
 
 // leadQuantiles are the published quantiles of the start-up, as debi_lead_time_seconds'
@@ -42,17 +51,28 @@ var (
 const startupSeconds = "namespace_workload_pod:debi_pod_startup_seconds"
 
 // leadTime is one workload's measured start-up: its quantiles by leadQuantiles, the number of
-// start-ups they are over and the start-ups' sum (a summary's).
+// start-ups they are over and the start-ups' sum (a summary's); raw when read from
+// kube-state-metrics' raw series (config.Policy.StartupFallback) rather than the rule.
 type leadTime struct {
 	q   [3]float64
 	n   float64
 	sum float64
+	raw bool
 }
 
-// leadTimes is the exporter's last measurement, by workload (workloadKey).
+// leadTimes is the exporter's last measurement, by workload (workloadKey), and the start-ups
+// read from the raw series, by policy, for the policies whose workload the rule has measured
+// too few of.
 type leadTimes struct {
-	at time.Time // of the last attempt; zero: never
-	by map[string]leadTime
+	at  time.Time // of the last attempt; zero: never
+	by  map[string]leadTime
+	raw map[string]rawLead
+}
+
+// rawLead is a policy's start-ups read from the raw series and when to read them again.
+type rawLead struct {
+	lt   leadTime
+	next time.Time
 }
 
 // workloadKey names a workload as the rules' labels do.
@@ -121,14 +141,92 @@ func (e *Exporter) measureLeadTimes(ctx context.Context, t time.Time) {
 		return
 	}
 	e.lead.by = by
+	e.measureRawLeadTimes(ctx, t)
 }
 
-// leadTimeOf is the measured start-up of a policy's workload (ok false: none measured).
+// measureRawLeadTimes reads, for the policies that size for the measured lead time
+// (lead_time unset) and whose workload the rule has fewer than MinStartups start-ups of, the
+// start-ups of the last leadTimeWindow from the raw series the rule is computed from
+// (config.Policy.StartupFallback): on the day debi is installed the rule has no history, while
+// kube-state-metrics' kube_pod_created and kube_pod_status_ready_time go back as far as
+// Prometheus keeps them. Each is read again after rawLeadRefresh while the rule still has too
+// few, at most rawLeadPerRefresh policies a measurement, the longest waiting first.
+func (e *Exporter) measureRawLeadTimes(ctx context.Context, t time.Time) {
+	old, raw := e.lead.raw, map[string]rawLead{}
+	window := model.Duration(leadTimeWindow).String()
+	var due []*policyState
+	for _, ps := range e.policies {
+		if !ps.cfg.LeadTimeMeasured || ps.cfg.Model == "" || len(ps.labels) < 4 {
+			continue
+		}
+		if lt, ok := e.lead.by[workloadKey(ps.labels[1], ps.labels[2], ps.labels[3])]; ok && lt.n >= MinStartups {
+			continue // the rule has measured it: the raw read is no longer needed
+		}
+		r, ok := old[ps.cfg.Name]
+		if ok {
+			raw[ps.cfg.Name] = r
+		}
+		if (!ok || !t.Before(r.next)) && ps.cfg.StartupFallback(window) != "" {
+			due = append(due, ps)
+		}
+	}
+	slices.SortStableFunc(due, func(a, b *policyState) int {
+		return raw[a.cfg.Name].next.Compare(raw[b.cfg.Name].next)
+	})
+	for _, ps := range due[:min(len(due), rawLeadPerRefresh)] {
+		if ctx.Err() != nil {
+			break // out of the step's time: the others are read at the next measurement
+		}
+		lt, err := startupsOf(ctx, e.base, "("+ps.cfg.StartupFallback(window)+")", t)
+		r := raw[ps.cfg.Name]
+		switch {
+		case errors.Is(err, ErrEmpty): // no pod started over the window
+			r = rawLead{lt: leadTime{raw: true}, next: t.Add(rawLeadRefresh)}
+		case err != nil:
+			r.next = t.Add(rawLeadRetry)
+			e.log.Warn("pod start-ups not read from kube-state-metrics; read again later", "policy", ps.cfg.Name, "err", err)
+		default:
+			lt.raw = true
+			r = rawLead{lt: lt, next: t.Add(rawLeadRefresh)}
+		}
+		raw[ps.cfg.Name] = r
+	}
+	e.lead.raw = raw
+}
+
+// startupsOf is the start-ups of the instant vector in (one per pod, in seconds) at t: their
+// count, sum and quantiles by leadQuantiles. ErrEmpty: none.
+func startupsOf(ctx context.Context, q Querier, in string, t time.Time) (leadTime, error) {
+	var lt leadTime
+	n, err := instantValue(ctx, q, "count("+in+")", t)
+	if err != nil {
+		return lt, err
+	}
+	lt.n = n
+	if lt.sum, err = instantValue(ctx, q, "sum("+in+")", t); err != nil {
+		return lt, err
+	}
+	for i, ql := range leadQuantiles {
+		if lt.q[i], err = instantValue(ctx, q, fmt.Sprintf("quantile(%s, %s)", ql, in), t); err != nil {
+			return lt, err
+		}
+	}
+	return lt, nil
+}
+
+// leadTimeOf is the measured start-up of a policy's workload (ok false: none measured): the
+// rule's, or, while the rule has fewer than MinStartups start-ups of it, the raw series' where
+// they have more.
 func (e *Exporter) leadTimeOf(ps *policyState) (leadTime, bool) {
 	if len(ps.labels) < 4 {
 		return leadTime{}, false
 	}
 	lt, ok := e.lead.by[workloadKey(ps.labels[1], ps.labels[2], ps.labels[3])]
+	if !ok || lt.n < MinStartups {
+		if r, rok := e.lead.raw[ps.cfg.Name]; rok && r.lt.n > lt.n {
+			return r.lt, true
+		}
+	}
 	return lt, ok && lt.n > 0
 }
 
@@ -145,9 +243,11 @@ type LeadTimeMeasure struct {
 	Startups                 int
 	// Raw says the start-ups were read from kube-state-metrics' raw series
 	// (config.Policy.StartupFallback): the recording rule had no samples over the range.
-	Raw        bool
-	PathMedian time.Duration
-	PathOK     bool
+	Raw bool
+	// PathMedian and Path90 are the decision path's quantiles over Paths scale-ups.
+	PathMedian, Path90 time.Duration
+	Paths              int
+	PathOK             bool
 }
 
 // MeasuredLeadTime reads p's LeadTimeMeasure over [start, end] from Prometheus: the what-if
@@ -179,17 +279,52 @@ func MeasuredLeadTime(ctx context.Context, q Querier, p *config.Policy, start, e
 		if err != nil {
 			return m, err
 		}
-		*x.out = time.Duration(v * float64(time.Second)).Round(time.Second)
+		*x.out = seconds(v)
 	}
-	path := fmt.Sprintf(`max(last_over_time(debi_lead_time_seconds{policy=%q,component="path",quantile="0.5"}[%s]))`, p.Name, rng)
-	switch v, err := instantValue(ctx, q, path, end); {
-	case errors.Is(err, ErrEmpty):
-	case err != nil:
+	last := func(series string) (float64, bool, error) {
+		v, err := instantValue(ctx, q, fmt.Sprintf(`max(last_over_time(%s[%s]))`, series, rng), end)
+		if errors.Is(err, ErrEmpty) {
+			return 0, false, nil
+		}
+		return v, err == nil, err
+	}
+	path := fmt.Sprintf(`debi_lead_time_seconds{policy=%q,component="path",quantile=%%q}`, p.Name)
+	v, ok, err := last(fmt.Sprintf(path, "0.5"))
+	if err != nil || !ok {
 		return m, err
-	default:
-		m.PathMedian, m.PathOK = time.Duration(v*float64(time.Second)).Round(time.Second), true
 	}
-	return m, nil
+	m.PathMedian, m.PathOK = seconds(v), true
+	if v, ok, err = last(fmt.Sprintf(path, "0.9")); err != nil {
+		return m, err
+	} else if ok {
+		m.Path90 = seconds(v)
+	}
+	v, _, err = last(fmt.Sprintf(`debi_lead_time_samples{policy=%q,component="path"}`, p.Name))
+	m.Paths = int(v)
+	return m, err
+}
+
+// seconds is a measured time in seconds as a duration, to the second.
+func seconds(v float64) time.Duration {
+	return time.Duration(v * float64(time.Second)).Round(time.Second)
+}
+
+// MinPaths is the fewest scale-ups whose decision path a measured lead time counts; until then
+// it counts DefaultPaths intervals (the exporter's step, the scrape, the rule, Alertmanager).
+const (
+	MinPaths     = 3
+	DefaultPaths = 4
+)
+
+// SizedLead is the lead time a forecasting policy that left lead_time unset sizes for: the 0.9
+// quantile of its workload's start-ups plus the 0.9 quantile of its decision path, rounded up
+// to the interval (global.interval).
+func SizedLead(startup90, path90, interval time.Duration) time.Duration {
+	d := startup90 + path90
+	if interval <= 0 {
+		return d
+	}
+	return (d + interval - 1) / interval * interval
 }
 
 // measuredLead is the lead time a policy whose lead_time is unset sizes for: the 0.9 quantile
@@ -202,12 +337,11 @@ func (e *Exporter) measuredLead(ps *policyState) time.Duration {
 	if !ok || lt.n < MinStartups || math.IsNaN(lt.q[1]) {
 		return 0
 	}
-	path := 4 * e.interval
-	if len(ps.decisionPath.samples) >= 3 {
+	path := DefaultPaths * e.interval
+	if len(ps.decisionPath.samples) >= MinPaths {
 		path = time.Duration(ps.decisionPath.quantiles()[1] * float64(time.Second))
 	}
-	d := time.Duration(lt.q[1]*float64(time.Second)) + path
-	return (d + e.interval - 1) / e.interval * e.interval
+	return SizedLead(time.Duration(lt.q[1]*float64(time.Second)), path, e.interval)
 }
 
 // applyMeasuredLeadTimes puts the measured lead time in force for the policies that forecast
@@ -242,8 +376,13 @@ func (e *Exporter) applyMeasuredLeadTimes() {
 			continue
 		}
 		ps.historyLoaded = false
+		lt, _ := e.leadTimeOf(ps)
+		source := startupSeconds
+		if lt.raw {
+			source = "kube_pod_created, kube_pod_status_ready_time"
+		}
 		e.log.Info("lead_time unset: sizing for the measured lead time", "policy", ps.cfg.Name, "from", from, "to", to,
-			"startup_p90", time.Duration(e.lead.by[workloadKey(ps.labels[1], ps.labels[2], ps.labels[3])].q[1]*float64(time.Second)),
+			"startup_p90", time.Duration(lt.q[1]*float64(time.Second)), "startups", lt.n, "startups_from", source,
 			"path_samples", len(ps.decisionPath.samples))
 	}
 }

@@ -3,12 +3,16 @@ package exporter
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
 )
 
 // TestLeadTimeMeasured: the exporter measures each workload's pod start-ups from the recording
@@ -118,6 +122,7 @@ load 1m
   namespace_workload_pod:debi_pod_startup_seconds{namespace="llm",pod="m-3",uid="u3",workload_type="statefulset",workload="m"} 200x20 900x40
   debi_lead_time_seconds{policy="m",namespace="llm",workload_type="statefulset",workload="m",component="path",quantile="0.5"} 30x30 45x10
   debi_lead_time_seconds{policy="m",namespace="llm",workload_type="statefulset",workload="m",component="path",quantile="0.9"} 90x40
+  debi_lead_time_samples{policy="m",namespace="llm",workload_type="statefulset",workload="m",component="path"} 2x30 7x10
   kube_pod_created{namespace="llm",pod="raw-0",uid="r0"} 100x60
   kube_pod_status_ready_time{namespace="llm",pod="raw-0",uid="r0"} 400x60
   kube_pod_owner{namespace="llm",pod="raw-0",owner_kind="StatefulSet",owner_name="raw",owner_is_controller="true"} 1x60
@@ -153,7 +158,7 @@ policies:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := LeadTimeMeasure{StartupMedian: 240 * time.Second, Startup90: 288 * time.Second, Startups: 3, PathMedian: 45 * time.Second, PathOK: true}
+	want := LeadTimeMeasure{StartupMedian: 240 * time.Second, Startup90: 288 * time.Second, Startups: 3, PathMedian: 45 * time.Second, Path90: 90 * time.Second, Paths: 7, PathOK: true}
 	if m != want {
 		t.Errorf("measured %+v\nwant     %+v", m, want)
 	}
@@ -228,5 +233,144 @@ policies:
 	e.Step(context.Background(), at.Add(15*time.Second))
 	if got := gauge(t, reg, "debi_policy_lead_time_seconds", "m"); got != 525 {
 		t.Errorf("after a further step: %v, want 525", got)
+	}
+}
+
+// rawCounter counts the instant queries that read kube-state-metrics' raw start-up series, by
+// the namespace they select.
+type rawCounter struct {
+	Querier
+	mu sync.Mutex
+	by map[string]int
+}
+
+func (q *rawCounter) Query(ctx context.Context, expr string, ts time.Time, o ...v1.Option) (model.Value, v1.Warnings, v1.Infos, error) {
+	if strings.Contains(expr, "kube_pod_created") {
+		q.mu.Lock()
+		if i := strings.Index(expr, `kube_pod_created{namespace="`); i >= 0 {
+			ns := expr[i+len(`kube_pod_created{namespace="`):]
+			q.by[ns[:strings.IndexByte(ns, '"')]]++
+		}
+		q.mu.Unlock()
+	}
+	return q.Querier.Query(ctx, expr, ts, o...)
+}
+
+func (q *rawCounter) reads() map[string]int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return maps.Clone(q.by)
+}
+
+// TestRawLeadInForce: on the day debi is installed the start-up rule has no history, so a
+// forecasting policy that left lead_time unset would size for the default 2 minutes until its
+// workload had started MinStartups pods since; the exporter reads its start-ups of the last 7
+// days from kube-state-metrics' raw series instead, sizes for them from the first step and
+// publishes them. It reads them for no other policy (lead_time set, hpa, a workload the rule
+// has measured), at most rawLeadPerRefresh policies a measurement, and again only after
+// rawLeadRefresh.
+func TestRawLeadInForce(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("load 1m\n")
+	raw := func(ns, owner string, i, startup int) {
+		pod := fmt.Sprintf("%s-%d", owner, i)
+		fmt.Fprintf(&b, "  kube_pod_created{namespace=%q,pod=%q,uid=\"%s\"} 1000x60\n", ns, pod, pod)
+		fmt.Fprintf(&b, "  kube_pod_status_ready_time{namespace=%q,pod=%q,uid=\"%s\"} %dx60\n", ns, pod, pod, 1000+startup)
+		fmt.Fprintf(&b, "  kube_pod_owner{namespace=%q,pod=%q,owner_kind=\"StatefulSet\",owner_name=%q,owner_is_controller=\"true\"} 1x60\n", ns, pod, owner)
+	}
+	// llm/m: six start-ups, 0.9 quantile 460 s, read from the raw series only.
+	for i, s := range []int{290, 300, 310, 320, 600, 280} {
+		raw("llm", "m", i, s)
+	}
+	// ruled/r: the rule has five start-ups of 100 s; the raw series say 700 s.
+	for i := range 5 {
+		raw("ruled", "r", i, 700)
+		fmt.Fprintf(&b, "  namespace_workload_pod:debi_pod_startup_seconds{namespace=\"ruled\",pod=\"r-%d\",uid=\"r-%d\",workload_type=\"statefulset\",workload=\"r\"} 100x60\n", i, i)
+	}
+	// six more namespaces of one workload each, for the bound on reads per measurement.
+	for k := range 6 {
+		raw(fmt.Sprintf("f%d", k), "f", 0, 200)
+	}
+	q := &rawCounter{Querier: newEngineQuerier(t, b.String()), by: map[string]int{}}
+	yml := `
+global: {interval: 15s}
+policies:
+  - name: m
+    target: {kind: StatefulSet, namespace: llm, name: m}
+    model: naive
+    history_step: 1m
+  - name: m-set
+    target: {kind: StatefulSet, namespace: llm, name: m}
+    model: naive
+    history_step: 1m
+    lead_time: 2m
+  - name: m-hpa
+    target: {kind: StatefulSet, namespace: llm, name: m}
+    algorithm: hpa
+  - name: r
+    target: {kind: StatefulSet, namespace: ruled, name: r}
+    model: naive
+    history_step: 1m
+`
+	for k := range 6 {
+		yml += fmt.Sprintf("  - name: f%d\n    target: {kind: StatefulSet, namespace: f%d, name: f}\n    model: naive\n    history_step: 1m\n", k, k)
+	}
+	e, reg := newTestExporter(t, yml, q)
+	at := time.Unix(0, 0).Add(60 * time.Minute)
+	e.Step(context.Background(), at)
+
+	// m sizes for 460 s of start-up + 60 s of path (4 × 15 s), rounded up to 15 s, from the
+	// first step; m-set keeps its lead_time; r sizes for the rule's 100 s + 60 s.
+	for pol, want := range map[string]float64{"m": 525, "m-set": 120, "r": 165} {
+		if got := gauge(t, reg, "debi_policy_lead_time_seconds", pol); got != want {
+			t.Errorf("debi_policy_lead_time_seconds{policy=%q} = %v, want %v", pol, got, want)
+		}
+	}
+	for pol, want := range map[string][2]float64{"m": {460, 6}, "r": {100, 5}} {
+		if got := gauge(t, reg, "debi_lead_time_seconds", pol, "component", "startup", "quantile", "0.9"); got != want[0] {
+			t.Errorf("debi_lead_time_seconds{policy=%q,quantile=0.9} = %v, want %v", pol, got, want[0])
+		}
+		if got := gauge(t, reg, "debi_lead_time_samples", pol, "component", "startup"); got != want[1] {
+			t.Errorf("debi_lead_time_samples{policy=%q} = %v, want %v", pol, got, want[1])
+		}
+	}
+	// The rule's workload and m's other policies are not read raw; m once (five queries: the
+	// count, the sum, three quantiles), then three of the six others: four a measurement.
+	first := q.reads()
+	if first["ruled"] != 0 || first["llm"] != len(leadTimeQueries()) {
+		t.Errorf("raw reads at the first measurement: %v; want none of ruled, %d of llm", first, len(leadTimeQueries()))
+	}
+	others := func(r map[string]int) (n int) {
+		for k := range 6 {
+			n += r[fmt.Sprintf("f%d", k)] / len(leadTimeQueries())
+		}
+		return n
+	}
+	if got := others(first); got != rawLeadPerRefresh-1 {
+		t.Errorf("%d other policies read at the first measurement, want %d", got, rawLeadPerRefresh-1)
+	}
+	// The next measurement reads the three left, and nothing read already.
+	at = at.Add(leadTimeRefreshSteps * e.interval)
+	e.Step(context.Background(), at)
+	second := q.reads()
+	if second["llm"] != first["llm"] || others(second) != 6 {
+		t.Errorf("raw reads after the second measurement: %v; want llm as before and each other policy once", second)
+	}
+	for k := range 6 {
+		if pol := fmt.Sprintf("f%d", k); gauge(t, reg, "debi_lead_time_samples", pol, "component", "startup") != 1 {
+			t.Errorf("policy %s: no start-up published from the raw series", pol)
+		}
+	}
+	// Read again only after rawLeadRefresh, while the rule still has too few.
+	for at.Before(time.Unix(0, 0).Add(60*time.Minute + rawLeadRefresh - leadTimeRefreshSteps*e.interval)) {
+		at = at.Add(leadTimeRefreshSteps * e.interval)
+		e.Step(context.Background(), at)
+	}
+	if got := q.reads()["llm"]; got != first["llm"] {
+		t.Errorf("llm read %d times before rawLeadRefresh, want %d", got/len(leadTimeQueries()), 1)
+	}
+	e.Step(context.Background(), time.Unix(0, 0).Add(60*time.Minute+rawLeadRefresh))
+	if got := q.reads()["llm"]; got != 2*first["llm"] {
+		t.Errorf("llm read %d times at rawLeadRefresh, want 2", got/len(leadTimeQueries()))
 	}
 }

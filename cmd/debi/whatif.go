@@ -15,6 +15,7 @@ import (
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/exporter"
 	"github.com/debi-scaler/debi/internal/promclient"
+	"github.com/debi-scaler/debi/policy"
 	"github.com/debi-scaler/debi/trace"
 )
 
@@ -107,7 +108,7 @@ func whatIfTraces(ctx context.Context, w whatIf, o backtest.Options) ([]trace.Tr
 	}
 	o, _ = backtest.PolicyOptions(p, o, step, request, len(h.Demand))
 	lt, lterr := exporter.MeasuredLeadTime(ctx, v1.NewAPI(client), p, start, end)
-	leadNote := replayLeadTime(lt, lterr, p, &o)
+	leadNote := replayLeadTime(lt, lterr, p, cfg.Global.Interval, &o)
 	// The history read before the range is never scored, even where the range is shorter than
 	// the policy's history (PolicyOptions caps the warm-up at half the samples).
 	o.Warmup = max(o.Warmup, h.Before)
@@ -128,16 +129,23 @@ func whatIfTraces(ctx context.Context, w whatIf, o backtest.Options) ([]trace.Tr
 // replayLeadTime sets the what-if's simulated pods from the lead time the cluster showed over
 // the range (exporter.MeasuredLeadTime): they start in times drawn with the measured median and
 // 0.9 quantile (backtest.StartupFit: the least start-up plus an exponential extra), after
-// the median decision path the exporter measured (0 when none), while the policy still sizes
-// for its own lead_time; with fewer than exporter.MinStartups start-ups recorded they start in
-// lead_time, as configured. It says which, for the report's notes.
-func replayLeadTime(m exporter.LeadTimeMeasure, err error, p *config.Policy, o *backtest.Options) string {
+// the median decision path the exporter measured (0 when none); with fewer than
+// exporter.MinStartups start-ups recorded they start in lead_time, as configured. The policy
+// sizes for its own lead_time, or, where lead_time is unset and the policy forecasts, for the
+// lead time the exporter would measure from the same start-ups (exporter.SizedLead: the 0.9
+// start-up plus the 0.9 decision path, DefaultPaths intervals of global.interval until MinPaths
+// are measured). It says which, for the report's notes.
+func replayLeadTime(m exporter.LeadTimeMeasure, err error, p *config.Policy, interval time.Duration, o *backtest.Options) string {
+	unset := ""
+	if p.LeadTimeMeasured && p.Model != "" {
+		unset = fmt.Sprintf(" (lead_time unset: the exporter sizes for it until %d start-ups are measured)", exporter.MinStartups)
+	}
 	switch {
 	case err != nil:
-		return fmt.Sprintf("lead time not measured (%v): pods replayed with a start-up of the policy's lead_time %s", err, model.Duration(p.LeadTime))
+		return fmt.Sprintf("lead time not measured (%v): pods replayed with a start-up of the policy's lead_time %s%s", err, model.Duration(p.LeadTime), unset)
 	case m.Startups < exporter.MinStartups:
-		return fmt.Sprintf("lead time not measured: %d pod start-ups recorded over the range (%d needed): pods replayed with a start-up of the policy's lead_time %s",
-			m.Startups, exporter.MinStartups, model.Duration(p.LeadTime))
+		return fmt.Sprintf("lead time not measured: %d pod start-ups recorded over the range (%d needed): pods replayed with a start-up of the policy's lead_time %s%s",
+			m.Startups, exporter.MinStartups, model.Duration(p.LeadTime), unset)
 	}
 	o.StartupDelay, o.StartupSpread = backtest.StartupFit(m.StartupMedian, m.Startup90)
 	o.DecisionDelay = 0
@@ -152,6 +160,16 @@ func replayLeadTime(m exporter.LeadTimeMeasure, err error, p *config.Policy, o *
 		s += fmt.Sprintf(" after the median decision path %s", model.Duration(m.PathMedian))
 	} else {
 		s += " at once (no decision path measured)"
+	}
+	if unset != "" && o.Runner != nil {
+		path, said := exporter.DefaultPaths*interval, fmt.Sprintf("%d intervals of %s until %d scale-ups are measured", exporter.DefaultPaths, model.Duration(interval), exporter.MinPaths)
+		if m.PathOK && m.Paths >= exporter.MinPaths {
+			path, said = m.Path90, "its 0.9 quantile"
+		}
+		lead := exporter.SizedLead(m.Startup90, path, interval)
+		o.Runner.LeadTime, o.Runner.LeadSteps = lead, policy.Horizon(lead, p.HistoryStep)
+		return s + fmt.Sprintf("; lead_time unset: the policy sizes for the lead time the exporter measures from these start-ups, %s (the 0.9 start-up %s plus the decision path %s, %s, rounded up to global.interval)",
+			model.Duration(lead), model.Duration(m.Startup90), model.Duration(path), said)
 	}
 	if need := m.Startup90 + o.DecisionDelay; p.LeadTime < need {
 		return s + fmt.Sprintf("; the policy sizes for lead_time %s, less than the 0.9 start-up and the path (%s): expect overload at rises",

@@ -13,6 +13,7 @@ import (
 	"github.com/debi-scaler/debi/backtest"
 	"github.com/debi-scaler/debi/config"
 	"github.com/debi-scaler/debi/exporter"
+	"github.com/debi-scaler/debi/policy"
 )
 
 // hpaQuerier answers FindHPA's range queries with one sample per series, by metric family.
@@ -115,7 +116,7 @@ func TestReplayLeadTime(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := base
-			note := replayLeadTime(tc.m, tc.err, p, &o)
+			note := replayLeadTime(tc.m, tc.err, p, 15*time.Second, &o)
 			startup, spread := tc.startup, time.Duration(0)
 			if tc.err == nil && tc.m.Startups >= exporter.MinStartups {
 				startup, spread = backtest.StartupFit(tc.m.StartupMedian, tc.m.Startup90)
@@ -126,6 +127,54 @@ func TestReplayLeadTime(t *testing.T) {
 			for _, s := range tc.say {
 				if !strings.Contains(note, s) {
 					t.Errorf("note %q does not say %q", note, s)
+				}
+			}
+		})
+	}
+}
+
+// TestReplayMeasuredLead: a forecasting policy that left lead_time unset is replayed sizing for
+// the lead time the exporter would measure from the same start-ups (the 0.9 start-up plus the
+// 0.9 decision path, 4 intervals until 3 scale-ups are measured, rounded up to the interval),
+// not the default 2 minutes it sizes for only until 5 start-ups are measured; a policy that set
+// lead_time keeps it.
+func TestReplayMeasuredLead(t *testing.T) {
+	const interval = 15 * time.Second
+	for _, tc := range []struct {
+		name     string
+		p        config.Policy
+		m        exporter.LeadTimeMeasure
+		lead     time.Duration // the runner's, after the replay is set
+		say, not []string
+	}{
+		{"unset, paths measured", config.Policy{LeadTime: 2 * time.Minute, LeadTimeMeasured: true, Model: "auto", HistoryStep: time.Minute},
+			exporter.LeadTimeMeasure{StartupMedian: 4 * time.Minute, Startup90: 5 * time.Minute, Startups: 12, PathMedian: 45 * time.Second, Path90: 70 * time.Second, Paths: 5, PathOK: true},
+			6*time.Minute + 15*time.Second, []string{"lead_time unset", "6m15s", "0.9 start-up 5m", "decision path 1m10s, its 0.9 quantile"}, []string{"expect overload"}},
+		{"unset, too few paths", config.Policy{LeadTime: 2 * time.Minute, LeadTimeMeasured: true, Model: "auto", HistoryStep: time.Minute},
+			exporter.LeadTimeMeasure{StartupMedian: 4 * time.Minute, Startup90: 5*time.Minute + 10*time.Second, Startups: 12, PathMedian: 45 * time.Second, Path90: 70 * time.Second, Paths: 2, PathOK: true},
+			6*time.Minute + 15*time.Second, []string{"lead_time unset", "6m15s", "decision path 1m, 4 intervals of 15s until 3 scale-ups"}, []string{"expect overload"}},
+		{"unset, too few start-ups", config.Policy{LeadTime: 2 * time.Minute, LeadTimeMeasured: true, Model: "auto", HistoryStep: time.Minute},
+			exporter.LeadTimeMeasure{StartupMedian: 4 * time.Minute, Startup90: 5 * time.Minute, Startups: 3},
+			2 * time.Minute, []string{"lead_time 2m (lead_time unset: the exporter sizes for it until 5 start-ups are measured)"}, nil},
+		{"set", config.Policy{LeadTime: 2 * time.Minute, Model: "auto", HistoryStep: time.Minute},
+			exporter.LeadTimeMeasure{StartupMedian: 4 * time.Minute, Startup90: 5 * time.Minute, Startups: 12},
+			2 * time.Minute, []string{"sizes for lead_time 2m, less than", "expect overload"}, []string{"unset"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := policy.Config{LeadTime: tc.p.LeadTime, LeadSteps: policy.Horizon(tc.p.LeadTime, tc.p.HistoryStep)}
+			o := backtest.Options{Runner: &rc}
+			note := replayLeadTime(tc.m, nil, &tc.p, interval, &o)
+			if rc.LeadTime != tc.lead || rc.LeadSteps != policy.Horizon(tc.lead, time.Minute) {
+				t.Errorf("runner sizes for %v over %d steps, want %v over %d", rc.LeadTime, rc.LeadSteps, tc.lead, policy.Horizon(tc.lead, time.Minute))
+			}
+			for _, s := range tc.say {
+				if !strings.Contains(note, s) {
+					t.Errorf("note %q does not say %q", note, s)
+				}
+			}
+			for _, s := range tc.not {
+				if strings.Contains(note, s) {
+					t.Errorf("note %q says %q", note, s)
 				}
 			}
 		})
