@@ -180,6 +180,22 @@ policies:
 	}
 }
 
+// mPolicies are two forecasting policies of llm/m on a 15 s interval, one with lead_time unset
+// (m), one that sets it (m-set).
+const mPolicies = `
+global: {interval: 15s}
+policies:
+  - name: m
+    target: {kind: StatefulSet, namespace: llm, name: m}
+    model: naive
+    history_step: 1m
+  - name: m-set
+    target: {kind: StatefulSet, namespace: llm, name: m}
+    model: naive
+    history_step: 1m
+    lead_time: 2m
+`
+
 // TestMeasuredLeadInForce: a forecasting policy that left lead_time unset sizes for the measured
 // lead time — the 0.9 start-up plus the decision path (4 intervals until measured), rounded up
 // to the interval — once MinStartups start-ups are measured: its horizon moves with it and it
@@ -193,19 +209,7 @@ func TestMeasuredLeadInForce(t *testing.T) {
 	}
 	b.WriteString("  namespace_workload_pod:debi_pod_startup_seconds{namespace=\"llm\",pod=\"few-0\",uid=\"f0\",workload_type=\"statefulset\",workload=\"few\"} 900x60\n")
 	q := newEngineQuerier(t, b.String())
-	e, reg := newTestExporter(t, `
-global: {interval: 15s}
-policies:
-  - name: m
-    target: {kind: StatefulSet, namespace: llm, name: m}
-    model: naive
-    history_step: 1m
-  - name: m-set
-    target: {kind: StatefulSet, namespace: llm, name: m}
-    model: naive
-    history_step: 1m
-    lead_time: 2m
-  - name: few
+	e, reg := newTestExporter(t, mPolicies+`  - name: few
     target: {kind: StatefulSet, namespace: llm, name: few}
     model: naive
     history_step: 1m
@@ -292,19 +296,7 @@ func TestRawLeadInForce(t *testing.T) {
 		raw(fmt.Sprintf("f%d", k), "f", 0, 200)
 	}
 	q := &rawCounter{Querier: newEngineQuerier(t, b.String()), by: map[string]int{}}
-	yml := `
-global: {interval: 15s}
-policies:
-  - name: m
-    target: {kind: StatefulSet, namespace: llm, name: m}
-    model: naive
-    history_step: 1m
-  - name: m-set
-    target: {kind: StatefulSet, namespace: llm, name: m}
-    model: naive
-    history_step: 1m
-    lead_time: 2m
-  - name: m-hpa
+	yml := mPolicies + `  - name: m-hpa
     target: {kind: StatefulSet, namespace: llm, name: m}
     algorithm: hpa
   - name: r
