@@ -163,6 +163,10 @@ func budgetSeries(t *testing.T, cfg string, priced bool) {
 		}
 		price, ok := value(t, reg, "debi_budget_price", "web")
 		hold, holdOK := value(t, reg, "debi_budget_hold_seconds", "web")
+		settle, settleOK := value(t, reg, "debi_budget_hold_settle", "web")
+		if wantSettle := map[bool]float64{true: 1}[b.HoldSettle]; priced != settleOK || priced && settle != wantSettle {
+			t.Fatalf("step %d: debi_budget_hold_settle %v (present %v), want %v under the priced rule only", i, settle, settleOK, wantSettle)
+		}
 		switch {
 		case priced && (!ok || price != b.Lambda || !(price >= 1)):
 			t.Fatalf("step %d: debi_budget_price %v (present %v), want the runner's λ %v (at least 1)", i, price, ok, b.Lambda)

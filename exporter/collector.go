@@ -87,6 +87,7 @@ type metricSnap struct {
 	level                  float64
 	price                  float64 // λ of the priced rule (NaN or 0: the quantile rule)
 	hold                   float64 // the priced rule's hold in seconds (NaN: the quantile rule)
+	holdSettle             float64 // 1: the hold chosen also holds through the settle
 	errors                 float64
 	wDown                  float64
 
@@ -191,7 +192,8 @@ var (
 	descBudgetLevel          = mdesc("debi_budget_level", "Calibrated level α: the margin is the (1 − α) quantile of the forecast's recent errors, α adapted online so that realized overload tracks the budget.")
 	descBudgetOverloadBudget = desc("debi_budget_overload_budget", "Configured overload budget b: the share of time the workload may run above u_sla.")
 	descBudgetPrice          = mdesc("debi_budget_price", "The priced rule's price λ of an overloaded tick, in pod-ticks (scaling.budget.rule priced only): the size minimises pods + λ·(overloaded ticks) over the lead ahead, its margin is the (1 − α) quantile of the forecast's errors at the level α (1/λ, 2/λ, 4/λ, …) where its pods plus the overload it leaves cost least, and λ rises while overload runs above the budget.")
-	descBudgetHold           = mdesc("debi_budget_hold_seconds", "The priced rule's hold (scaling.budget.rule priced only): of holding its size 0, 1, 2 or 4 lead times (at most scaling.budget.hold), the one that would have cost least in pods + λ·(overloaded ticks) on the ticks served; the decision's term is \"hold\" while it keeps pods the price alone would release.")
+	descBudgetHold           = mdesc("debi_budget_hold_seconds", "The priced rule's hold (scaling.budget.rule priced only): of holding its size 0, 1, 2 or 4 lead times (at most scaling.budget.hold), each alone or also through the ticks after a history point before the nowcast has read it (debi_budget_hold_settle), the one that would have cost least in pods + λ·(overloaded ticks) on the ticks served; the decision's term is \"hold\" while it keeps pods the price alone would release.")
+	descBudgetHoldSettle     = mdesc("debi_budget_hold_settle", "1 when the priced rule's hold (debi_budget_hold_seconds) also holds its size through the ticks after a history point before the nowcast has read it (two ticks behind an observation window): releases decided on a path the demand now has not caught up with wait until it has; 0 when it does not (scaling.budget.rule priced only).")
 	descBudgetErrorSamples   = mdesc("debi_budget_error_samples", "Recent forecast errors (samples) the margin is computed from; below the policy's budget.min_errors the margin is budget.cold_margin.")
 	descBudgetOverloaded     = desc("debi_budget_overloaded_seconds_total", "Live seconds whose observed demand exceeded u_sla × ready replicas × request (at max_replicas too): the overload budget burnt.")
 	descBudgetObserved       = desc("debi_budget_observed_seconds_total", "Live seconds with an observed demand: the time the overload budget is a share of.")
@@ -376,6 +378,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 				if m.price > 0 {
 					gauge(descBudgetPrice, m.price, m.name)
 					gauge(descBudgetHold, m.hold, m.name)
+					gauge(descBudgetHoldSettle, m.holdSettle, m.name)
 				}
 				gauge(descBudgetErrorSamples, m.errors, m.name)
 			}
@@ -467,7 +470,10 @@ func (ps *policyState) snap() policySnap {
 			if b := r.Budget; b != nil {
 				ms.quantile, ms.quantileDown, ms.budgetForecast, ms.margin = b.Quantile, b.QuantileDown, b.Forecast, b.Margin
 				ms.level, ms.errors, ms.wDown = b.Alpha, float64(b.Errors), m.lastWDown
-				ms.price, ms.hold = b.Lambda, b.Hold.Seconds()
+				ms.price, ms.hold, ms.holdSettle = b.Lambda, b.Hold.Seconds(), 0
+				if b.HoldSettle {
+					ms.holdSettle = 1
+				}
 			}
 			if pot := r.POT; pot != nil {
 				ms.evt = true

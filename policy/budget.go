@@ -27,9 +27,11 @@ type BudgetState struct {
 	Lambda float64
 	// Hold is the priced rule's hold, the one of its candidates that has cost least (0 under the
 	// quantile rule, whose hold is scaling.budget.hold); Held says it kept pods the price alone
-	// would have released.
-	Hold time.Duration
-	Held bool
+	// would have released. HoldSettle says the hold chosen also holds through the ticks after a
+	// history point before the nowcast has read it.
+	Hold       time.Duration
+	Held       bool
+	HoldSettle bool
 	// Saturated says the priced rule ordered max_replicas because the demand forecast where the
 	// pods ordered now come is above what max_replicas serve (not by the price).
 	Saturated bool

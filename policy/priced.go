@@ -176,7 +176,7 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 		p.stride = (k + pricedLook - 1) / pricedLook
 		p.plan = scaling.Plan{Look: (k + p.stride - 1) / p.stride, Min: minR}
 		p.lnL = math.Log(float64(p.plan.Look + 1))
-		p.hold.init(k, int(r.cfg.Params.Budget.Hold/tick))
+		p.hold.init(k, int(r.cfg.Params.Budget.Hold/tick), int(tb.settle/tick))
 		p.fromNow = 2*r.historyLag() < r.cfg.Step
 	}
 	// The price follows the overload of the tick just served, except at max_replicas, where no
@@ -269,11 +269,12 @@ func (r *Runner) price(obs Observation, dt time.Duration, d, off, fu, judged flo
 	// The priced hold (hold.go): the size held for the hold that has cost least.
 	priced := n
 	if fresh {
-		n = p.hold.observe(judged, r.cfg.Params.Budget.SLAUtilization, r.cfg.Request, lambda, 1/(pricedGain*bud), n)
+		settling := obs.Time.Sub(tb.t0) < tb.settle // the nowcast has not read the last history point yet
+		n = p.hold.observe(judged, r.cfg.Params.Budget.SLAUtilization, r.cfg.Request, lambda, 1/(pricedGain*bud), n, settling)
 	} else {
 		n = max(n, p.hold.held())
 	}
-	b.Hold, b.Held, b.Saturated = p.hold.hold(tick), n > priced, saturated
+	b.Hold, b.HoldSettle, b.Held, b.Saturated = p.hold.hold(tick), p.hold.settles(), n > priced, saturated
 	if missing {
 		n = max(n, obs.Current) // missing input never scales down
 	}

@@ -16,7 +16,8 @@ type BudgetParams struct {
 	// Hold is the least time between the last change of size and a scale-down (10m): the
 	// hysteresis that keeps scaling actions at or below the HPA's. Under the priced rule it is
 	// the longest hold the price may choose: the rule holds its size for 0, 1, 2 or 4 lead
-	// times, whichever would have cost least in pods + λ·(overloaded ticks), none longer than
+	// times, each alone or also through the ticks after a history point before the nowcast has
+	// read it, whichever would have cost least in pods + λ·(overloaded ticks), none longer than
 	// this (0: never held).
 	Hold time.Duration `yaml:"hold" json:"hold"`
 	// MinSaving is the least share of the current size a scale-down must save, on top of at
