@@ -334,7 +334,7 @@ func SizedLead(startup90, path90, interval time.Duration) time.Duration {
 // default lead_time stands).
 func (e *Exporter) measuredLead(ps *policyState) time.Duration {
 	lt, ok := e.leadTimeOf(ps)
-	if !ok || lt.n < MinStartups || math.IsNaN(lt.q[1]) {
+	if !ok || lt.n < MinStartups || !(lt.q[1] >= 0) { // NaN, or Ready before created (a skewed clock)
 		return 0
 	}
 	path := DefaultPaths * e.interval

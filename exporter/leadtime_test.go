@@ -208,16 +208,23 @@ func TestMeasuredLeadInForce(t *testing.T) {
 		fmt.Fprintf(&b, "  namespace_workload_pod:debi_pod_startup_seconds{namespace=\"llm\",pod=\"m-%d\",uid=\"u%d\",workload_type=\"statefulset\",workload=\"m\"} %dx60\n", i, i, s)
 	}
 	b.WriteString("  namespace_workload_pod:debi_pod_startup_seconds{namespace=\"llm\",pod=\"few-0\",uid=\"f0\",workload_type=\"statefulset\",workload=\"few\"} 900x60\n")
+	for i := range 6 { // Ready before created: a node's clock skewed, not a start-up to size for
+		fmt.Fprintf(&b, "  namespace_workload_pod:debi_pod_startup_seconds{namespace=\"llm\",pod=\"skew-%d\",uid=\"s%d\",workload_type=\"statefulset\",workload=\"skew\"} -30x60\n", i, i)
+	}
 	q := newEngineQuerier(t, b.String())
 	e, reg := newTestExporter(t, mPolicies+`  - name: few
     target: {kind: StatefulSet, namespace: llm, name: few}
+    model: naive
+    history_step: 1m
+  - name: skew
+    target: {kind: StatefulSet, namespace: llm, name: skew}
     model: naive
     history_step: 1m
 `, q)
 	at := time.Unix(0, 0).Add(60 * time.Minute)
 	e.Step(context.Background(), at)
 	// 460 s of start-up + 60 s of path (4 × 15 s), rounded up to 15 s: 525 s.
-	for pol, want := range map[string]float64{"m": 525, "m-set": 120, "few": 120} {
+	for pol, want := range map[string]float64{"m": 525, "m-set": 120, "few": 120, "skew": 120} {
 		if got := gauge(t, reg, "debi_policy_lead_time_seconds", pol); got != want {
 			t.Errorf("debi_policy_lead_time_seconds{policy=%q} = %v, want %v", pol, got, want)
 		}
