@@ -19,10 +19,10 @@ import (
 // start-up (image pull, weights into GPU memory, warm-up), is in kube-state-metrics: the
 // recording rule namespace_workload_pod:debi_pod_startup_seconds is each pod's creation to
 // Ready (kube_pod_status_ready_time − kube_pod_created) with its workload. Every
-// leadTimeRefreshSteps steps the exporter asks Prometheus for the quantiles, over the pods started in the
-// last leadTimeWindow, of every workload at once (one query per quantile and one count,
-// whatever the number of policies), and publishes them per policy beside the lead time the
-// policy uses: the alert DebiLeadTimeTooShort fires when the workload's start-ups outgrow it.
+// leadTimeRefreshSteps steps the exporter asks Prometheus for each pod's start-up over the last
+// leadTimeWindow, every workload's at once (one query, whatever the number of policies), takes
+// each workload's quantiles from the answer, and publishes them per policy beside the lead time
+// the policy uses: the alert DebiLeadTimeTooShort fires when the workload's start-ups outgrow it.
 
 const (
 	// leadTimeWindow is how far back start-ups are measured.
@@ -80,16 +80,12 @@ func workloadKey(namespace, workloadType, workload string) string {
 	return namespace + "/" + workloadType + "/" + workload
 }
 
-// leadTimeQueries are the instant queries of one measurement: the quantiles, then the count and
-// the sum.
-func leadTimeQueries() []string {
-	in := fmt.Sprintf("min_over_time(%s[%s])", startupSeconds, model.Duration(leadTimeWindow))
-	var qs []string
-	for _, q := range leadQuantiles {
-		qs = append(qs, fmt.Sprintf("quantile by (namespace, workload_type, workload) (%s, %s)", q, in))
-	}
-	return append(qs, fmt.Sprintf("count by (namespace, workload_type, workload) (%s)", in),
-		fmt.Sprintf("sum by (namespace, workload_type, workload) (%s)", in))
+// leadTimeQuery is the one instant query of a measurement: each pod's first readiness over the
+// window with its workload (the per-pod minimum). Prometheus reads the window once; the
+// exporter takes each workload's quantiles, count and sum from the answer (startups), where
+// asking PromQL for each of them would read the week's samples five times over.
+func leadTimeQuery() string {
+	return fmt.Sprintf("min_over_time(%s[%s])", startupSeconds, model.Duration(leadTimeWindow))
 }
 
 // measureLeadTimes measures every workload's start-up when leadTimeRefreshSteps steps have
@@ -101,47 +97,59 @@ func (e *Exporter) measureLeadTimes(ctx context.Context, t time.Time) {
 		return
 	}
 	e.lead.at = t
-	by := map[string]leadTime{}
-	get := func(i int, expr string) error {
-		v, _, _, err := e.base.Query(ctx, expr, t)
-		if err != nil {
-			return err
-		}
-		vec, ok := v.(model.Vector)
-		if !ok {
-			return fmt.Errorf("%s: a %s, want a vector", expr, v.Type())
-		}
-		for _, s := range vec {
-			m := s.Metric
-			k := workloadKey(string(m["namespace"]), string(m["workload_type"]), string(m["workload"]))
-			lt, ok := by[k]
-			if !ok {
-				lt = leadTime{q: [3]float64{math.NaN(), math.NaN(), math.NaN()}, sum: math.NaN()}
-			}
-			switch i - len(leadQuantiles) {
-			case 0:
-				lt.n = float64(s.Value)
-			case 1:
-				lt.sum = float64(s.Value)
-			default:
-				lt.q[i] = float64(s.Value)
-			}
-			by[k] = lt
-		}
-		return nil
-	}
-	var errs []error
-	for i, expr := range leadTimeQueries() {
-		if err := get(i, expr); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	vec, err := vectorAt(ctx, e.base, leadTimeQuery(), t)
+	if err != nil {
 		e.log.Warn("pod start-ups not measured; the last measurement stays", "rule", startupSeconds, "err", err)
 		return
 	}
+	pods := map[string][]float64{}
+	for _, s := range vec {
+		m := s.Metric
+		k := workloadKey(string(m["namespace"]), string(m["workload_type"]), string(m["workload"]))
+		pods[k] = append(pods[k], float64(s.Value))
+	}
+	by := make(map[string]leadTime, len(pods))
+	for k, vs := range pods {
+		if lt := startups(vs); lt.n > 0 {
+			by[k] = lt
+		}
+	}
 	e.lead.by = by
 	e.measureRawLeadTimes(ctx, t)
+}
+
+// vectorAt runs the instant query expr at t and returns its vector (empty: no series).
+func vectorAt(ctx context.Context, q Querier, expr string, t time.Time) (model.Vector, error) {
+	v, _, _, err := q.Query(ctx, expr, t)
+	if err != nil {
+		return nil, err
+	}
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("%s: a %s, want a vector", expr, v.Type())
+	}
+	return vec, nil
+}
+
+// startups is the leadTime of the start-ups vs (seconds, one per pod; vs is sorted in place):
+// their count and sum, and their quantiles by leadQuantiles as PromQL's quantile computes them.
+// A value that is not a finite number of seconds is no start-up and is not counted (n is 0
+// when none is).
+func startups(vs []float64) leadTime {
+	vs = slices.DeleteFunc(vs, func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) })
+	lt := leadTime{q: [3]float64{math.NaN(), math.NaN(), math.NaN()}, n: float64(len(vs)), sum: math.NaN()}
+	if len(vs) == 0 {
+		return lt
+	}
+	slices.Sort(vs)
+	lt.sum = 0
+	for _, v := range vs {
+		lt.sum += v
+	}
+	for i, q := range leadQuantileValues {
+		lt.q[i] = quantileSorted(vs, q)
+	}
+	return lt
 }
 
 // measureRawLeadTimes reads, for the policies that size for the measured lead time
@@ -194,22 +202,20 @@ func (e *Exporter) measureRawLeadTimes(ctx context.Context, t time.Time) {
 	e.lead.raw = raw
 }
 
-// startupsOf is the start-ups of the instant vector in (one per pod, in seconds) at t: their
-// count, sum and quantiles by leadQuantiles. ErrEmpty: none.
+// startupsOf is the start-ups of the instant vector in (one per pod, in seconds) at t, read in
+// one query: their count, sum and quantiles by leadQuantiles. ErrEmpty: none.
 func startupsOf(ctx context.Context, q Querier, in string, t time.Time) (leadTime, error) {
-	var lt leadTime
-	n, err := instantValue(ctx, q, "count("+in+")", t)
+	vec, err := vectorAt(ctx, q, in, t)
 	if err != nil {
-		return lt, err
+		return leadTime{}, err
 	}
-	lt.n = n
-	if lt.sum, err = instantValue(ctx, q, "sum("+in+")", t); err != nil {
-		return lt, err
+	vs := make([]float64, len(vec))
+	for i, s := range vec {
+		vs[i] = float64(s.Value)
 	}
-	for i, ql := range leadQuantiles {
-		if lt.q[i], err = instantValue(ctx, q, fmt.Sprintf("quantile(%s, %s)", ql, in), t); err != nil {
-			return lt, err
-		}
+	lt := startups(vs)
+	if lt.n == 0 {
+		return lt, ErrEmpty
 	}
 	return lt, nil
 }
@@ -259,10 +265,10 @@ func MeasuredLeadTime(ctx context.Context, q Querier, p *config.Policy, start, e
 	sel := fmt.Sprintf(`namespace=%q,workload_type=%q,workload=%q`, p.Target.Namespace, p.Target.WorkloadType(), p.Target.Name)
 	in := fmt.Sprintf("min_over_time(%s{%s}[%s])", startupSeconds, sel, rng)
 	var m LeadTimeMeasure
-	n, err := instantValue(ctx, q, "count("+in+")", end)
+	lt, err := startupsOf(ctx, q, in, end)
 	if raw := p.StartupFallback(rng.String()); errors.Is(err, ErrEmpty) && raw != "" {
-		in, m.Raw = "("+raw+")", true
-		n, err = instantValue(ctx, q, "count("+in+")", end)
+		m.Raw = true
+		lt, err = startupsOf(ctx, q, "("+raw+")", end)
 	}
 	if errors.Is(err, ErrEmpty) {
 		return LeadTimeMeasure{}, nil
@@ -270,17 +276,7 @@ func MeasuredLeadTime(ctx context.Context, q Querier, p *config.Policy, start, e
 	if err != nil {
 		return m, err
 	}
-	m.Startups = int(n)
-	for _, x := range []struct {
-		q   string
-		out *time.Duration
-	}{{"0.5", &m.StartupMedian}, {"0.9", &m.Startup90}} {
-		v, err := instantValue(ctx, q, fmt.Sprintf("quantile(%s, %s)", x.q, in), end)
-		if err != nil {
-			return m, err
-		}
-		*x.out = seconds(v)
-	}
+	m.Startups, m.StartupMedian, m.Startup90 = int(lt.n), seconds(lt.q[0]), seconds(lt.q[1])
 	last := func(series string) (float64, bool, error) {
 		v, err := instantValue(ctx, q, fmt.Sprintf(`max(last_over_time(%s[%s]))`, series, rng), end)
 		if errors.Is(err, ErrEmpty) {
