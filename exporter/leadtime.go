@@ -58,6 +58,8 @@ type leadTime struct {
 	n   float64
 	sum float64
 	raw bool
+	// bad counts the values that were no finite number of seconds, left out of the rest.
+	bad int
 }
 
 // leadTimes is the exporter's last measurement, by workload (workloadKey), and the start-ups
@@ -109,10 +111,15 @@ func (e *Exporter) measureLeadTimes(ctx context.Context, t time.Time) {
 		pods[k] = append(pods[k], float64(s.Value))
 	}
 	by := make(map[string]leadTime, len(pods))
+	bad := 0
 	for k, vs := range pods {
-		if lt := startups(vs); lt.n > 0 {
+		lt := startups(vs)
+		if bad += lt.bad; lt.n > 0 {
 			by[k] = lt
 		}
+	}
+	if bad > 0 {
+		e.log.Warn("pod start-ups that are no number of seconds left out of the measurement", "rule", startupSeconds, "pods", bad)
 	}
 	e.lead.by = by
 	e.measureRawLeadTimes(ctx, t)
@@ -133,11 +140,12 @@ func vectorAt(ctx context.Context, q Querier, expr string, t time.Time) (model.V
 
 // startups is the leadTime of the start-ups vs (seconds, one per pod; vs is sorted in place):
 // their count and sum, and their quantiles by leadQuantiles as PromQL's quantile computes them.
-// A value that is not a finite number of seconds is no start-up and is not counted (n is 0
-// when none is).
+// A value that is not a finite number of seconds is no start-up: it is counted in bad, not in
+// the rest (n is 0 when none is).
 func startups(vs []float64) leadTime {
+	all := len(vs)
 	vs = slices.DeleteFunc(vs, func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) })
-	lt := leadTime{q: [3]float64{math.NaN(), math.NaN(), math.NaN()}, n: float64(len(vs)), sum: math.NaN()}
+	lt := leadTime{q: [3]float64{math.NaN(), math.NaN(), math.NaN()}, n: float64(len(vs)), sum: math.NaN(), bad: all - len(vs)}
 	if len(vs) == 0 {
 		return lt
 	}
@@ -196,6 +204,9 @@ func (e *Exporter) measureRawLeadTimes(ctx context.Context, t time.Time) {
 		default:
 			lt.raw = true
 			r = rawLead{lt: lt, next: t.Add(rawLeadRefresh)}
+		}
+		if lt.bad > 0 {
+			e.log.Warn("pod start-ups that are no number of seconds left out of the raw read", "policy", ps.cfg.Name, "pods", lt.bad)
 		}
 		raw[ps.cfg.Name] = r
 	}

@@ -436,12 +436,13 @@ func TestStartupsAsPromQL(t *testing.T) {
 			}
 		}
 	}
-	// Not a number of seconds is no start-up: it is not counted, and none is none.
-	if lt := startups([]float64{math.NaN(), 30, math.Inf(1), 10}); lt.n != 2 || lt.sum != 40 || lt.q[0] != 20 {
-		t.Errorf("startups with NaN and +Inf: %+v, want 2 start-ups summing to 40, median 20", lt)
+	// Not a number of seconds is no start-up: it is counted apart (the exporter logs it), and
+	// none is none.
+	if lt := startups([]float64{math.NaN(), 30, math.Inf(1), 10}); lt.n != 2 || lt.sum != 40 || lt.q[0] != 20 || lt.bad != 2 {
+		t.Errorf("startups with NaN and +Inf: %+v, want 2 start-ups summing to 40, median 20, and 2 left out", lt)
 	}
-	if lt := startups([]float64{math.NaN()}); lt.n != 0 || !math.IsNaN(lt.q[1]) {
-		t.Errorf("startups of NaN alone: %+v, want none", lt)
+	if lt := startups([]float64{math.NaN()}); lt.n != 0 || !math.IsNaN(lt.q[1]) || lt.bad != 1 {
+		t.Errorf("startups of NaN alone: %+v, want none, and 1 left out", lt)
 	}
 }
 
