@@ -30,52 +30,86 @@ import (
 //
 // idle=hold is the default policy under scaling.budget.idle hold: each tick also reads the
 // margin at the price's ceiling until a tick ahead needs more than min_replicas.
+//
+// default-vs-tick reports the default's decision time over tick's, the two timed alternately in
+// one run (default/tick): the figure to compare across machines.
 func BenchmarkBudgetDecision(b *testing.B) {
-	for _, c := range []struct{ name, policy, scoring, rule, idle string }{
+	cases := []decisionCase{
 		{"tick", "naive-budget", "tick", "quantile", ""}, {"sample", "naive-budget", "sample", "quantile", ""},
 		{"rule=priced", "naive-budget", "tick", "priced", ""}, {"default", "budget", "tick", "", ""},
 		{"idle=hold", "budget", "tick", "", "hold"},
-	} {
+	}
+	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			spec, _ := Parse(c.policy, "")
-			cfg := DefaultConfig(spec)
-			cfg.Step, cfg.LeadSteps, cfg.LeadTime = 5*time.Minute, 2, 2*time.Minute
-			cfg.Calibration.Scoring = c.scoring
-			if c.idle != "" {
-				cfg.Params.Budget.Idle = scaling.BudgetIdle(c.idle)
-			}
-			if c.rule != "" {
-				cfg.Params.Budget.Rule = scaling.BudgetRule(c.rule)
-			} else {
-				cfg.Retrain = 0 // the refits are timed in the models' own benchmarks
-			}
-			r, err := New(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			obs := func(i int) Observation {
-				d := 40 + 10*math.Sin(float64(i)/300) + 3*math.Sin(float64(i)*1.7)
-				return Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: d, Current: 12, Ready: 12}
-			}
-			// Warm up (errors, calibration, buffers at capacity) until every class of errors has its
-			// window: a 5-minute history point every 20 ticks, so the errors of forecasts across one
-			// come one tick in 20.
-			warm := max(20000, 21*cfg.Calibration.Window)
-			i := 0
-			for ; i < warm; i++ {
-				if _, err := r.Step(ctx, obs(i)); err != nil {
-					b.Fatal(err)
-				}
-			}
+			step := c.runner(b)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := r.Step(ctx, obs(i)); err != nil {
-					b.Fatal(err)
-				}
-				i++
+				step()
 			}
 		})
+	}
+	// default-vs-tick: the default's decision and the quantile rule's, timed alternately in one run,
+	// so that the ratio holds on a machine slower or busier than the one the absolute figure was
+	// read on.
+	b.Run("default-vs-tick", func(b *testing.B) {
+		def, tick := cases[3].runner(b), cases[0].runner(b)
+		var td, tt time.Duration
+		for b.Loop() {
+			t := time.Now()
+			def()
+			m := time.Now()
+			tick()
+			td, tt = td+m.Sub(t), tt+time.Since(m)
+		}
+		if tt > 0 {
+			b.ReportMetric(float64(td)/float64(tt), "default/tick")
+		}
+	})
+}
+
+// decisionCase is one policy of BenchmarkBudgetDecision.
+type decisionCase struct{ name, policy, scoring, rule, idle string }
+
+// runner is c's policy warmed up to its steady state, as a function that makes its next
+// decision.
+func (c decisionCase) runner(b *testing.B) func() {
+	b.Helper()
+	spec, _ := Parse(c.policy, "")
+	cfg := DefaultConfig(spec)
+	cfg.Step, cfg.LeadSteps, cfg.LeadTime = 5*time.Minute, 2, 2*time.Minute
+	cfg.Calibration.Scoring = c.scoring
+	if c.idle != "" {
+		cfg.Params.Budget.Idle = scaling.BudgetIdle(c.idle)
+	}
+	if c.rule != "" {
+		cfg.Params.Budget.Rule = scaling.BudgetRule(c.rule)
+	} else {
+		cfg.Retrain = 0 // the refits are timed in the models' own benchmarks
+	}
+	r, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	obs := func(i int) Observation {
+		d := 40 + 10*math.Sin(float64(i)/300) + 3*math.Sin(float64(i)*1.7)
+		return Observation{Time: t0.Add(time.Duration(i) * 15 * time.Second), Demand: d, Current: 12, Ready: 12}
+	}
+	// Warm up (errors, calibration, buffers at capacity) until every class of errors has its
+	// window: a 5-minute history point every 20 ticks, so the errors of forecasts across one
+	// come one tick in 20.
+	warm := max(20000, 21*cfg.Calibration.Window)
+	i := 0
+	for ; i < warm; i++ {
+		if _, err := r.Step(ctx, obs(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return func() {
+		if _, err := r.Step(ctx, obs(i)); err != nil {
+			b.Fatal(err)
+		}
+		i++
 	}
 }
 
