@@ -410,29 +410,25 @@ func TestStartupsAsPromQL(t *testing.T) {
 	if len(pods) != 12 {
 		t.Fatalf("%d workloads in the answer, want 12", len(pods))
 	}
-	in := fmt.Sprintf("min_over_time(%s[%s])", startupSeconds, model.Duration(leadTimeWindow))
 	for ns, vs := range pods {
 		lt := startups(vs)
-		sel := func(agg string) float64 {
-			v, err := instantValue(context.Background(), q, fmt.Sprintf(`%s (%s and on (namespace) label_replace(vector(1), "namespace", %q, "", ""))`, agg, in, ns), at)
+		one := fmt.Sprintf("min_over_time(%s{namespace=%q}[%s])", startupSeconds, ns, model.Duration(leadTimeWindow))
+		ask := func(expr string) float64 {
+			v, err := instantValue(context.Background(), q, expr, at)
 			if err != nil {
-				t.Fatalf("%s %s: %v", ns, agg, err)
+				t.Fatalf("%s: %v", expr, err)
 			}
 			return v
 		}
-		if want := sel("count"); lt.n != want {
+		if want := ask("count(" + one + ")"); lt.n != want {
 			t.Errorf("%s: count %v, PromQL %v", ns, lt.n, want)
 		}
-		if want := sel("sum"); math.Abs(lt.sum-want) > 1e-9 {
+		if want := ask("sum(" + one + ")"); math.Abs(lt.sum-want) > 1e-9 {
 			t.Errorf("%s: sum %v, PromQL %v", ns, lt.sum, want)
 		}
 		for i, ql := range leadQuantiles {
-			v, err := instantValue(context.Background(), q, fmt.Sprintf(`quantile(%s, %s and on (namespace) label_replace(vector(1), "namespace", %q, "", ""))`, ql, in, ns), at)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if math.Abs(lt.q[i]-v) > 1e-9 {
-				t.Errorf("%s: quantile %s %v, PromQL %v", ns, ql, lt.q[i], v)
+			if want := ask(fmt.Sprintf("quantile(%s, %s)", ql, one)); math.Abs(lt.q[i]-want) > 1e-9 {
+				t.Errorf("%s: quantile %s %v, PromQL %v", ns, ql, lt.q[i], want)
 			}
 		}
 	}
