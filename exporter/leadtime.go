@@ -261,6 +261,9 @@ type LeadTimeMeasure struct {
 	// Raw says the start-ups were read from kube-state-metrics' raw series
 	// (config.Policy.StartupFallback): the recording rule had no samples over the range.
 	Raw bool
+	// Unreadable is the pods whose start-up was no finite number of seconds (NaN, or infinite),
+	// left out of the figures.
+	Unreadable int
 	// PathMedian and Path90 are the decision path's quantiles over Paths scale-ups.
 	PathMedian, Path90 time.Duration
 	Paths              int
@@ -277,12 +280,15 @@ func MeasuredLeadTime(ctx context.Context, q Querier, p *config.Policy, start, e
 	in := fmt.Sprintf("min_over_time(%s{%s}[%s])", startupSeconds, sel, rng)
 	var m LeadTimeMeasure
 	lt, err := startupsOf(ctx, q, in, end)
+	m.Unreadable = lt.bad
 	if raw := p.StartupFallback(rng.String()); errors.Is(err, ErrEmpty) && raw != "" {
 		m.Raw = true
 		lt, err = startupsOf(ctx, q, "("+raw+")", end)
+		m.Unreadable += lt.bad
 	}
 	if errors.Is(err, ErrEmpty) {
-		return LeadTimeMeasure{}, nil
+		// No start-up to measure: say only how many were left out.
+		return LeadTimeMeasure{Unreadable: m.Unreadable}, nil
 	}
 	if err != nil {
 		return m, err

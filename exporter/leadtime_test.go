@@ -28,6 +28,8 @@ load 1m
   namespace_workload_pod:debi_pod_startup_seconds{namespace="llm",pod="m-1",uid="u1",workload_type="statefulset",workload="m"} _x10 240x50
   namespace_workload_pod:debi_pod_startup_seconds{namespace="llm",pod="m-2",uid="u2",workload_type="statefulset",workload="m"} _x30 360x30
   namespace_workload_pod:debi_pod_startup_seconds{namespace="llm",pod="m-3",uid="u3",workload_type="statefulset",workload="m"} 200x20 900x40
+  namespace_workload_pod:debi_pod_startup_seconds{namespace="llm",pod="m-4",uid="u4",workload_type="statefulset",workload="m"} NaN NaN NaN
+  namespace_workload_pod:debi_pod_startup_seconds{namespace="llm",pod="n-0",uid="n0",workload_type="statefulset",workload="nan"} NaN NaN NaN
   namespace_workload_pod:debi_pod_startup_seconds{namespace="shop",pod="web-a",uid="w0",workload_type="deployment",workload="web"} 30x60
   namespace_workload_pod:debi_pod_startup_seconds{namespace="shop",pod="web-b",uid="w1",workload_type="deployment",workload="web"} 50x60
 `)
@@ -120,6 +122,8 @@ load 1m
   namespace_workload_pod:debi_pod_startup_seconds{namespace="llm",pod="m-0",uid="u0",workload_type="statefulset",workload="m"} 300x20
   namespace_workload_pod:debi_pod_startup_seconds{namespace="llm",pod="m-1",uid="u1",workload_type="statefulset",workload="m"} _x10 240x50
   namespace_workload_pod:debi_pod_startup_seconds{namespace="llm",pod="m-3",uid="u3",workload_type="statefulset",workload="m"} 200x20 900x40
+  namespace_workload_pod:debi_pod_startup_seconds{namespace="llm",pod="m-4",uid="u4",workload_type="statefulset",workload="m"} NaN NaN NaN
+  namespace_workload_pod:debi_pod_startup_seconds{namespace="llm",pod="n-0",uid="n0",workload_type="statefulset",workload="nan"} NaN NaN NaN
   debi_lead_time_seconds{policy="m",namespace="llm",workload_type="statefulset",workload="m",component="path",quantile="0.5"} 30x30 45x10
   debi_lead_time_seconds{policy="m",namespace="llm",workload_type="statefulset",workload="m",component="path",quantile="0.9"} 90x40
   debi_lead_time_samples{policy="m",namespace="llm",workload_type="statefulset",workload="m",component="path"} 2x30 7x10
@@ -152,13 +156,15 @@ policies:
     target: {kind: StatefulSet, namespace: llm, name: raw}
   - name: web
     target: {namespace: web, name: web}
+  - name: nan
+    target: {kind: StatefulSet, namespace: llm, name: nan}
 `)
 	start, end := time.Unix(0, 0), time.Unix(0, 0).Add(60*time.Minute)
 	m, err := MeasuredLeadTime(context.Background(), q, &c.Policies[0], start, end)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := LeadTimeMeasure{StartupMedian: 240 * time.Second, Startup90: 288 * time.Second, Startups: 3, PathMedian: 45 * time.Second, Path90: 90 * time.Second, Paths: 7, PathOK: true}
+	want := LeadTimeMeasure{StartupMedian: 240 * time.Second, Startup90: 288 * time.Second, Startups: 3, Unreadable: 1, PathMedian: 45 * time.Second, Path90: 90 * time.Second, Paths: 7, PathOK: true}
 	if m != want {
 		t.Errorf("measured %+v\nwant     %+v", m, want)
 	}
@@ -177,6 +183,12 @@ policies:
 	m, err = MeasuredLeadTime(context.Background(), q, &c.Policies[3], start, end)
 	if want := (LeadTimeMeasure{StartupMedian: 90 * time.Second, Startup90: 90 * time.Second, Startups: 1, Raw: true}); err != nil || m != want {
 		t.Errorf("a Deployment from the raw series: %+v, %v\nwant %+v", m, err, want)
+	}
+	// Start-ups that are no number of seconds are counted, not dropped unsaid; with none left
+	// (and no raw series of the workload) nothing is measured.
+	m, err = MeasuredLeadTime(context.Background(), q, &c.Policies[4], start, end)
+	if want := (LeadTimeMeasure{Unreadable: 1}); err != nil || m != want {
+		t.Errorf("only NaN recorded: %+v, %v\nwant %+v", m, err, want)
 	}
 }
 

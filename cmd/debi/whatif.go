@@ -140,12 +140,16 @@ func replayLeadTime(m exporter.LeadTimeMeasure, err error, p *config.Policy, int
 	if p.LeadTimeMeasured && p.Model != "" {
 		unset = fmt.Sprintf(" (lead_time unset: the exporter sizes for it until %d start-ups are measured)", exporter.MinStartups)
 	}
+	left := "" // start-ups left out of the figures are said, not dropped unsaid
+	if m.Unreadable > 0 {
+		left = fmt.Sprintf("; %d more recorded as no number of seconds (NaN or infinite), left out", m.Unreadable)
+	}
 	switch {
 	case err != nil:
 		return fmt.Sprintf("lead time not measured (%v): pods replayed with a start-up of the policy's lead_time %s%s", err, model.Duration(p.LeadTime), unset)
 	case m.Startups < exporter.MinStartups:
-		return fmt.Sprintf("lead time not measured: %d pod start-ups recorded over the range (%d needed): pods replayed with a start-up of the policy's lead_time %s%s",
-			m.Startups, exporter.MinStartups, model.Duration(p.LeadTime), unset)
+		return fmt.Sprintf("lead time not measured: %d pod start-ups recorded over the range (%d needed%s): pods replayed with a start-up of the policy's lead_time %s%s",
+			m.Startups, exporter.MinStartups, left, model.Duration(p.LeadTime), unset)
 	}
 	o.StartupDelay, o.StartupSpread = backtest.StartupFit(m.StartupMedian, m.Startup90)
 	o.DecisionDelay = 0
@@ -153,8 +157,8 @@ func replayLeadTime(m exporter.LeadTimeMeasure, err error, p *config.Policy, int
 	if m.Raw {
 		from = ", read from kube_pod_created and kube_pod_status_ready_time: debi's start-up rule has no samples over the range"
 	}
-	s := fmt.Sprintf("lead time measured: pods replayed with start-ups as the cluster's vary, median start-up %s (0.9: %s, over %d start-ups%s; %s)",
-		model.Duration(m.StartupMedian), model.Duration(m.Startup90), m.Startups, from, startupShape(o.StartupDelay, o.StartupSpread))
+	s := fmt.Sprintf("lead time measured: pods replayed with start-ups as the cluster's vary, median start-up %s (0.9: %s, over %d start-ups%s%s; %s)",
+		model.Duration(m.StartupMedian), model.Duration(m.Startup90), m.Startups, from, left, startupShape(o.StartupDelay, o.StartupSpread))
 	if m.PathOK {
 		o.DecisionDelay = m.PathMedian
 		s += fmt.Sprintf(" after the median decision path %s", model.Duration(m.PathMedian))

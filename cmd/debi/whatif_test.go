@@ -111,7 +111,10 @@ func TestReplayLeadTime(t *testing.T) {
 			nil, 30 * time.Second, 0, []string{"median start-up 30s", "at once (no decision path measured)", "sizes for lead_time 2m"}},
 		{"measured from the raw series", exporter.LeadTimeMeasure{StartupMedian: 2 * time.Minute, Startup90: 2 * time.Minute, Startups: 9, Raw: true},
 			nil, 2 * time.Minute, 0, []string{"median start-up 2m", "over 9 start-ups, read from kube_pod_created and kube_pod_status_ready_time", "each exactly that"}},
+		{"measured, some unreadable", exporter.LeadTimeMeasure{StartupMedian: 2 * time.Minute, Startup90: 2 * time.Minute, Startups: 9, Unreadable: 2},
+			nil, 2 * time.Minute, 0, []string{"over 9 start-ups; 2 more recorded as no number of seconds (NaN or infinite), left out"}},
 		{"too few", exporter.LeadTimeMeasure{StartupMedian: time.Minute, Startups: 3}, nil, 2 * time.Minute, 0, []string{"3 pod start-ups", "5 needed", "lead_time 2m"}},
+		{"too few, some unreadable", exporter.LeadTimeMeasure{Startups: 0, Unreadable: 4}, nil, 2 * time.Minute, 0, []string{"0 pod start-ups", "5 needed; 4 more recorded as no number of seconds"}},
 		{"error", exporter.LeadTimeMeasure{}, errors.New("bad_data"), 2 * time.Minute, 0, []string{"not measured (bad_data)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
