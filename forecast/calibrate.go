@@ -148,7 +148,6 @@ type Calibrator struct {
 	cfg  CalibratorConfig
 	ring []float64  // errors in arrival order (a ring of cfg.Window), without Neighbours
 	byF  errorStore // Neighbours: the errors with their forecasts and classes
-	tail *errorTail // Neighbours: the largest errors of each class over tailWindows windows
 	// Neighbours: the class a quantile is read from (-1: every class; UpperAtOf).
 	want   int
 	next   int
@@ -184,7 +183,7 @@ func NewCalibrator(cfg CalibratorConfig) (*Calibrator, error) {
 	}
 	c := &Calibrator{cfg: cfg, alpha: cfg.Budget, want: -1}
 	if cfg.Neighbours > 0 {
-		c.byF, c.tail = newErrorStore(cfg.Window), newErrorTail(cfg.Window)
+		c.byF = newErrorStore(cfg.Window)
 	} else {
 		c.ring, c.sorted = make([]float64, 0, cfg.Window), make([]float64, 0, cfg.Window)
 	}
@@ -250,7 +249,6 @@ func (c *Calibrator) AddErrorOf(class int, actual, forecast float64) error {
 		// The errors are kept by their forecasts (byF) instead of by their values (sorted), the
 		// quantile read from the nearest ones only.
 		c.byF.add(class, fcError{float32(forecast), float32(e)})
-		c.tail.add(class, float32(forecast), float32(e))
 	case len(c.ring) < c.cfg.Window:
 		c.ring = append(c.ring, e)
 		c.sorted = insertSorted(c.sorted, e)
@@ -291,46 +289,20 @@ func removeSorted(s []float64, v float64) []float64 {
 // nearest by |ln(forecast/f)| (each side lifted by the floor, so that 0 is a level like any
 // other), and every one as near as the last. byF is sorted by forecast, so they are a run of it
 // around f, grown from both ends; a side's distance is compared as a ratio (the logarithm is
-// monotone), and the quantile found by selection (quantileOf). Read from one class, at a level
-// deeper than they resolve it is at least the tail's (tailAt): the errors of that class's last
-// tailWindows windows whose forecasts are as near f, as a share of them.
+// monotone), and the quantile found by selection (quantileOf).
 func (c *Calibrator) nearQuantile(f float64) float64 {
 	buf := nearPool.Get().(*[]float64)
 	defer nearPool.Put(buf)
-	var last float64
-	*buf, last = c.nearErrors(f, *buf)
-	k := len(*buf)
-	q := quantileOf(*buf, 1-c.Alpha())
-	if c.want >= 0 {
-		var tb [tailKept]float64
-		tv, n := c.tailNear(f, last, tb[:0])
-		if t, ok := tailAt(tv, n, float64(k)/float64(c.byF.count(c.want)), c.Alpha()); ok {
-			q = math.Max(q, t)
-		}
-	}
-	return q
-}
-
-// tailNear gathers the tail's errors of the class read (c.want) whose forecasts are as near f as
-// the farthest of the nearest errors read (last, the ratio nearErrors measures), largest first,
-// and the number of errors of the class the tail spans.
-func (c *Calibrator) tailNear(f, last float64, buf []float64) ([]float64, int) {
-	fl := math.Max(c.floor, 1e-12)
-	g := math.Max(f, 0) + fl
-	return c.tail.gather(c.want, func(x float64) bool {
-		r := (math.Max(x, 0) + fl) / g
-		return r <= last && g/(math.Max(x, 0)+fl) <= last
-	}, buf)
+	*buf = c.nearErrors(f, *buf)
+	return quantileOf(*buf, 1-c.Alpha())
 }
 
 // nearPool holds the scratch the errors nearest a forecast are read into: shared by every
 // Calibrator (a fleet holds as many as read at once), and once grown it does not allocate.
 var nearPool = sync.Pool{New: func() any { return new([]float64) }}
 
-// nearErrors appends to near[:0] the errors of the kept forecasts nearest f, of the class read,
-// and returns them with the ratio of the farthest one's forecast to f (as the nearness is
-// measured).
-func (c *Calibrator) nearErrors(f float64, near []float64) ([]float64, float64) {
+// nearErrors appends to near[:0] the errors of the kept forecasts nearest f, of the class read.
+func (c *Calibrator) nearErrors(f float64, near []float64) []float64 {
 	n := c.byF.len()
 	m := n // the errors of the class read (every error: n)
 	if c.want >= 0 {
@@ -394,7 +366,7 @@ func (c *Calibrator) nearErrors(f float64, near []float64) ([]float64, float64) 
 			near = append(near, float64(c.byF.at(hi).e))
 		}
 	}
-	return near, last
+	return near
 }
 
 // PricedUpperAtOf is the upper bound of what comes after forecast f that a caller who prices
@@ -412,41 +384,20 @@ func (c *Calibrator) PricedUpperAtOf(class int, f, lambda, unit float64) float64
 	price := lambda * unit // of a level of 1, in the errors' unit
 	var v []float64        // the errors read, sorted from the quantile at top up: the default configuration's fast path
 	top := alphaMax
-	// The tail's errors near f (largest first), out of n of the class, share of them near f.
-	var tb [tailKept]float64
-	var tv []float64
-	n, share := 0, 0.0
-	at := func(a float64) float64 { // the quantile at the level a (clamped as Alpha is)
-		a = min(max(a, alphaMin), alphaMax)
-		q := quantileSorted(v, 1-a)
-		if t, ok := tailAt(tv, n, share, a); ok {
-			q = math.Max(q, t)
-		}
-		return q
-	}
 	if c.cfg.Neighbours > 0 && c.cfg.Errors == ErrorsAdditive && c.alt == nil && c.Errors() >= c.cfg.MinErrors {
 		if class >= 0 && class < Classes && c.byF.count(class) >= c.cfg.MinErrors {
 			c.want = class
 		}
 		buf := nearPool.Get().(*[]float64)
 		defer nearPool.Put(buf)
-		var last float64
-		*buf, last = c.nearErrors(f, *buf)
-		v = *buf
-		if c.want >= 0 {
-			tv, n = c.tailNear(f, last, tb[:0])
-			share = float64(len(v)) / float64(c.byF.count(c.want))
-		}
+		*buf = c.nearErrors(f, *buf)
 		c.want = -1
+		v = *buf
 		// Only a level whose price alone is under the cost at 1/λ can be cheaper: sort the errors
 		// from the quantile of the highest such level up (selection leaves none below it larger),
 		// all that quantileSorted reads at the levels read.
 		a0 := min(max(1/lambda, alphaMin), alphaMax)
-		q0 := quantileOf(v, 1-a0)
-		if t, ok := tailAt(tv, n, share, a0); ok {
-			q0 = math.Max(q0, t)
-		}
-		top = min(alphaMax, (math.Max(0, math.Max(0, f+q0)-f)+price/lambda)/price)
+		top = min(alphaMax, (math.Max(0, math.Max(0, f+quantileOf(v, 1-a0))-f)+price/lambda)/price)
 		lo := int(float64(len(v)-1) * (1 - top))
 		selectNth(v, lo)
 		slices.Sort(v[lo:])
@@ -455,7 +406,7 @@ func (c *Calibrator) PricedUpperAtOf(class int, f, lambda, unit float64) float64
 	for a := 1 / lambda; ; a *= 2 {
 		var u float64
 		if v != nil {
-			u = math.Max(0, f+at(a))
+			u = math.Max(0, f+quantileSorted(v, 1-min(max(a, alphaMin), alphaMax)))
 		} else {
 			u = c.UpperAtOf(class, f, a)
 		}

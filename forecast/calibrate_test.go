@@ -351,7 +351,6 @@ func TestCalibratorClassesBruteForce(t *testing.T) {
 			t.Fatal(err)
 		}
 		rings := make([][]keptErr, Classes)
-		hist := make([][]keptErr, Classes) // every error of each class, for the tail
 		// One class is rare, so that it spends a while under MinErrors.
 		rare := rng.IntN(Classes)
 		for i := range 4 * cfg.Window {
@@ -368,7 +367,6 @@ func TestCalibratorClassesBruteForce(t *testing.T) {
 				t.Fatal(err)
 			}
 			rings[class] = append(rings[class], keptErr{f, float64(float32(a - f)), class})
-			hist[class] = append(hist[class], rings[class][len(rings[class])-1])
 			if len(rings[class]) > cfg.Window {
 				rings[class] = rings[class][1:]
 			}
@@ -378,12 +376,7 @@ func TestCalibratorClassesBruteForce(t *testing.T) {
 			q := float64(rng.IntN(9)) + rng.Float64()
 			alpha := 0.01 + 0.3*rng.Float64()
 			fl := math.Max(c.floor, 1e-12)
-			// The quantile of the nearest errors, and at a deeper level than they resolve the
-			// tail's: of the class's errors in its last tailWindows windows (Window errors each),
-			// the tailTop largest of each window (in bfloat16, the error rounded down; by error then forecast) whose
-			// forecasts are as near q as the farthest of the nearest, standing for the share of
-			// all that the nearest are of the ring.
-			brute := func(ring []keptErr, class int) float64 {
+			brute := func(ring []keptErr) float64 {
 				d := func(x float64) float64 { return math.Abs(math.Log(x+fl) - math.Log(q+fl)) }
 				s := slices.Clone(ring)
 				slices.SortStableFunc(s, func(x, y keptErr) int { return cmp.Compare(d(x.f), d(y.f)) })
@@ -396,55 +389,19 @@ func TestCalibratorClassesBruteForce(t *testing.T) {
 					errs = append(errs, x.e)
 				}
 				slices.Sort(errs)
-				u := q + quantileSorted(errs, 1-alpha)
-				if class < 0 {
-					return math.Max(0, u)
-				}
-				var top []float64
-				h := hist[class]
-				nb := (len(h) - 1) / cfg.Window
-				n := 0
-				for b := max(0, nb-tailWindows+1); b <= nb; b++ {
-					var w []bfError
-					for _, x := range h[b*cfg.Window : min(len(h), (b+1)*cfg.Window)] {
-						w = append(w, bfError{toBF16(float32(x.f)), toBF16Down(float32(x.e))})
-						n++
-					}
-					slices.SortFunc(w, func(x, y bfError) int {
-						if c := cmp.Compare(fromBF16(y.e), fromBF16(x.e)); c != 0 {
-							return c
-						}
-						return cmp.Compare(fromBF16(y.f), fromBF16(x.f))
-					})
-					for _, x := range w[:min(len(w), tailTop)] {
-						if d(fromBF16(x.f)) <= d(s[k-1].f)*(1+1e-12) {
-							top = append(top, fromBF16(x.e))
-						}
-					}
-				}
-				slices.Sort(top)
-				slices.Reverse(top)
-				r := (float64(k)/float64(len(ring))*float64(n) - 1) * alpha
-				if i := int(r); i+1 < len(top) || i < len(top) && r == float64(i) {
-					t := top[i]
-					if r > float64(i) {
-						t -= (r - float64(i)) * (top[i] - top[i+1])
-					}
-					u = math.Max(u, q+t)
-				}
-				return math.Max(0, u)
+				return math.Max(0, q+quantileSorted(errs, 1-alpha))
 			}
 			all := append(slices.Clone(rings[0]), rings[1]...)
 			if len(all) < cfg.MinErrors {
 				continue
 			}
-			if got, want := c.UpperAt(q, alpha), brute(all, -1); math.Abs(got-want) > 1e-9 {
+			if got, want := c.UpperAt(q, alpha), brute(all); math.Abs(got-want) > 1e-9 {
 				t.Fatalf("trial %d step %d: UpperAt(%v) = %v, brute force over both classes %v", trial, i, q, got, want)
 			}
 			for class := range Classes {
-				want := brute(all, -1)
+				want := brute(all)
 				if len(rings[class]) >= cfg.MinErrors {
-					want = brute(rings[class], class)
+					want = brute(rings[class])
 				}
 				if got := c.UpperAtOf(class, q, alpha); math.Abs(got-want) > 1e-9 {
 					t.Fatalf("trial %d step %d: UpperAtOf(%d, %v) = %v, brute force %v (%d of its errors)", trial, i, class, q, got, want, len(rings[class]))
@@ -602,46 +559,6 @@ func TestCalibratorLargestWindow(t *testing.T) {
 	for i := 1; i < c.byF.len(); i++ {
 		if cmpFcError(c.byF.at(i-1), c.byF.at(i)) > 0 {
 			t.Fatalf("kept errors out of order at %d: %v then %v", i, c.byF.at(i-1), c.byF.at(i))
-		}
-	}
-}
-
-// TestErrorTail: the tail keeps each window's tailTop largest errors for tailWindows windows of
-// the class and forgets them after; an error is kept in bfloat16 rounded down, within 0.4 %.
-func TestErrorTail(t *testing.T) {
-	tl := newErrorTail(10)
-	all := func(float64) bool { return true }
-	tl.add(1, 5, 1000) // a tall error of class 1, then small ones
-	for i := range tailWindows*10 - 1 {
-		tl.add(1, 5, float32(i%7))
-		tl.add(0, 5, 1)
-		g, n := tl.gather(1, all, nil)
-		if n != i+2 {
-			t.Fatalf("after %d errors of class 1 the tail spans %d", i+2, n)
-		}
-		if g[0] != 1000 {
-			t.Fatalf("after %d errors the tall one is gone: %v", i+2, g[:3])
-		}
-	}
-	tl.add(1, 5, 0) // the first window of the next week: the tall one's window is reused
-	g, n := tl.gather(1, all, nil)
-	if g[0] != 6 || n != (tailWindows-1)*10+1 {
-		t.Errorf("a week later: largest %v over %d errors, want 6 over %d", g[0], n, (tailWindows-1)*10+1)
-	}
-	if len(g) != (tailWindows-1)*tailTop+1 {
-		t.Errorf("%d errors kept, want %d (%d of each full window)", len(g), (tailWindows-1)*tailTop+1, tailTop)
-	}
-	if g, _ := tl.gather(1, func(f float64) bool { return f > 5 }, nil); len(g) != 0 {
-		t.Errorf("errors of forecasts near accepts none of: %v", g)
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 10000 {
-		v := float32(rng.NormFloat64() * math.Pow(10, rng.Float64()*12-6))
-		if d := fromBF16(toBF16Down(v)); d > float64(v) || math.Abs(d-float64(v)) > 0.008*math.Abs(float64(v)) {
-			t.Fatalf("%v in bfloat16 rounded down: %v", v, d)
-		}
-		if d := fromBF16(toBF16(v)); math.Abs(d-float64(v)) > 0.004*math.Abs(float64(v)) {
-			t.Fatalf("%v in bfloat16: %v", v, d)
 		}
 	}
 }
