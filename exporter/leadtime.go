@@ -23,6 +23,9 @@ import (
 // leadTimeWindow, every workload's at once (one query, whatever the number of policies), takes
 // each workload's quantiles from the answer, and publishes them per policy beside the lead time
 // the policy uses: the alert DebiLeadTimeTooShort fires when the workload's start-ups outgrow it.
+// Between full reads of the window (every leadTimeRebase) it reads only what the rule wrote since
+// the last read and keeps each pod's minimum, so Prometheus reads a week of samples four times a
+// day, not every 10 minutes.
 
 const (
 	// leadTimeWindow is how far back start-ups are measured.
@@ -30,6 +33,14 @@ const (
 	// leadTimeRefreshSteps is how often they are measured again, in loop steps: 10 minutes at
 	// the default global.interval of 15 s.
 	leadTimeRefreshSteps = 40
+	// leadTimeRebase is how often a measurement reads the whole window again. Between, each
+	// reads the rule's samples since the last read that succeeded, and leadTimeOverlap before
+	// it (a rule's samples are appended after its evaluation, so the last read may have missed
+	// the newest; a minimum read twice is the same), and keeps each pod's minimum. So a sample
+	// older than the window (a pod's last, or its first readiness where a later one is still in
+	// the window) counts until the next full read, at most leadTimeRebase later.
+	leadTimeRebase  = 6 * time.Hour
+	leadTimeOverlap = 5 * time.Minute
 	// rawLeadRefresh is how long a start-up read from kube-state-metrics' raw series stands
 	// before it is read again, while the rule still has fewer than MinStartups start-ups of
 	// the workload; rawLeadRetry, after a failed read.
@@ -69,6 +80,17 @@ type leadTimes struct {
 	at  time.Time // of the last attempt; zero: never
 	by  map[string]leadTime
 	raw map[string]rawLead
+	// pods is each pod's start-up read so far (the minimum of its series), by series; through
+	// is the end of the last read that succeeded, full the time of the last full read of the
+	// window (pods nil: none yet).
+	pods          map[model.Fingerprint]podStartup
+	through, full time.Time
+}
+
+// podStartup is a pod's start-up as read so far, and its workload (workloadKey).
+type podStartup struct {
+	workload string
+	v        float64
 }
 
 // rawLead is a policy's start-ups read from the raw series and when to read them again.
@@ -83,11 +105,12 @@ func workloadKey(namespace, workloadType, workload string) string {
 }
 
 // leadTimeQuery is the one instant query of a measurement: each pod's first readiness over the
-// window with its workload (the per-pod minimum). Prometheus reads the window once; the
-// exporter takes each workload's quantiles, count and sum from the answer (startups), where
-// asking PromQL for each of them would read the week's samples five times over.
-func leadTimeQuery() string {
-	return fmt.Sprintf("min_over_time(%s[%s])", startupSeconds, model.Duration(leadTimeWindow))
+// range (the per-pod minimum) with its workload, rng the window (a full read) or the time since
+// the last read (rounded up to the second). Prometheus reads the range once; the exporter takes
+// each workload's quantiles, count and sum from the answer (startups), where asking PromQL for
+// each of them would read the week's samples five times over.
+func leadTimeQuery(rng time.Duration) string {
+	return fmt.Sprintf("min_over_time(%s[%s])", startupSeconds, model.Duration((rng + time.Second - 1).Truncate(time.Second)))
 }
 
 // measureLeadTimes measures every workload's start-up when leadTimeRefreshSteps steps have
@@ -99,16 +122,36 @@ func (e *Exporter) measureLeadTimes(ctx context.Context, t time.Time) {
 		return
 	}
 	e.lead.at = t
-	vec, err := vectorAt(ctx, e.base, leadTimeQuery(), t)
+	full := e.lead.pods == nil || !t.After(e.lead.through) || t.Sub(e.lead.full) >= leadTimeRebase
+	rng := leadTimeWindow
+	if !full {
+		rng = min(t.Sub(e.lead.through)+leadTimeOverlap, leadTimeWindow)
+	}
+	vec, err := vectorAt(ctx, e.base, leadTimeQuery(rng), t)
 	if err != nil {
 		e.log.Warn("pod start-ups not measured; the last measurement stays", "rule", startupSeconds, "err", err)
 		return
 	}
-	pods := map[string][]float64{}
+	seen := e.lead.pods
+	if full {
+		seen, e.lead.full = make(map[model.Fingerprint]podStartup, len(vec)), t
+	}
 	for _, s := range vec {
-		m := s.Metric
-		k := workloadKey(string(m["namespace"]), string(m["workload_type"]), string(m["workload"]))
-		pods[k] = append(pods[k], float64(s.Value))
+		fp, v := s.Metric.Fingerprint(), float64(s.Value)
+		p, ok := seen[fp]
+		switch {
+		case !ok:
+			m := s.Metric
+			p = podStartup{workloadKey(string(m["namespace"]), string(m["workload_type"]), string(m["workload"])), v}
+		case v < p.v || math.IsNaN(p.v): // min_over_time's minimum: a NaN only where every sample is
+			p.v = v
+		}
+		seen[fp] = p
+	}
+	e.lead.pods, e.lead.through = seen, t
+	pods := map[string][]float64{}
+	for _, p := range seen {
+		pods[p.workload] = append(pods[p.workload], p.v)
 	}
 	by := make(map[string]leadTime, len(pods))
 	bad := 0
