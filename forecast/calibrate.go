@@ -382,7 +382,7 @@ func (c *Calibrator) PricedUpperAtOf(class int, f, lambda, unit float64) float64
 		return c.UpperAtOf(class, f, 1/lambda)
 	}
 	price := lambda * unit // of a level of 1, in the errors' unit
-	var v []float64        // the errors read, sorted from the quantile at top up: the default configuration's fast path
+	var v fallingQuantiles // the errors read: the default configuration's fast path
 	top := alphaMax
 	if c.cfg.Neighbours > 0 && c.cfg.Errors == ErrorsAdditive && c.alt == nil && c.Errors() >= c.cfg.MinErrors {
 		if class >= 0 && class < Classes && c.byF.count(class) >= c.cfg.MinErrors {
@@ -392,21 +392,16 @@ func (c *Calibrator) PricedUpperAtOf(class int, f, lambda, unit float64) float64
 		defer nearPool.Put(buf)
 		*buf = c.nearErrors(f, *buf)
 		c.want = -1
-		v = *buf
-		// Only a level whose price alone is under the cost at 1/λ can be cheaper: sort the errors
-		// from the quantile of the highest such level up (selection leaves none below it larger),
-		// all that quantileSorted reads at the levels read.
+		v = fallingQuantiles{v: *buf, bound: len(*buf), at: -1}
+		// Only a level whose price alone is under the cost at 1/λ can be cheaper.
 		a0 := min(max(1/lambda, alphaMin), alphaMax)
-		top = min(alphaMax, (math.Max(0, math.Max(0, f+quantileOf(v, 1-a0))-f)+price/lambda)/price)
-		lo := int(float64(len(v)-1) * (1 - top))
-		selectNth(v, lo)
-		slices.Sort(v[lo:])
+		top = min(alphaMax, (math.Max(0, math.Max(0, f+v.quantile(1-a0))-f)+price/lambda)/price)
 	}
 	best, cost := math.NaN(), math.Inf(1)
 	for a := 1 / lambda; ; a *= 2 {
 		var u float64
-		if v != nil {
-			u = math.Max(0, f+quantileSorted(v, 1-min(max(a, alphaMin), alphaMax)))
+		if v.v != nil {
+			u = math.Max(0, f+v.quantile(1-min(max(a, alphaMin), alphaMax)))
 		} else {
 			u = c.UpperAtOf(class, f, a)
 		}
@@ -418,6 +413,39 @@ func (c *Calibrator) PricedUpperAtOf(class int, f, lambda, unit float64) float64
 		}
 	}
 	return best
+}
+
+// fallingQuantiles reads quantileSorted of v sorted at falling p, by selection instead of a
+// sort: each quantile's order statistic is selected among the errors below the one before
+// (selectNth leaves none of them above it), and the next one up is the least of those between
+// the two. v is reordered; the values read are those of the sort, to the last bit.
+type fallingQuantiles struct {
+	v []float64
+	// bound: v[bound:] holds no value below any of v[:bound], and v[bound] is the sorted v's
+	// (len(v): nothing selected yet).
+	bound int
+	// at is the last order statistic selected (-1: none), lo its value and next the one after.
+	at       int
+	lo, next float64
+}
+
+// quantile is quantileSorted(sorted v, p); fastest for p at most the last call's.
+func (q *fallingQuantiles) quantile(p float64) float64 {
+	m := len(q.v)
+	h := float64(m-1) * p
+	lo := int(h)
+	if lo >= m-1 {
+		return slices.Max(q.v)
+	}
+	if q.at >= 0 && lo > q.at {
+		q.bound = m // p rose: select among them all again
+	}
+	if lo != q.at {
+		selectNth(q.v[:q.bound], lo)
+		q.at, q.lo, q.next = lo, q.v[lo], slices.Min(q.v[lo+1:min(q.bound+1, m)])
+		q.bound = lo
+	}
+	return q.lo + (h-float64(lo))*(q.next-q.lo)
 }
 
 // quantileOf is quantileSorted of v sorted, found by selection (selectNth, which reorders v)

@@ -562,3 +562,31 @@ func TestCalibratorLargestWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestFallingQuantiles: the quantiles read by selection at falling levels (and one that rises)
+// are quantileSorted's of the sorted errors to the last bit, on errors with many ties.
+func TestFallingQuantiles(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for trial := range 500 {
+		v := make([]float64, 1+rng.IntN(300))
+		for i := range v {
+			v[i] = float64(rng.IntN(40)) / 4
+			if rng.IntN(3) == 0 {
+				v[i] = rng.NormFloat64()
+			}
+		}
+		sorted := slices.Sorted(slices.Values(v))
+		q := fallingQuantiles{v: slices.Clone(v), bound: len(v), at: -1}
+		p := 1 - rng.Float64()/float64(len(v))
+		for range 12 {
+			if got, want := q.quantile(p), quantileSorted(sorted, p); got != want {
+				t.Fatalf("trial %d, %d errors: the quantile at %v is %v, sorted %v", trial, len(v), p, got, want)
+			}
+			if rng.IntN(8) == 0 {
+				p = min(1, p+rng.Float64()/4) // a level that rises
+			} else {
+				p = max(0, p-rng.Float64()/4)
+			}
+		}
+	}
+}
