@@ -34,6 +34,8 @@ type HPA struct {
 	// observed changes of size, not the recommendations; lastCurrent is the size last seen.
 	unapplied   bool
 	lastCurrent int32
+	// scratch is the copy Bounds probes (nil until the first).
+	scratch *HPA
 }
 
 // Times are kept as Unix nanoseconds: the same order as the time.Time comparisons of the

@@ -39,6 +39,25 @@ func BenchmarkHPA(b *testing.B) {
 	}
 }
 
+// BenchmarkHPABounds is one step of an HPA-compatible policy as the exporter's runner takes it:
+// the bounds of the state (BoundsOf, two probes of it), the decision composed, and the state
+// advanced.
+func BenchmarkHPABounds(b *testing.B) {
+	p := DefaultParams()
+	h := NewHPA(p)
+	rule := RuleOf(h)
+	now := time.Unix(0, 0)
+	n := int32(10)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		now = now.Add(15 * time.Second)
+		in := Input{Time: now, Current: n, Ready: n, W: 0.3 + float64(i%10)/20}
+		d := Decide(rule, in, BoundsOf(h, p, now, n))
+		h.Recommend(in)
+		n = d.Replicas
+	}
+}
+
 // BenchmarkStabilize aggregates a 60 s window of 15 s samples with the outlier filter.
 func BenchmarkStabilize(b *testing.B) {
 	m, _ := MetricsPolicy{Aggregation: AggP90, OutlierFilter: true}.Normalize()

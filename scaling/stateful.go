@@ -44,25 +44,35 @@ const boundLoad = 1e12
 // Bounds implements Stateful: the decisions of two copies of the state for the lowest and the
 // highest load. The normalisation is monotone in the recommendation, so every other load lands
 // in between, at the rule's answer clamped.
+//
+// The copies are made in a scratch state h keeps, so that once its slices have grown a step
+// does not allocate; Bounds is not safe for concurrent use (no more than Recommend is).
 func (h *HPA) Bounds(t time.Time, current int32) (lo, hi int32) {
 	in := Input{Time: t, Current: current, Ready: current, W: 0}
-	lo = h.clone().Recommend(in).Replicas
+	lo = h.probe().Recommend(in).Replicas
 	in.W = boundLoad
-	hi = h.clone().Recommend(in).Replicas
+	hi = h.probe().Recommend(in).Replicas
 	return lo, max(lo, hi)
+}
+
+// probe is a copy of h's state in h's scratch state, its slices reused.
+func (h *HPA) probe() *HPA {
+	if h.scratch == nil {
+		h.scratch = new(HPA)
+	}
+	c := h.scratch
+	rec, up, down := c.recommendations[:0], c.upEvents[:0], c.downEvents[:0]
+	*c = *h
+	c.scratch = nil
+	c.recommendations = append(rec, h.recommendations...)
+	c.upEvents = append(up, h.upEvents...)
+	c.downEvents = append(down, h.downEvents...)
+	return c
 }
 
 // Rule implements Stateful: the replica calculator within min and max, without stabilisation
 // or rate limits.
 func (h *HPA) Rule() Algorithm { return hpaRule{h: NewHPA(h.p)} }
-
-func (h *HPA) clone() *HPA {
-	c := *h
-	c.recommendations = append([]timedReplicas(nil), h.recommendations...)
-	c.upEvents = append([]scaleEvent(nil), h.upEvents...)
-	c.downEvents = append([]scaleEvent(nil), h.downEvents...)
-	return &c
-}
 
 // hpaRule is the HPA's replica calculator alone.
 type hpaRule struct{ h *HPA }
